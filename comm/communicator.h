@@ -1,0 +1,79 @@
+// Communicator: the collectives every backend provides.
+//
+// One abstract interface, one concrete backend per folder (comm/mpi now,
+// comm/nccl for GPUs). All calls are asynchronous and return a Work; they are
+// executed in the order they were issued, and every rank must issue the same
+// collectives in the same order (as with MPI and NCCL).
+//
+// Threading: issue calls from one thread (the training thread). Buffers are
+// owned by the caller and must stay valid and unmodified until the Work's
+// wait() returns. Buffers live where the backend expects them (host memory
+// for MPI; device memory for NCCL).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "comm/types.h"
+#include "comm/work.h"
+
+namespace ddp::comm {
+
+struct CommOptions {
+  // How long wait() blocks before a collective is reported as hung.
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "mpi" or "nccl", for start-up summaries and error messages.
+  virtual std::string backendName() const = 0;
+  const CommOptions& options() const { return options_; }
+
+  // In place: every rank ends with op over all ranks' `count` elements.
+  virtual WorkPtr allreduce(void* data, std::size_t count, DataType type, ReduceOp op) = 0;
+  // In place: every rank ends with `root`'s `count` elements.
+  virtual WorkPtr broadcast(void* data, std::size_t count, DataType type, int root) = 0;
+  // `recv` (size() * count elements) ends with rank r's `count` elements at r * count.
+  virtual WorkPtr allgather(const void* send, void* recv, std::size_t count, DataType type) = 0;
+  virtual WorkPtr barrier() = 0;
+
+  // Typed conveniences over the calls above.
+  template <class T>
+  WorkPtr allreduce(std::span<T> data, ReduceOp op) {
+    return allreduce(data.data(), data.size(), dataTypeOf<T>(), op);
+  }
+  template <class T>
+  WorkPtr broadcast(std::span<T> data, int root) {
+    return broadcast(data.data(), data.size(), dataTypeOf<T>(), root);
+  }
+  template <class T>
+  WorkPtr allgather(std::span<const T> send, std::span<T> recv) {
+    return allgather(send.data(), recv.data(), send.size(), dataTypeOf<T>());
+  }
+
+  // Blocking forms: issue and wait with the communicator's timeout.
+  template <class T>
+  void allreduceSync(std::span<T> data, ReduceOp op) {
+    allreduce(data, op)->wait(options_.timeout);
+  }
+  template <class T>
+  void broadcastSync(std::span<T> data, int root) {
+    broadcast(data, root)->wait(options_.timeout);
+  }
+
+ protected:
+  explicit Communicator(CommOptions options) : options_(options) {}
+
+ private:
+  CommOptions options_;
+};
+
+}  // namespace ddp::comm

@@ -1,0 +1,128 @@
+#include "comm/mpi/mpi_communicator.h"
+
+#include <climits>
+
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "runtime/mpi_check.h"
+
+namespace ddp::comm {
+namespace {
+
+MPI_Datatype mpiType(DataType type) {
+  switch (type) {
+    case DataType::kFloat32: return MPI_FLOAT;
+    case DataType::kFloat64: return MPI_DOUBLE;
+    case DataType::kInt32: return MPI_INT32_T;
+    case DataType::kInt64: return MPI_INT64_T;
+  }
+  throw InternalError("unknown DataType");
+}
+
+MPI_Op mpiOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return MPI_SUM;  // avg = sum, then scaled on this rank
+    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kMin: return MPI_MIN;
+  }
+  throw InternalError("unknown ReduceOp");
+}
+
+int mpiCount(std::size_t count) {
+  DDP_CHECK(count <= static_cast<std::size_t>(INT_MAX), str("collective of ", count,
+                                                             " elements exceeds MPI's int count"));
+  return static_cast<int>(count);
+}
+
+template <class T>
+void scale(void* data, std::size_t count, double factor) {
+  T* values = static_cast<T*>(data);
+  const T f = static_cast<T>(factor);
+  for (std::size_t i = 0; i < count; ++i) values[i] *= f;
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm base, CommOptions options) : Communicator(options) {
+  DDP_MPI_CHECK(MPI_Comm_dup(base, &comm_));
+  DDP_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  DDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  DDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  thread_ = std::thread([this] { loop(); });
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+WorkPtr MpiCommunicator::enqueue(std::string what, std::function<void()> run) {
+  auto work = std::make_shared<Work>(str(what, " #", sequence_++, " on rank ", rank_));
+  {
+    std::lock_guard lock(mutex_);
+    DDP_CHECK(!stopping_, "collective issued on a communicator being destroyed");
+    queue_.push_back(Task{work, std::move(run)});
+  }
+  wake_.notify_one();
+  return work;
+}
+
+void MpiCommunicator::loop() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything issued has run
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    try {
+      task.run();
+      task.work->complete();
+    } catch (...) {
+      task.work->complete(std::current_exception());
+    }
+  }
+}
+
+WorkPtr MpiCommunicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
+  if (op == ReduceOp::kAvg && (type == DataType::kInt32 || type == DataType::kInt64)) {
+    throw UsageError("allreduce: average is defined for floating-point types only");
+  }
+  const int n = mpiCount(count);
+  return enqueue(str("allreduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
+                 [=, this] {
+                   DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, mpiType(type), mpiOp(op), comm_));
+                   if (op != ReduceOp::kAvg || size_ == 1) return;
+                   if (type == DataType::kFloat32) scale<float>(data, count, 1.0 / size_);
+                   if (type == DataType::kFloat64) scale<double>(data, count, 1.0 / size_);
+                 });
+}
+
+WorkPtr MpiCommunicator::broadcast(void* data, std::size_t count, DataType type, int root) {
+  const int n = mpiCount(count);
+  return enqueue(str("broadcast(", dataTypeName(type), " x ", count, ", root ", root, ")"),
+                 [=, this] { DDP_MPI_CHECK(MPI_Bcast(data, n, mpiType(type), root, comm_)); });
+}
+
+WorkPtr MpiCommunicator::allgather(const void* send, void* recv, std::size_t count, DataType type) {
+  const int n = mpiCount(count);
+  return enqueue(str("allgather(", dataTypeName(type), " x ", count, ")"), [=, this] {
+    DDP_MPI_CHECK(MPI_Allgather(send, n, mpiType(type), recv, n, mpiType(type), comm_));
+  });
+}
+
+WorkPtr MpiCommunicator::barrier() {
+  return enqueue("barrier", [this] { DDP_MPI_CHECK(MPI_Barrier(comm_)); });
+}
+
+}  // namespace ddp::comm

@@ -1,0 +1,32 @@
+#include "comm/work.h"
+
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+namespace ddp::comm {
+
+void Work::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (!done_.wait_for(lock, timeout, [this] { return completed_; })) {
+    throw CommTimeoutError(str("rank ", log::processRank(), ": ", description_,
+                               " did not complete within ", timeout.count() / 1000.0,
+                               " s (a peer rank may have died, stalled or diverged)"));
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::isCompleted() const {
+  std::lock_guard lock(mutex_);
+  return completed_;
+}
+
+void Work::complete(std::exception_ptr error) {
+  {
+    std::lock_guard lock(mutex_);
+    completed_ = true;
+    error_ = std::move(error);
+  }
+  done_.notify_all();
+}
+
+}  // namespace ddp::comm

@@ -1,0 +1,52 @@
+// Work: the handle of one asynchronous collective.
+//
+// A Communicator returns a Work for every call. The caller keeps the buffer
+// alive and untouched until wait() returns; the backend completes the Work
+// from its own thread. wait() rethrows whatever error the collective stored
+// (CommError, with the call and rank), so a failure surfaces on the thread
+// that asked for the result, not on the communication thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace ddp::comm {
+
+class Work {
+ public:
+  // `description` names the collective for error reports, e.g.
+  // "allreduce #12 (float32 x 1048576, avg)".
+  explicit Work(std::string description) : description_(std::move(description)) {}
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // Blocks until the collective completes or `timeout` passes. Rethrows the
+  // collective's error; throws CommTimeoutError naming the collective on
+  // timeout (the collective may still be running: the job must then abort,
+  // since the buffer is still in use). Any thread may call it.
+  void wait(std::chrono::milliseconds timeout);
+
+  // True once the collective finished (successfully or not). Never blocks.
+  bool isCompleted() const;
+
+  const std::string& description() const { return description_; }
+
+  // Backend side: marks the collective done, storing `error` if it failed.
+  // Called exactly once, from the backend's thread.
+  void complete(std::exception_ptr error = nullptr);
+
+ private:
+  const std::string description_;
+  mutable std::mutex mutex_;
+  std::condition_variable done_;
+  bool completed_ = false;
+  std::exception_ptr error_;
+};
+
+using WorkPtr = std::shared_ptr<Work>;
+
+}  // namespace ddp::comm

@@ -1,0 +1,148 @@
+// ddp_train: data-parallel training of one model replica per process.
+//
+//   mpirun -np N ddp_train [options]        srun --mpi=pmix ddp_train [options]
+//
+// Exit codes: 0 success, 2 usage error (bad option; reported before MPI starts,
+// by rank 0 only), 1 any other failure (bad data, a failed rank, a hung
+// collective), reported by the rank that saw it.
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "comm/agreement.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "launcher/options.h"
+#include "launcher/progress.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "runtime/world.h"
+#include "trainer/fashion_mnist.h"
+#include "trainer/mlp.h"
+#include "trainer/safetensors.h"
+#include "trainer/synthetic_dataset.h"
+#include "trainer/trainer.h"
+
+namespace ddp::launcher {
+namespace {
+
+struct Data {
+  std::unique_ptr<trainer::Dataset> train;
+  std::unique_ptr<trainer::Dataset> test;
+};
+
+Data loadData(const Options& o) {
+  if (o.dataset == "synthetic") {
+    const std::size_t features = 784, classes = 10;
+    return {std::make_unique<trainer::SyntheticDataset>(o.syntheticSamples, features, classes, o.seed, 0),
+            std::make_unique<trainer::SyntheticDataset>(std::max<std::size_t>(1, o.syntheticSamples / 4),
+                                                        features, classes, o.seed, 1)};
+  }
+  return {trainer::loadFashionMnist(o.dataDir, trainer::Split::kTrain),
+          trainer::loadFashionMnist(o.dataDir, trainer::Split::kTest)};
+}
+
+int blasThreadsFor(const Options& o, const World& world) {
+  if (o.threads > 0) return o.threads;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / world.localSize());
+}
+
+void printSummary(const World& world, const comm::Communicator& comm, const Options& o, int threads,
+                  trainer::Sequential& model, const Data& data) {
+  const std::size_t params = model.parameterCount();
+  log::info(str("ddp_train: ", world.size(), " rank", world.size() > 1 ? "s" : "", " on ", world.nodeCount(),
+                " node", world.nodeCount() > 1 ? "s" : "", " (", world.localSize(), " per node), launcher ",
+                launcherName(world.launcher()), ", backend ", comm.backendName(), ", device cpu (",
+                threads, " BLAS thread", threads > 1 ? "s" : "", " per rank)"));
+  log::info(str("model ", o.model, ": ", model.describe(), ": ", params, " parameters (",
+                fixed(static_cast<double>(params) * 4 / (1 << 20), 1), " MiB)"));
+  const std::size_t global = o.batchSize * static_cast<std::size_t>(world.size());
+  log::info(str("data ", data.train->name(), " ", data.train->size(), " samples, ", data.test->name(), " ",
+                data.test->size(), "; global batch ", global, " (", o.batchSize, " per rank x ", world.size(),
+                "), lr ", o.lr, ", momentum ", o.momentum, ", weight decay ", o.weightDecay, ", seed ", o.seed));
+}
+
+int train(const Options& o) {
+  World world;
+  log::setAllRanks(o.logAllRanks);
+  comm::CommOptions commOptions;
+  commOptions.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeoutSeconds * 1000));
+  comm::MpiCommunicator comm(world.comm(), commOptions);
+  const int threads = blasThreadsFor(o, world);
+  trainer::setBlasThreads(threads);
+
+  try {
+    Data data;
+    std::unique_ptr<trainer::Sequential> model;
+    std::unique_ptr<ProgressPrinter> progress;
+    comm::agree(comm, [&] {
+      data = loadData(o);
+      model = trainer::buildMlp(data.train->featureDim(), o.hidden, data.train->numClasses(), o.seed);
+      if (world.rank() == 0 && !o.initFrom.empty()) trainer::loadModel(o.initFrom, *model);
+      progress = std::make_unique<ProgressPrinter>(world.rank() == 0, o.epochs, o.logEvery, o.metrics);
+    });
+    printSummary(world, comm, o, threads, *model, data);
+
+    trainer::Sgd sgd(model->parameters(), {static_cast<float>(o.lr), static_cast<float>(o.momentum),
+                                            static_cast<float>(o.weightDecay), false});
+    trainer::TrainOptions trainOptions;
+    trainOptions.epochs = o.epochs;
+    trainOptions.maxSteps = o.maxSteps;
+    trainOptions.batchSize = o.batchSize;
+    trainOptions.sampler = {!o.noShuffle, o.dropLast, o.seed};
+    trainer::Trainer trainer(comm, *model, sgd, *data.train, *data.test, trainOptions);
+    trainer.broadcastParameters();
+    trainer.run(*progress);
+
+    comm::agree(comm, [&] {
+      if (world.rank() == 0 && !o.saveModel.empty()) {
+        trainer::saveModel(o.saveModel, *model);
+        log::info(str("saved weights to ", o.saveModel));
+      }
+    });
+    return kExitOk;
+  } catch (const comm::PeerFailedError& e) {
+    log::error(e.what());
+    return kExitFailure;
+  } catch (const CommError& e) {
+    // A collective failed or hung: peers may be blocked, so end the whole job.
+    log::error(e.what());
+    world.abort(kExitFailure);
+  } catch (const InternalError& e) {
+    log::error(e.what());
+    world.abort(kExitFailure);
+  } catch (const Error& e) {
+    // A user error this rank raised inside agree(): every rank knows and stops.
+    log::error(e.what());
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    // Reached only from code outside agree(): the other ranks may be waiting.
+    log::error(e.what());
+    world.abort(kExitFailure);
+  }
+}
+
+}  // namespace
+}  // namespace ddp::launcher
+
+int main(int argc, char** argv) {
+  using namespace ddp;
+  const bool rankZero = rankFromEnvironment() == 0;
+  launcher::Options options;
+  try {
+    options = launcher::parseOptions(argc, argv);
+  } catch (const UsageError& e) {
+    if (rankZero) std::cerr << "ddp_train: " << e.what() << " (see ddp_train --help)\n";
+    return kExitUsage;
+  }
+  if (options.help) {
+    if (rankZero) std::cout << launcher::usageText();
+    return kExitOk;
+  }
+  try {
+    return launcher::train(options);
+  } catch (const std::exception& e) {  // before the job was set up (MPI start-up)
+    std::cerr << "ddp_train: " << e.what() << '\n';
+    return kExitFailure;
+  }
+}

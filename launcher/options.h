@@ -1,0 +1,56 @@
+// ddp_train's options: command line, DDP_* environment variables, --config file.
+//
+// Precedence: command line > environment (DDP_BATCH_SIZE=32 sets --batch-size)
+// > config file (same keys as the long options, "batch-size = 32") > default.
+// Parsing and validation need no MPI, so usage errors are reported before
+// MPI starts, by rank 0 only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddp::launcher {
+
+struct Options {
+  bool help = false;
+  // data
+  std::string dataset = "fashion-mnist";
+  std::string dataDir;
+  std::size_t syntheticSamples = 8192;
+  bool noShuffle = false;
+  bool dropLast = false;
+  // model
+  std::string model = "mlp";
+  std::vector<std::size_t> hidden = {1024, 1024};
+  std::string initFrom;
+  std::string saveModel;
+  // optimisation
+  std::size_t epochs = 5;
+  std::size_t maxSteps = 0;
+  std::size_t batchSize = 64;
+  double lr = 0.05;
+  double momentum = 0.9;
+  double weightDecay = 0.0;
+  std::uint64_t seed = 42;
+  // runtime
+  int threads = 0;  // 0: cores on this node / ranks on this node
+  double timeoutSeconds = 300;
+  // output
+  std::size_t logEvery = 50;
+  bool logAllRanks = false;
+  std::string metrics;
+};
+
+// Parses and validates. Throws UsageError with one line naming the option.
+// Sets options.help and returns early for --help.
+Options parseOptions(int argc, const char* const argv[]);
+
+// The --help text.
+std::string usageText();
+
+// A comma-separated list of positive integers ("1024,1024"). Throws UsageError
+// naming `option`.
+std::vector<std::size_t> parseSizeList(const std::string& text, const std::string& option);
+
+}  // namespace ddp::launcher

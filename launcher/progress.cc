@@ -1,0 +1,103 @@
+#include "launcher/progress.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+namespace ddp::launcher {
+namespace {
+
+std::string duration(double seconds) {
+  const long s = static_cast<long>(seconds + 0.5);
+  if (s < 60) return str(s, "s");
+  if (s < 3600) return str(s / 60, "m", (s % 60 < 10 ? "0" : ""), s % 60, "s");
+  return str(s / 3600, "h", (s % 3600) / 60 < 10 ? "0" : "", (s % 3600) / 60, "m");
+}
+
+// Whether a person watches stdout. Under mpirun, every rank's stdout is a pty
+// that mpirun forwards to wherever its own stdout goes (a terminal, a pipe,
+// a file), so isatty() alone would say yes even in `mpirun ... > log`; ask
+// about mpirun's stdout instead (it is our parent on its own node).
+bool stdoutIsTerminal() {
+  if (isatty(STDOUT_FILENO) == 0) return false;
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) return true;
+  char target[256] = {};
+  const std::string link = str("/proc/", getppid(), "/fd/1");
+  const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
+  if (n <= 0) return false;
+  const std::string where(target, static_cast<std::size_t>(n));
+  return where.rfind("/dev/pts/", 0) == 0 || where.rfind("/dev/tty", 0) == 0;
+}
+
+}  // namespace
+
+ProgressPrinter::ProgressPrinter(bool isRankZero, std::size_t epochs, std::size_t logEvery,
+                                 const std::string& metricsPath)
+    : enabled_(isRankZero), terminal_(stdoutIsTerminal()), epochs_(epochs),
+      logEvery_(logEvery), metricsPath_(metricsPath) {
+  if (enabled_ && !metricsPath.empty()) {
+    metrics_.open(metricsPath, std::ios::app);
+    if (!metrics_) throw DataError(str("--metrics: cannot open '", metricsPath, "' (", std::strerror(errno), ")"));
+  }
+}
+
+void ProgressPrinter::onStep(const trainer::StepReport& r) {
+  if (!enabled_) return;
+  const double eta = r.epochSeconds / static_cast<double>(r.stepInEpoch) *
+                     static_cast<double>(r.stepsInEpoch - std::min(r.stepInEpoch, r.stepsInEpoch));
+  const std::string line = str("epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/",
+                               r.stepsInEpoch, "  loss ", fixed(r.loss, 4), "  ",
+                               fixed(r.samplesPerSecond, 0), " samples/s  ETA ", duration(eta));
+  if (terminal_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (r.stepInEpoch != r.stepsInEpoch && now - lastDraw_ < std::chrono::milliseconds(100)) return;
+    lastDraw_ = now;
+    log::raw("\r\033[K" + line);
+    lineOpen_ = true;
+  } else if (r.stepInEpoch % logEvery_ == 0) {
+    log::info(line);
+  }
+}
+
+void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
+  if (!enabled_) return;
+  if (lineOpen_) {
+    log::raw("\r\033[K");
+    lineOpen_ = false;
+  }
+  log::info(str("epoch ", r.epoch, "/", epochs_, "  train_loss ", fixed(r.trainLoss, 4), "  test_loss ",
+                fixed(r.test.loss, 4), "  test_acc ", fixed(100.0 * r.test.accuracy, 2), "%  ",
+                fixed(r.samplesPerSecond, 0), " samples/s  time ", fixed(r.wallSeconds, 1), "s"));
+  const trainer::PhaseTimes& t = r.meanStep;
+  auto ms = [](double seconds) { return fixed(seconds * 1e3, 2); };
+  log::info(str("  mean step ", ms(t.total()), " ms: data ", ms(t.data), "  forward ", ms(t.forward),
+                "  backward ", ms(t.backward), "  comm ", ms(t.comm), "  optimizer ", ms(t.optimizer)));
+  if (metrics_.is_open()) {
+    const nlohmann::json line = {{"epoch", r.epoch},
+                                 {"steps", r.steps},
+                                 {"train_loss", r.trainLoss},
+                                 {"test_loss", r.test.loss},
+                                 {"test_accuracy", r.test.accuracy},
+                                 {"test_samples", r.test.samples},
+                                 {"samples_per_s", r.samplesPerSecond},
+                                 {"train_time_s", r.trainSeconds},
+                                 {"wall_time_s", r.wallSeconds},
+                                 {"step_ms",
+                                  {{"total", t.total() * 1e3},
+                                   {"data", t.data * 1e3},
+                                   {"forward", t.forward * 1e3},
+                                   {"backward", t.backward * 1e3},
+                                   {"comm", t.comm * 1e3},
+                                   {"optimizer", t.optimizer * 1e3}}}};
+    metrics_ << line.dump() << '\n';
+    metrics_.flush();
+  }
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,74 @@
+// Typed errors for the whole runtime.
+//
+// Two families, kept apart on purpose (see docs/architecture.md, "Errors"):
+//   * user errors: something the user can fix (an option, a file, ranks that
+//     disagree). Their message is the whole story: one line, no stack.
+//   * internal errors: a broken invariant inside ddp. The message names the
+//     condition and file:line so a bug report can point at it.
+// Library failures (MPI, later CUDA/NCCL) are CommError: they name the call,
+// file:line, rank and the library's own message.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "runtime/str.h"
+
+namespace ddp {
+
+// Base of every error ddp throws on purpose.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A bad option value or combination. The launcher exits with kExitUsage.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A bad input file: missing, truncated, wrong magic, out-of-range content.
+class DataError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Ranks disagree about something that must be identical (model, options).
+class MismatchError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A communication library call failed.
+class CommError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A collective did not complete within its timeout.
+class CommTimeoutError : public CommError {
+ public:
+  using CommError::CommError;
+};
+
+// A broken internal invariant: a bug in ddp, not in the user's input.
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+[[noreturn]] void throwInternal(const char* condition, const std::string& message, const char* file,
+                                int line);
+
+}  // namespace ddp
+
+// Checks an internal invariant; throws InternalError naming the condition and file:line.
+#define DDP_CHECK(cond, message)                                         \
+  do {                                                                   \
+    if (!(cond)) ::ddp::throwInternal(#cond, (message), __FILE__, __LINE__); \
+  } while (0)

@@ -1,0 +1,39 @@
+// Rank-prefixed logging.
+//
+// Every line carries the rank that wrote it ("[r1] ..."), so the interleaved
+// output of many processes stays readable. By default only rank 0 prints
+// info lines (progress, summaries); warnings and errors print on every rank.
+// `--log-all-ranks` makes every rank print info lines too.
+//
+// Thread-safe: a line is written with one call, under a mutex.
+#pragma once
+
+#include <string>
+
+#include "runtime/str.h"
+
+namespace ddp::log {
+
+// Called once the rank is known (by World, or earlier from launcher env vars).
+void setRank(int rank);
+// Whether ranks other than 0 print info lines.
+void setAllRanks(bool allRanks);
+
+// The rank set by setRank, or -1 before it is known.
+int processRank();
+
+// Info on stdout: rank 0 only unless setAllRanks(true).
+void info(const std::string& line);
+// Warning on stderr, every rank.
+void warn(const std::string& line);
+// Error on stderr, every rank.
+void error(const std::string& line);
+
+// Writes `text` to stdout as is (no prefix, no newline): live progress lines
+// that redraw themselves with '\r'. Rank 0 only.
+void raw(const std::string& text);
+
+// Whether this process prints info lines.
+bool printsInfo();
+
+}  // namespace ddp::log

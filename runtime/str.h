@@ -1,0 +1,40 @@
+// Small string helpers used everywhere: concatenation and fixed-precision numbers.
+// (g++ 12 has no <format>; these keep call sites short without it.)
+#pragma once
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace ddp {
+
+// Concatenates anything that can be streamed: str("rank ", 3, " of ", 4).
+template <class... Args>
+std::string str(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+
+// `value` with `digits` digits after the point: fixed(3.14159, 2) == "3.14".
+inline std::string fixed(double value, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  return buffer;
+}
+
+// Joins items with a separator: join({1, 2}, ",") == "1,2".
+template <class Range>
+std::string join(const Range& items, const std::string& separator) {
+  std::ostringstream out;
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) out << separator;
+    out << item;
+    first = false;
+  }
+  return out.str();
+}
+
+}  // namespace ddp

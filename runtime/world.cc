@@ -1,0 +1,102 @@
+#include "runtime/world.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string_view>
+
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "runtime/mpi_check.h"
+
+namespace ddp {
+namespace {
+
+Launcher detectLauncher() {
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) return Launcher::kMpirun;
+  if (std::getenv("SLURM_STEP_ID") != nullptr && std::getenv("SLURM_PROCID") != nullptr) {
+    return Launcher::kSrun;
+  }
+  return Launcher::kSingleton;
+}
+
+std::string readHostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "unknown-host";
+  return name;
+}
+
+}  // namespace
+
+const char* launcherName(Launcher launcher) {
+  switch (launcher) {
+    case Launcher::kMpirun: return "mpirun";
+    case Launcher::kSrun: return "srun";
+    case Launcher::kSingleton: return "singleton";
+  }
+  return "unknown";
+}
+
+int rankFromEnvironment() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "PMI_RANK"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 0;
+}
+
+World::World() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = MPI_THREAD_SINGLE;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+      throw CommError("MPI_Init_thread failed: is this binary started by mpirun or srun --mpi=pmix?");
+    }
+    ownsMpi_ = true;
+    if (provided < MPI_THREAD_MULTIPLE) {
+      throw CommError("MPI_Init_thread: this MPI library does not provide MPI_THREAD_MULTIPLE");
+    }
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  DDP_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  DDP_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  log::setRank(rank_);
+
+  MPI_Comm local = MPI_COMM_NULL;
+  DDP_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
+                                    &local));
+  DDP_MPI_CHECK(MPI_Comm_rank(local, &localRank_));
+  DDP_MPI_CHECK(MPI_Comm_size(local, &localSize_));
+
+  // Node leaders (local rank 0) number themselves in global-rank order; each
+  // node learns its index from its leader.
+  MPI_Comm leaders = MPI_COMM_NULL;
+  DDP_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, localRank_ == 0 ? 0 : MPI_UNDEFINED, rank_, &leaders));
+  if (leaders != MPI_COMM_NULL) {
+    DDP_MPI_CHECK(MPI_Comm_rank(leaders, &nodeIndex_));
+    DDP_MPI_CHECK(MPI_Comm_size(leaders, &nodeCount_));
+    MPI_Comm_free(&leaders);
+  }
+  int layout[2] = {nodeIndex_, nodeCount_};
+  DDP_MPI_CHECK(MPI_Bcast(layout, 2, MPI_INT, 0, local));
+  nodeIndex_ = layout[0];
+  nodeCount_ = layout[1];
+  MPI_Comm_free(&local);
+
+  hostname_ = readHostname();
+  launcher_ = detectLauncher();
+}
+
+World::~World() {
+  if (!ownsMpi_) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void World::abort(int code) const {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; this keeps [[noreturn]] honest.
+}
+
+}  // namespace ddp

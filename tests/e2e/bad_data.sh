@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Bad data files: every rank stops with a message naming the file, the job
+# exits non-zero, and nothing hangs (timeout would give 124).
+. "$(dirname "$0")/lib.sh"
+need_fmnist
+make_dir() { mkdir -p "$WORK/$1"; cp "$FMNIST"/*.gz "$WORK/$1/"; echo "$WORK/$1"; }
+
+expect_failure() {  # name dir file-in-message what-in-message
+  local name=$1 dir=$2 file=$3 what=$4 rc=0
+  run 2 --data-dir "$dir" --max-steps 1 > "$WORK/$name.out" 2> "$WORK/$name.err" || rc=$?
+  [ "$rc" -ne 0 ] || fail "$name: exit 0"
+  [ "$rc" -ne 124 ] || fail "$name: hung (timeout)"
+  for r in 0 1; do
+    grep -q "^\[r$r\] error: .*$file.*$what" "$WORK/$name.err" || { cat "$WORK/$name.err"; fail "$name: rank $r did not name $file ($what)"; }
+  done
+  echo "$name: exit $rc, both ranks named $file"
+}
+
+d=$(make_dir truncated)
+python3 - "$d/train-images-idx3-ubyte.gz" <<'PY'
+import gzip, sys
+data = gzip.open(sys.argv[1]).read()
+gzip.open(sys.argv[1], "wb").write(data[: len(data) // 2])
+PY
+expect_failure truncated "$d" train-images-idx3-ubyte.gz truncated
+
+d=$(make_dir magic)
+python3 - "$d/t10k-images-idx3-ubyte.gz" <<'PY'
+import gzip, sys
+data = bytearray(gzip.open(sys.argv[1]).read())
+data[0:4] = b"\x00\x00\x0d\x03"
+gzip.open(sys.argv[1], "wb").write(bytes(data))
+PY
+expect_failure magic "$d" t10k-images-idx3-ubyte.gz "bad magic"
+
+d=$(make_dir label)
+python3 - "$d/train-labels-idx1-ubyte.gz" <<'PY'
+import gzip, sys
+data = bytearray(gzip.open(sys.argv[1]).read())
+data[8 + 1234] = 42
+gzip.open(sys.argv[1], "wb").write(bytes(data))
+PY
+expect_failure label "$d" train-labels-idx1-ubyte.gz "label 42 at index 1234"
+
+d=$(make_dir missing)
+rm "$d/t10k-labels-idx1-ubyte.gz"
+expect_failure missing "$d" t10k-labels-idx1-ubyte.gz "cannot open"
+
+# A model file that does not fit the model: clear error, nothing trained.
+run 1 --hidden 64 --max-steps 1 --save-model "$WORK/small.safetensors" > /dev/null
+rc=0
+run 2 --hidden 128 --init-from "$WORK/small.safetensors" --max-steps 1 > /dev/null 2> "$WORK/init.err" || rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "--init-from mismatch: exit $rc"
+grep -q "small.safetensors.*has shape" "$WORK/init.err" || { cat "$WORK/init.err"; fail "--init-from mismatch not explained"; }
+grep -q "rank 0 failed" "$WORK/init.err" || { cat "$WORK/init.err"; fail "rank 1 did not name the failing rank"; }
+echo "bad data: ok"

@@ -1,0 +1,16 @@
+# Shared set-up for the end-to-end tests: paths from meson, mpirun as root,
+# a private temp dir removed on exit, and small assertion helpers.
+# Every mpirun is bounded by `timeout`, so a hang fails the test instead of CI.
+set -euo pipefail
+: "${DDP_TRAIN:?set by meson}" "${COMPARE_WEIGHTS:?set by meson}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader
+export OMPI_MCA_btl_vader_single_copy_mechanism=none  # works in containers without CMA
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+FMNIST=/usr/share/datasets/fashion-mnist
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# run NP [ddp_train args...]: quiet mpirun under a 120 s bound
+run() { local np=$1; shift; timeout 120 mpirun -q -np "$np" "$DDP_TRAIN" "$@"; }
+need_fmnist() { [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST in $FMNIST"; exit 77; }; }

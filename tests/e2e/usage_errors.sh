@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Invalid options: exit code 2 and exactly one line naming the option, from
+# rank 0 only, before MPI starts (so no MPI messages).
+. "$(dirname "$0")/lib.sh"
+check() {  # expected-text args...
+  local expected=$1 rc=0; shift
+  run 2 "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
+  [ "$rc" -eq 2 ] || { cat "$WORK/err"; fail "$*: exit $rc, expected 2"; }
+  [ "$(wc -l < "$WORK/err")" -eq 1 ] || { cat "$WORK/err"; fail "$*: expected exactly one line"; }
+  grep -q -- "$expected" "$WORK/err" || { cat "$WORK/err"; fail "$*: message does not name $expected"; }
+}
+check --batch-size --batch-size 0
+check --batch-size --batch-size -3
+check --epochs --epochs 0
+check --lr --lr -0.1
+check --model --model transformer
+check --dataset --dataset imagenet
+check --data-dir --data-dir /nonexistent/fashion
+check --hidden --hidden 12,x
+check "unrecognised option '--bogus'" --bogus
+# --help: exit 0, usage once.
+out=$(run 2 --help)
+[ "$(grep -c '^Usage:' <<< "$out")" -eq 1 ] || fail "--help printed usage other than once"
+echo "usage errors: ok"

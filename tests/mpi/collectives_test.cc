@@ -1,0 +1,154 @@
+// Collectives of the MPI communicator with closed-form results, parameterised
+// over element count; the world size is whatever mpirun -np gave (1, 2, 4).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "comm/agreement.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "runtime/error.h"
+
+namespace ddp::comm {
+namespace {
+
+std::unique_ptr<MpiCommunicator> makeComm() {
+  CommOptions options;
+  options.timeout = std::chrono::seconds(60);
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
+}
+
+class CollectivesTest : public ::testing::TestWithParam<std::size_t> {
+ protected:
+  void SetUp() override { comm_ = makeComm(); }
+  std::unique_ptr<MpiCommunicator> comm_;
+  std::chrono::milliseconds timeout_{60000};
+};
+
+TEST_P(CollectivesTest, AllreduceSumOfRanksIsTriangularNumber) {
+  const std::size_t count = GetParam();
+  const int n = comm_->size(), r = comm_->rank();
+  std::vector<float> data(count);
+  for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>(r) + static_cast<float>(i % 7);
+  comm_->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(timeout_);
+  for (std::size_t i = 0; i < count; ++i) {
+    const float expected = static_cast<float>(n * (n - 1) / 2) + static_cast<float>(n) * static_cast<float>(i % 7);
+    ASSERT_EQ(data[i], expected) << "element " << i;
+  }
+}
+
+TEST_P(CollectivesTest, AllreduceAverageOfRanks) {
+  const std::size_t count = GetParam();
+  const int n = comm_->size(), r = comm_->rank();
+  std::vector<double> data(count, static_cast<double>(r));
+  comm_->allreduce(std::span<double>(data), ReduceOp::kAvg)->wait(timeout_);
+  for (double v : data) ASSERT_DOUBLE_EQ(v, (n - 1) / 2.0);
+}
+
+TEST_P(CollectivesTest, AllreduceMaxAndMinOfIntegers) {
+  const std::size_t count = GetParam();
+  const int n = comm_->size(), r = comm_->rank();
+  std::vector<std::int64_t> high(count, r * 10), low(count, r * 10);
+  auto a = comm_->allreduce(std::span<std::int64_t>(high), ReduceOp::kMax);
+  auto b = comm_->allreduce(std::span<std::int64_t>(low), ReduceOp::kMin);
+  a->wait(timeout_);
+  b->wait(timeout_);
+  for (std::size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(high[i], (n - 1) * 10);
+    ASSERT_EQ(low[i], 0);
+  }
+}
+
+TEST_P(CollectivesTest, BroadcastFromEveryRoot) {
+  const std::size_t count = GetParam();
+  for (int root = 0; root < comm_->size(); ++root) {
+    std::vector<std::int32_t> data(count, comm_->rank() == root ? 1000 + root : -1);
+    comm_->broadcast(std::span<std::int32_t>(data), root)->wait(timeout_);
+    for (std::int32_t v : data) ASSERT_EQ(v, 1000 + root);
+  }
+}
+
+TEST_P(CollectivesTest, AllgatherPlacesEachRankAtItsOffset) {
+  const std::size_t count = GetParam();
+  const int n = comm_->size();
+  std::vector<float> mine(count, static_cast<float>(comm_->rank()));
+  std::vector<float> all(count * static_cast<std::size_t>(n), -1.0f);
+  comm_->allgather(std::span<const float>(mine), std::span<float>(all))->wait(timeout_);
+  for (int r = 0; r < n; ++r) {
+    for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(all[r * count + i], static_cast<float>(r));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, CollectivesTest, ::testing::Values(1, 7, 1000, 1 << 20),
+                         [](const auto& info) { return "n" + std::to_string(info.param); });
+
+TEST(Collectives, ManyInFlightCompleteInIssueOrder) {
+  auto comm = makeComm();
+  const int n = comm->size();
+  std::vector<std::vector<float>> buffers(32, std::vector<float>(1024));
+  std::vector<WorkPtr> works;
+  for (std::size_t k = 0; k < buffers.size(); ++k) {
+    std::fill(buffers[k].begin(), buffers[k].end(), static_cast<float>(k));
+    works.push_back(comm->allreduce(std::span<float>(buffers[k]), ReduceOp::kSum));
+  }
+  comm->barrier()->wait(std::chrono::seconds(60));
+  // The barrier was issued last and runs on the same thread: all are done.
+  for (std::size_t k = 0; k < works.size(); ++k) {
+    EXPECT_TRUE(works[k]->isCompleted());
+    works[k]->wait(std::chrono::seconds(1));
+    EXPECT_EQ(buffers[k][5], static_cast<float>(k * n));
+  }
+}
+
+TEST(Collectives, AverageOfIntegersIsRejected) {
+  auto comm = makeComm();
+  std::vector<std::int32_t> data(4, 1);
+  EXPECT_THROW(comm->allreduce(std::span<std::int32_t>(data), ReduceOp::kAvg), UsageError);
+}
+
+TEST(Agreement, OneFailingRankStopsEveryRankAndIsNamed) {
+  auto comm = makeComm();
+  const int failing = comm->size() - 1;
+  try {
+    agree(*comm, [&] {
+      if (comm->rank() == failing) throw DataError("file.bin: truncated");
+    });
+    FAIL() << "agree() returned although rank " << failing << " failed";
+  } catch (const PeerFailedError& e) {
+    EXPECT_NE(comm->rank(), failing);
+    EXPECT_EQ(e.ranks(), std::vector<int>{failing});
+    EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(failing)), std::string::npos) << e.what();
+  } catch (const DataError& e) {
+    EXPECT_EQ(comm->rank(), failing);
+    EXPECT_STREQ(e.what(), "file.bin: truncated");
+  }
+}
+
+TEST(Agreement, SuccessEverywhereReturnsNormally) {
+  auto comm = makeComm();
+  int ran = 0;
+  EXPECT_NO_THROW(agree(*comm, [&] { ++ran; }));
+  EXPECT_EQ(ran, 1);
+}
+
+TEST(Work, WaitTimesOutWithTheCollectiveNamed) {
+  Work work("allreduce #7 on rank 0");
+  try {
+    work.wait(std::chrono::milliseconds(20));
+    FAIL() << "wait() returned on an incomplete Work";
+  } catch (const CommTimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("allreduce #7"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Work, WaitRethrowsTheStoredError) {
+  Work work("broadcast #1");
+  work.complete(std::make_exception_ptr(CommError("MPI_Bcast failed")));
+  EXPECT_TRUE(work.isCompleted());
+  EXPECT_THROW(work.wait(std::chrono::seconds(1)), CommError);
+}
+
+}  // namespace
+}  // namespace ddp::comm

@@ -1,0 +1,120 @@
+// ddp_train's option parsing: defaults, every invalid value rejected with the
+// option named, --config files and DDP_* environment variables.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "launcher/options.h"
+#include "runtime/error.h"
+#include "test_files.h"
+
+namespace ddp::launcher {
+namespace {
+
+Options parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "ddp_train");
+  args.push_back("--dataset=synthetic");  // no data directory needed
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parseOptions(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(Options, Defaults) {
+  const Options o = parse({});
+  EXPECT_EQ(o.model, "mlp");
+  EXPECT_EQ(o.hidden, (std::vector<std::size_t>{1024, 1024}));
+  EXPECT_EQ(o.batchSize, 64u);
+  EXPECT_EQ(o.maxSteps, 0u);
+  EXPECT_FALSE(o.help);
+}
+
+TEST(Options, ValuesAreParsed) {
+  const Options o = parse({"--hidden", "32,16,8", "--batch-size", "7", "--lr", "0.5", "--epochs=3",
+                           "--no-shuffle", "--drop-last", "--seed", "9", "--max-steps", "11"});
+  EXPECT_EQ(o.hidden, (std::vector<std::size_t>{32, 16, 8}));
+  EXPECT_EQ(o.batchSize, 7u);
+  EXPECT_DOUBLE_EQ(o.lr, 0.5);
+  EXPECT_EQ(o.epochs, 3u);
+  EXPECT_TRUE(o.noShuffle);
+  EXPECT_TRUE(o.dropLast);
+  EXPECT_EQ(o.seed, 9u);
+  EXPECT_EQ(o.maxSteps, 11u);
+}
+
+struct Invalid {
+  std::vector<std::string> args;
+  std::string mentions;
+};
+
+class InvalidOption : public ::testing::TestWithParam<Invalid> {};
+
+TEST_P(InvalidOption, IsAUsageErrorNamingTheOption) {
+  try {
+    parse(GetParam().args);
+    FAIL() << "accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(GetParam().mentions), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, InvalidOption,
+    ::testing::Values(Invalid{{"--batch-size", "0"}, "--batch-size"}, Invalid{{"--batch-size", "-4"}, "--batch-size"},
+                      Invalid{{"--batch-size", "abc"}, "batch-size"}, Invalid{{"--epochs", "0"}, "--epochs"},
+                      Invalid{{"--lr", "0"}, "--lr"}, Invalid{{"--lr", "-1"}, "--lr"},
+                      Invalid{{"--momentum", "1"}, "--momentum"}, Invalid{{"--weight-decay", "-0.1"}, "--weight-decay"},
+                      Invalid{{"--hidden", "10,,3"}, "--hidden"}, Invalid{{"--hidden", "10,-3"}, "--hidden"},
+                      Invalid{{"--model", "resnet"}, "--model"}, Invalid{{"--threads", "-1"}, "--threads"},
+                      Invalid{{"--max-steps", "-1"}, "--max-steps"}, Invalid{{"--log-every", "0"}, "--log-every"},
+                      Invalid{{"--timeout", "0"}, "--timeout"}, Invalid{{"--frobnicate"}, "frobnicate"},
+                      Invalid{{"--config", "/nonexistent/ddp.cfg"}, "--config"}));
+
+TEST(Options, UnknownDatasetAndMissingDataDir) {
+  const char* unknown[] = {"ddp_train", "--dataset", "cifar"};
+  EXPECT_THROW(parseOptions(3, unknown), UsageError);
+  const char* missing[] = {"ddp_train", "--data-dir", "/nonexistent/dir"};
+  try {
+    parseOptions(3, missing);
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--data-dir"), std::string::npos);
+  }
+}
+
+TEST(Options, ConfigFileUsesTheSameKeysAndLosesToTheCommandLine) {
+  ddp::testing::TempDir dir;
+  std::ofstream(dir.file("run.cfg")) << "# a comment\nbatch-size = 16\nlr = 0.2\nhidden = 8,4\n";
+  const Options o = parse({"--config", dir.file("run.cfg"), "--lr", "0.3"});
+  EXPECT_EQ(o.batchSize, 16u);
+  EXPECT_EQ(o.hidden, (std::vector<std::size_t>{8, 4}));
+  EXPECT_DOUBLE_EQ(o.lr, 0.3);
+}
+
+TEST(Options, EnvironmentSetsOptionsBetweenCommandLineAndConfig) {
+  ddp::testing::TempDir dir;
+  std::ofstream(dir.file("run.cfg")) << "batch-size = 16\nepochs = 4\n";
+  setenv("DDP_BATCH_SIZE", "24", 1);
+  setenv("DDP_UNRELATED_THING", "x", 1);  // not an option: ignored
+  const Options o = parse({"--config", dir.file("run.cfg")});
+  const Options cli = parse({"--batch-size", "8"});
+  unsetenv("DDP_BATCH_SIZE");
+  unsetenv("DDP_UNRELATED_THING");
+  EXPECT_EQ(o.batchSize, 24u);
+  EXPECT_EQ(o.epochs, 4u);
+  EXPECT_EQ(cli.batchSize, 8u);
+}
+
+TEST(Options, HelpNeedsNothingElseAndListsEveryOption) {
+  const char* argv[] = {"ddp_train", "--help", "--data-dir", "/nonexistent"};
+  EXPECT_TRUE(parseOptions(4, argv).help);
+  const std::string text = usageText();
+  for (const char* option : {"--config", "--dataset", "--data-dir", "--model", "--hidden", "--epochs", "--max-steps",
+                             "--batch-size", "--lr", "--momentum", "--weight-decay", "--seed", "--threads",
+                             "--log-every", "--log-all-ranks", "--save-model", "--init-from", "--metrics",
+                             "--no-shuffle", "--drop-last", "--timeout"}) {
+    EXPECT_NE(text.find(option), std::string::npos) << option;
+  }
+}
+
+}  // namespace
+}  // namespace ddp::launcher

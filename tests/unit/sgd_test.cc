@@ -1,0 +1,58 @@
+// SGD against PyTorch's update rule, computed by hand.
+#include <gtest/gtest.h>
+
+#include "trainer/sgd.h"
+
+namespace ddp::trainer {
+namespace {
+
+Parameter scalarParameter(float value, float grad) {
+  Parameter p{"p", Tensor({1}), Tensor({1}), true};
+  p.value.data()[0] = value;
+  p.grad.data()[0] = grad;
+  return p;
+}
+
+TEST(Sgd, PlainStepIsValueMinusLrTimesGrad) {
+  Parameter p = scalarParameter(1.0f, 0.5f);
+  Sgd sgd({&p}, {0.1f, 0.0f, 0.0f, false});
+  sgd.step();
+  EXPECT_FLOAT_EQ(p.value.data()[0], 1.0f - 0.1f * 0.5f);
+}
+
+TEST(Sgd, MomentumAndWeightDecayFollowPytorch) {
+  const float lr = 0.1f, mu = 0.9f, wd = 0.01f;
+  Parameter p = scalarParameter(2.0f, 0.5f);
+  Sgd sgd({&p}, {lr, mu, wd, false});
+  // step 1: g = 0.5 + 0.01*2 = 0.52; buf = g; p = 2 - 0.1*0.52
+  sgd.step();
+  float expectedP = 2.0f - lr * 0.52f;
+  float buf = 0.52f;
+  EXPECT_FLOAT_EQ(p.value.data()[0], expectedP);
+  // step 2 with grad 0.3: g = 0.3 + wd*p; buf = mu*buf + g; p -= lr*buf
+  p.grad.data()[0] = 0.3f;
+  sgd.step();
+  const float g = 0.3f + wd * expectedP;
+  buf = mu * buf + g;
+  expectedP -= lr * buf;
+  EXPECT_FLOAT_EQ(p.value.data()[0], expectedP);
+  EXPECT_FLOAT_EQ(sgd.momentumBuffers()[0].data()[0], buf);
+}
+
+TEST(Sgd, NesterovUsesGradientPlusMomentumTimesBuffer) {
+  Parameter p = scalarParameter(1.0f, 1.0f);
+  Sgd sgd({&p}, {0.1f, 0.5f, 0.0f, true});
+  sgd.step();  // buf = 1; update = g + mu*buf = 1.5
+  EXPECT_FLOAT_EQ(p.value.data()[0], 1.0f - 0.1f * 1.5f);
+}
+
+TEST(Sgd, FrozenParametersDoNotMove) {
+  Parameter p = scalarParameter(1.0f, 1.0f);
+  p.trainable = false;
+  Sgd sgd({&p}, {0.1f, 0.9f, 0.1f, false});
+  sgd.step();
+  EXPECT_EQ(p.value.data()[0], 1.0f);
+}
+
+}  // namespace
+}  // namespace ddp::trainer

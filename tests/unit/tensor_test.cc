@@ -1,0 +1,64 @@
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "trainer/random.h"
+#include "trainer/tensor.h"
+
+namespace ddp::trainer {
+namespace {
+
+TEST(Tensor, OwnsZeroedAlignedStorage) {
+  Tensor t({3, 5});
+  EXPECT_EQ(t.numel(), 15u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data()) % 64, 0u);
+  for (float v : t.span()) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Tensor, ViewSharesTheOwnersMemory) {
+  auto block = std::make_shared<std::vector<float>>(10, 0.0f);
+  Tensor view = Tensor::view(block->data() + 4, {2, 3}, block);
+  view.data()[0] = 7.0f;
+  EXPECT_EQ((*block)[4], 7.0f);
+  std::weak_ptr<std::vector<float>> weak = block;
+  block.reset();
+  EXPECT_FALSE(weak.expired());  // the view keeps the block alive
+}
+
+TEST(Tensor, CopiesShareCloneDoesNot) {
+  Tensor a({4});
+  Tensor b = a;
+  Tensor c = a.clone();
+  a.data()[1] = 3.0f;
+  EXPECT_EQ(b.data()[1], 3.0f);
+  EXPECT_EQ(c.data()[1], 0.0f);
+}
+
+TEST(Tensor, ResizeKeepsStorageWhenTheShapeMatches) {
+  Tensor t({2, 2});
+  float* before = t.data();
+  t.resize({2, 2});
+  EXPECT_EQ(t.data(), before);
+  t.resize({3, 2});
+  EXPECT_EQ(t.numel(), 6u);
+}
+
+TEST(Random, PermutationIsAPermutationAndSeeded) {
+  auto a = randomPermutation(1000, 3), b = randomPermutation(1000, 3), c = randomPermutation(1000, 4);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  std::sort(a.begin(), a.end());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], i);
+}
+
+TEST(Random, UniformStaysInRange) {
+  Random random(1);
+  for (int i = 0; i < 10000; ++i) {
+    const float u = random.uniform();
+    ASSERT_GE(u, 0.0f);
+    ASSERT_LT(u, 1.0f);
+  }
+}
+
+}  // namespace
+}  // namespace ddp::trainer

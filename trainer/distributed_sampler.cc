@@ -1,0 +1,48 @@
+#include "trainer/distributed_sampler.h"
+
+#include <numeric>
+
+#include "runtime/error.h"
+#include "trainer/random.h"
+
+namespace ddp::trainer {
+
+DistributedSampler::DistributedSampler(std::size_t datasetSize, int worldSize, int rank,
+                                       SamplerOptions options)
+    : size_(datasetSize), world_(worldSize), rank_(rank), options_(options) {
+  DDP_CHECK(worldSize > 0 && rank >= 0 && rank < worldSize, "sampler: bad rank or world size");
+  const auto world = static_cast<std::size_t>(worldSize);
+  perRank_ = options_.dropLast ? size_ / world : (size_ + world - 1) / world;
+}
+
+std::vector<std::size_t> DistributedSampler::indices() const {
+  std::vector<std::size_t> order;
+  if (options_.shuffle) {
+    order = randomPermutation(size_, options_.seed + epoch_);
+  } else {
+    order.resize(size_);
+    std::iota(order.begin(), order.end(), std::size_t{0});
+  }
+  const std::size_t total = totalSize();
+  if (total > size_ && size_ > 0) {  // pad by repeating the head, wrapping if needed
+    order.reserve(total);
+    for (std::size_t i = 0; order.size() < total; ++i) order.push_back(order[i % size_]);
+  }
+  std::vector<std::size_t> shard;
+  shard.reserve(perRank_);
+  for (std::size_t i = static_cast<std::size_t>(rank_); i < total; i += static_cast<std::size_t>(world_)) {
+    shard.push_back(order[i]);
+  }
+  return shard;
+}
+
+std::vector<std::size_t> evaluationShard(std::size_t datasetSize, int worldSize, int rank) {
+  std::vector<std::size_t> shard;
+  for (std::size_t i = static_cast<std::size_t>(rank); i < datasetSize;
+       i += static_cast<std::size_t>(worldSize)) {
+    shard.push_back(i);
+  }
+  return shard;
+}
+
+}  // namespace ddp::trainer

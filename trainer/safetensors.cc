@@ -1,0 +1,186 @@
+#include "trainer/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "runtime/error.h"
+#include "runtime/str.h"
+
+namespace ddp::trainer {
+namespace {
+
+using nlohmann::json;
+constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit
+
+void writeAll(int fd, const void* data, std::size_t size, const std::string& path) {
+  const auto* bytes = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, bytes, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw DataError(str(path, ": write failed (", std::strerror(errno), ")"));
+    bytes += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+void fsyncDirectoryOf(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;  // best effort: the rename itself already happened
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+void saveSafetensors(const std::string& path,
+                     const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+                     const std::map<std::string, std::string>& metadata) {
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    const std::uint64_t bytes = tensor->numel() * sizeof(float);
+    header[name] = {{"dtype", "F32"}, {"shape", tensor->shape()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data is 8-byte aligned
+  const std::uint64_t length = text.size();
+  unsigned char lengthBytes[8];
+  for (int i = 0; i < 8; ++i) lengthBytes[i] = static_cast<unsigned char>(length >> (8 * i));
+
+  const std::string temporary = str(path, ".tmp.", ::getpid());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw DataError(str(path, ": cannot create (", std::strerror(errno), ")"));
+  try {
+    writeAll(fd, lengthBytes, 8, temporary);
+    writeAll(fd, text.data(), text.size(), temporary);
+    for (const auto& entry : tensors) {
+      writeAll(fd, entry.second->data(), entry.second->numel() * sizeof(float), temporary);
+    }
+    if (::fsync(fd) != 0) throw DataError(str(temporary, ": fsync failed (", std::strerror(errno), ")"));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    throw DataError(str(path, ": cannot rename the temporary file into place (", std::strerror(error), ")"));
+  }
+  fsyncDirectoryOf(path);
+}
+
+SafetensorsFile loadSafetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(str(path, ": cannot open (", std::strerror(errno), ")"));
+  in.seekg(0, std::ios::end);
+  const auto fileSize = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  unsigned char lengthBytes[8];
+  if (fileSize < 8 || !in.read(reinterpret_cast<char*>(lengthBytes), 8)) {
+    throw DataError(str(path, ": not a safetensors file (shorter than its 8-byte header length)"));
+  }
+  std::uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= std::uint64_t{lengthBytes[i]} << (8 * i);
+  if (length > kMaxHeaderBytes || length > fileSize - 8) {
+    throw DataError(str(path, ": bad safetensors header length ", length, " (file has ", fileSize, " bytes)"));
+  }
+  std::string text(length, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(length));
+  json header;
+  try {
+    header = json::parse(text);
+  } catch (const json::exception& e) {
+    throw DataError(str(path, ": safetensors header is not valid JSON (", e.what(), ")"));
+  }
+  if (!header.is_object()) throw DataError(str(path, ": safetensors header is not a JSON object"));
+
+  const std::uint64_t dataSize = fileSize - 8 - length;
+  SafetensorsFile file;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      for (const auto& [key, value] : entry.items()) {
+        if (value.is_string()) file.metadata[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    try {
+      const std::string dtype = entry.at("dtype").get<std::string>();
+      if (dtype != "F32") {
+        throw DataError(str(path, ": tensor '", name, "' has dtype ", dtype, "; only F32 is supported"));
+      }
+      const Shape shape = entry.at("shape").get<Shape>();
+      const auto offsets = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > dataSize) {
+        throw DataError(str(path, ": tensor '", name, "' data_offsets lie outside the file's ", dataSize,
+                            " data bytes (truncated file?)"));
+      }
+      if (offsets[1] - offsets[0] != numelOf(shape) * sizeof(float)) {
+        throw DataError(str(path, ": tensor '", name, "' shape ", shapeString(shape),
+                            " does not match its ", offsets[1] - offsets[0], " data bytes"));
+      }
+      ranges.emplace_back(offsets[0], offsets[1]);
+      Tensor tensor(shape);
+      in.seekg(static_cast<std::streamoff>(8 + length + offsets[0]));
+      if (!in.read(reinterpret_cast<char*>(tensor.data()),
+                   static_cast<std::streamsize>(offsets[1] - offsets[0]))) {
+        throw DataError(str(path, ": truncated while reading tensor '", name, "'"));
+      }
+      file.tensors.emplace(name, std::move(tensor));
+    } catch (const json::exception& e) {
+      throw DataError(str(path, ": malformed entry for tensor '", name, "' (", e.what(), ")"));
+    }
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (std::size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second) throw DataError(str(path, ": tensors' data overlap"));
+  }
+  return file;
+}
+
+void saveModel(const std::string& path, Sequential& model) {
+  std::vector<std::pair<std::string, const Tensor*>> tensors;
+  for (Parameter* p : model.parameters()) tensors.emplace_back(p->name, &p->value);
+  saveSafetensors(path, tensors, {{"format", "pt"}, {"producer", "ddp"}});
+}
+
+void loadModel(const std::string& path, Sequential& model) {
+  SafetensorsFile file = loadSafetensors(path);
+  std::set<std::string> expected;
+  for (Parameter* p : model.parameters()) {
+    expected.insert(p->name);
+    auto it = file.tensors.find(p->name);
+    if (it == file.tensors.end()) {
+      throw DataError(str(path, ": has no tensor '", p->name, "' (the model is ", model.describe(), ")"));
+    }
+    if (it->second.shape() != p->value.shape()) {
+      throw DataError(str(path, ": tensor '", p->name, "' has shape ", shapeString(it->second.shape()),
+                          " but the model's is ", shapeString(p->value.shape())));
+    }
+  }
+  for (const auto& entry : file.tensors) {
+    if (!expected.contains(entry.first)) {
+      throw DataError(str(path, ": has tensor '", entry.first, "' that the model (", model.describe(),
+                          ") does not have"));
+    }
+  }
+  // Everything checked: now copy, so a bad file never leaves a half-loaded model.
+  for (Parameter* p : model.parameters()) {
+    const Tensor& source = file.tensors.at(p->name);
+    std::copy(source.data(), source.data() + source.numel(), p->value.data());
+  }
+}
+
+}  // namespace ddp::trainer

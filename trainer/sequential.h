@@ -1,0 +1,36 @@
+// Sequential: layers applied in order; the model type ddp_train builds.
+//
+// Parameters are named as PyTorch names the children of an nn.Sequential held
+// in an attribute `layers`: "layers.<index>.weight". So the weights we save load
+// into the equivalent PyTorch module, and theirs into ours.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "trainer/layer.h"
+
+namespace ddp::trainer {
+
+class Sequential {
+ public:
+  // Appends a layer; its index is the position in the list (ReLUs count too).
+  void add(std::unique_ptr<Layer> layer);
+  std::size_t size() const { return layers_.size(); }
+  Layer& layer(std::size_t index) { return *layers_.at(index); }
+
+  const Tensor& forward(const Tensor& input);
+  // Runs every layer's backward, last to first. The data's gradient is not
+  // computed (the first layer gets needInputGrad = false).
+  void backward(const Tensor& gradOutput, GradMode mode);
+
+  // Every parameter in registration order: layer by layer, weight before bias.
+  std::vector<Parameter*> parameters();
+  std::size_t parameterCount();
+  std::string describe() const;  // "Linear(784, 1024) -> ReLU() -> ..."
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+};
+
+}  // namespace ddp::trainer

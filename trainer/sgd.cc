@@ -1,0 +1,34 @@
+#include "trainer/sgd.h"
+
+#include <cstring>
+
+namespace ddp::trainer {
+
+Sgd::Sgd(std::vector<Parameter*> parameters, SgdOptions options)
+    : parameters_(std::move(parameters)), options_(options), buffers_(parameters_.size()) {}
+
+void Sgd::step() {
+  const float lr = options_.lr, mu = options_.momentum, wd = options_.weightDecay;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    Parameter& param = *parameters_[i];
+    if (!param.trainable) continue;
+    float* p = param.value.data();
+    const float* grad = param.grad.data();
+    const std::size_t n = param.value.numel();
+    if (mu == 0.0f) {
+      for (std::size_t j = 0; j < n; ++j) p[j] -= lr * (grad[j] + wd * p[j]);
+      continue;
+    }
+    Tensor& buffer = buffers_[i];
+    const bool first = buffer.empty();
+    if (first) buffer = Tensor(param.value.shape());
+    float* buf = buffer.data();
+    for (std::size_t j = 0; j < n; ++j) {
+      const float g = grad[j] + wd * p[j];
+      buf[j] = first ? g : mu * buf[j] + g;
+      p[j] -= lr * (options_.nesterov ? g + mu * buf[j] : buf[j]);
+    }
+  }
+}
+
+}  // namespace ddp::trainer

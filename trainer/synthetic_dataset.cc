@@ -1,0 +1,47 @@
+#include "trainer/synthetic_dataset.h"
+
+#include <algorithm>
+
+#include "runtime/str.h"
+#include "trainer/random.h"
+
+namespace ddp::trainer {
+namespace {
+
+constexpr float kNoise = 1.0f;       // per-feature standard deviation inside a cluster
+constexpr float kCentreScale = 0.15f;  // spread of the class centres
+
+}  // namespace
+
+SyntheticDataset::SyntheticDataset(std::size_t samples, std::size_t featureDim, std::size_t classes,
+                                   std::uint64_t seed, int split)
+    : featureDim_(featureDim), classes_(classes), split_(split) {
+  Random centres(seed);
+  std::vector<float> centre(classes * featureDim);
+  for (float& c : centre) c = kCentreScale * centres.normal();
+  Random random(seed * 1000003u + 7919u * static_cast<std::uint64_t>(split + 1));
+  features_.resize(samples * featureDim);
+  labels_.resize(samples);
+  for (std::size_t i = 0; i < samples; ++i) {
+    const auto label = static_cast<std::int32_t>(random.below(classes));
+    labels_[i] = label;
+    for (std::size_t f = 0; f < featureDim; ++f) {
+      features_[i * featureDim + f] = centre[label * featureDim + f] + kNoise * random.normal();
+    }
+  }
+}
+
+std::string SyntheticDataset::name() const {
+  return str("synthetic/", split_ == 0 ? "train" : "test");
+}
+
+void SyntheticDataset::gather(std::span<const std::size_t> indices, float* features,
+                              std::int32_t* labels) const {
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    const float* row = features_.data() + indices[i] * featureDim_;
+    std::copy(row, row + featureDim_, features + i * featureDim_);
+    labels[i] = labels_[indices[i]];
+  }
+}
+
+}  // namespace ddp::trainer

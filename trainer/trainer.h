@@ -1,0 +1,119 @@
+// Trainer: the data-parallel training loop of one rank.
+//
+// One step (see docs/architecture.md):
+//   sampler shard -> batch -> forward -> loss -> backward
+//   -> average every trainable gradient over ranks -> SGD step.
+// At start the parameters are broadcast from rank 0, so every replica starts
+// identical; since every rank then applies the same averaged gradients, they
+// stay identical. Evaluation shards the test set without padding and sums over
+// ranks, so each test sample counts exactly once.
+//
+// The Trainer reports through a TrainObserver; presentation (progress lines,
+// metrics files) belongs to the launcher.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "trainer/cross_entropy.h"
+#include "trainer/dataset.h"
+#include "trainer/distributed_sampler.h"
+#include "trainer/sequential.h"
+#include "trainer/sgd.h"
+
+namespace ddp::trainer {
+
+struct TrainOptions {
+  std::size_t epochs = 1;
+  std::size_t maxSteps = 0;        // 0: no limit; otherwise stop after this many steps in all
+  std::size_t batchSize = 64;      // per rank
+  std::size_t evalBatchSize = 1000;
+  SamplerOptions sampler;
+};
+
+// Where a step's time goes, in seconds (this rank).
+struct PhaseTimes {
+  double data = 0.0;       // gathering the batch
+  double forward = 0.0;    // forward and loss
+  double backward = 0.0;
+  double comm = 0.0;       // waiting for the gradient all-reduce
+  double optimizer = 0.0;
+  double total() const { return data + forward + backward + comm + optimizer; }
+  PhaseTimes& operator+=(const PhaseTimes& other);
+};
+
+struct StepReport {
+  std::size_t epoch = 0;          // 1-based
+  std::size_t stepInEpoch = 0;    // 1-based
+  std::size_t stepsInEpoch = 0;
+  std::size_t globalStep = 0;     // 1-based, over the whole run
+  double loss = 0.0;              // this rank's batch loss
+  double samplesPerSecond = 0.0;  // global, since the epoch started
+  double epochSeconds = 0.0;
+  PhaseTimes times;               // this step's phases
+};
+
+struct EvalResult {
+  double loss = 0.0;
+  double accuracy = 0.0;  // fraction in [0, 1]
+  std::size_t samples = 0;
+};
+
+struct EpochReport {
+  std::size_t epoch = 0;
+  std::size_t steps = 0;
+  double trainLoss = 0.0;         // mean batch loss over all ranks and steps
+  EvalResult test;
+  double samplesPerSecond = 0.0;  // global training throughput
+  double trainSeconds = 0.0;      // the training steps only
+  double wallSeconds = 0.0;       // including evaluation
+  PhaseTimes meanStep;            // rank 0's mean step phases over the epoch
+};
+
+class TrainObserver {
+ public:
+  virtual ~TrainObserver() = default;
+  virtual void onStep(const StepReport&) {}
+  virtual void onEpoch(const EpochReport&) {}
+};
+
+class Trainer {
+ public:
+  // All references must outlive the Trainer. Collective: every rank constructs
+  // one with equal options.
+  Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, const Dataset& train,
+          const Dataset& test, TrainOptions options);
+
+  // Makes every rank's parameters equal to rank 0's.
+  void broadcastParameters();
+  // Trains for options.epochs (or until maxSteps), evaluating after each epoch.
+  void run(TrainObserver& observer);
+  // Loss and accuracy on the test set, summed over ranks.
+  EvalResult evaluate();
+  // One step on the given batch; returns this rank's loss. Exposed for tests.
+  double step(std::span<const std::size_t> batchIndices);
+  // The phases of the last step().
+  const PhaseTimes& lastStepTimes() const { return lastTimes_; }
+
+  std::size_t globalStep() const { return globalStep_; }
+
+ private:
+  void averageGradients();
+
+  comm::Communicator& comm_;
+  Sequential& model_;
+  Sgd& optimizer_;
+  const Dataset& train_;
+  const Dataset& test_;
+  TrainOptions options_;
+  DistributedSampler sampler_;
+  SoftmaxCrossEntropy loss_;
+  std::vector<Parameter*> trainable_;
+  Tensor features_;
+  std::vector<std::int32_t> labels_;
+  std::size_t globalStep_ = 0;
+  PhaseTimes lastTimes_;
+};
+
+}  // namespace ddp::trainer
