@@ -89,6 +89,7 @@ int train(const Options& o) {
     trainOptions.epochs = o.epochs;
     trainOptions.maxSteps = o.maxSteps;
     trainOptions.batchSize = o.batchSize;
+    trainOptions.lrSchedule = trainer::parseLrSchedule(o.lrSchedule);
     trainOptions.sampler = {!o.noShuffle, o.dropLast, o.seed};
     trainer::Trainer trainer(comm, *model, sgd, *data.train, *data.test, trainOptions);
     trainer.broadcastParameters();

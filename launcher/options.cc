@@ -9,6 +9,7 @@
 #include "runtime/error.h"
 #include "runtime/str.h"
 #include "trainer/fashion_mnist.h"
+#include "trainer/lr_schedule.h"
 
 namespace ddp::launcher {
 namespace po = boost::program_options;
@@ -55,7 +56,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
        "stop after N steps in all (0: no limit)")
       ("batch-size", po::value(&raw.batchSize)->value_name("N")->default_value(raw.batchSize),
        "samples per rank per step (global batch = N x ranks)")
-      ("lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.05"), "learning rate")
+      ("lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"), "learning rate")
+      ("lr-schedule", po::value(&o.lrSchedule)->value_name("NAME")->default_value(o.lrSchedule),
+       "constant | cosine (from --lr down to 0 over the run, stepped every step)")
       ("momentum", po::value(&o.momentum)->value_name("X")->default_value(o.momentum, "0.9"),
        "SGD momentum, in [0, 1)")
       ("weight-decay", po::value(&o.weightDecay)->value_name("X")->default_value(o.weightDecay, "0"),
@@ -157,6 +160,7 @@ Options parseOptions(int argc, const char* const argv[]) {
   }
   if (!(o.weightDecay >= 0)) throw UsageError(str("--weight-decay must be >= 0 (got ", o.weightDecay, ")"));
   if (!(o.timeoutSeconds > 0)) throw UsageError(str("--timeout must be positive (got ", o.timeoutSeconds, ")"));
+  trainer::parseLrSchedule(o.lrSchedule);  // throws UsageError naming the option
   if (o.model != "mlp") throw UsageError(str("--model: unknown model '", o.model, "' (known: mlp)"));
   if (o.dataset != "fashion-mnist" && o.dataset != "synthetic") {
     throw UsageError(str("--dataset: unknown dataset '", o.dataset, "' (known: fashion-mnist, synthetic)"));

@@ -29,7 +29,8 @@ struct Options {
   std::size_t epochs = 5;
   std::size_t maxSteps = 0;
   std::size_t batchSize = 64;
-  double lr = 0.05;
+  double lr = 0.1;
+  std::string lrSchedule = "cosine";
   double momentum = 0.9;
   double weightDecay = 0.0;
   std::uint64_t seed = 42;

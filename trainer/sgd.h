@@ -27,6 +27,8 @@ class Sgd {
   // Applies one update from the current gradients (already averaged across ranks).
   void step();
   const SgdOptions& options() const { return options_; }
+  // Changes the learning rate from the next step on (schedules).
+  void setLearningRate(float lr) { options_.lr = lr; }
   // Momentum buffers, one per parameter (empty tensors before the first step).
   std::vector<Tensor>& momentumBuffers() { return buffers_; }
 

@@ -27,7 +27,8 @@ PhaseTimes& PhaseTimes::operator+=(const PhaseTimes& other) {
 Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, const Dataset& train,
                  const Dataset& test, TrainOptions options)
     : comm_(comm), model_(model), optimizer_(optimizer), train_(train), test_(test),
-      options_(options), sampler_(train.size(), comm.size(), comm.rank(), options.sampler) {
+      options_(options), sampler_(train.size(), comm.size(), comm.rank(), options.sampler),
+      baseLr_(optimizer.options().lr) {
   DDP_CHECK(options_.batchSize > 0 && options_.evalBatchSize > 0, "batch sizes must be positive");
   for (Parameter* p : model_.parameters()) {
     if (p->trainable) trainable_.push_back(p);
@@ -85,9 +86,16 @@ double Trainer::step(std::span<const std::size_t> batchIndices) {
   return result.loss;
 }
 
+std::size_t Trainer::plannedSteps() const {
+  const std::size_t perEpoch = (sampler_.samplesPerRank() + options_.batchSize - 1) / options_.batchSize;
+  const std::size_t all = perEpoch * options_.epochs;
+  return options_.maxSteps > 0 ? std::min(all, options_.maxSteps) : all;
+}
+
 void Trainer::run(TrainObserver& observer) {
   const std::size_t perRank = sampler_.samplesPerRank();
   const std::size_t stepsPerEpoch = (perRank + options_.batchSize - 1) / options_.batchSize;
+  const std::size_t totalSteps = plannedSteps();
   const auto world = static_cast<double>(comm_.size());
   for (std::size_t epoch = 1; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
@@ -100,6 +108,8 @@ void Trainer::run(TrainObserver& observer) {
     for (std::size_t begin = 0; begin < shard.size(); begin += options_.batchSize) {
       if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
       const std::size_t end = std::min(shard.size(), begin + options_.batchSize);
+      optimizer_.setLearningRate(
+          static_cast<float>(learningRateAt(options_.lrSchedule, baseLr_, globalStep_, totalSteps)));
       const double loss = step(std::span(shard).subspan(begin, end - begin));
       lossSum += loss;
       phaseSum += lastTimes_;

@@ -19,6 +19,7 @@
 #include "trainer/cross_entropy.h"
 #include "trainer/dataset.h"
 #include "trainer/distributed_sampler.h"
+#include "trainer/lr_schedule.h"
 #include "trainer/sequential.h"
 #include "trainer/sgd.h"
 
@@ -29,6 +30,7 @@ struct TrainOptions {
   std::size_t maxSteps = 0;        // 0: no limit; otherwise stop after this many steps in all
   std::size_t batchSize = 64;      // per rank
   std::size_t evalBatchSize = 1000;
+  LrSchedule lrSchedule = LrSchedule::kConstant;  // from the optimizer's initial lr
   SamplerOptions sampler;
 };
 
@@ -97,6 +99,8 @@ class Trainer {
   const PhaseTimes& lastStepTimes() const { return lastTimes_; }
 
   std::size_t globalStep() const { return globalStep_; }
+  // Steps run() will take in all (epochs x steps per epoch, capped by maxSteps).
+  std::size_t plannedSteps() const;
 
  private:
   void averageGradients();
@@ -114,6 +118,7 @@ class Trainer {
   std::vector<std::int32_t> labels_;
   std::size_t globalStep_ = 0;
   PhaseTimes lastTimes_;
+  double baseLr_;
 };
 
 }  // namespace ddp::trainer

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# `meson install` ships ddp_train, the library, its headers and ddp.pc; a
+# separate program compiles and links against them through pkg-config and
+# runs under mpirun.
+. "$(dirname "$0")/lib.sh"
+: "${MESON_BUILD_ROOT:?set by meson}" "${CONSUMER_SOURCE:?set by meson}"
+root="$WORK/root"
+DESTDIR="$root" meson install -C "$MESON_BUILD_ROOT" --no-rebuild --quiet
+pc=$(find "$root" -name ddp.pc | head -n 1)
+[ -n "$pc" ] || fail "no ddp.pc installed"
+[ -x "$(find "$root" -name ddp_train -type f | head -n 1)" ] || fail "ddp_train not installed"
+[ -f "$(find "$root" -path '*include/ddp/comm/communicator.h' | head -n 1)" ] || fail "headers not installed"
+flags=$(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --define-prefix --cflags --libs ddp)
+libdir=$(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --define-prefix --variable=libdir ddp)
+# shellcheck disable=SC2086
+c++ -std=c++20 "$CONSUMER_SOURCE" $flags -o "$WORK/consumer" || fail "consumer does not build against the installed package"
+LD_LIBRARY_PATH="$libdir" timeout 60 mpirun -q -x LD_LIBRARY_PATH -np 2 "$WORK/consumer" || fail "consumer failed"
+echo "install: ok"
