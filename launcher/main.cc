@@ -59,7 +59,7 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
   const std::size_t global = o.batchSize * static_cast<std::size_t>(world.size());
   log::info(str("data ", data.train->name(), " ", data.train->size(), " samples, ", data.test->name(), " ",
                 data.test->size(), "; global batch ", global, " (", o.batchSize, " per rank x ", world.size(),
-                "), lr ", o.lr, ", momentum ", o.momentum, ", weight decay ", o.weightDecay, ", seed ", o.seed));
+                "), lr ", o.lr, " (", o.lrSchedule, "), momentum ", o.momentum, ", weight decay ", o.weightDecay, ", seed ", o.seed));
 }
 
 int train(const Options& o) {
@@ -79,7 +79,7 @@ int train(const Options& o) {
       data = loadData(o);
       model = trainer::buildMlp(data.train->featureDim(), o.hidden, data.train->numClasses(), o.seed);
       if (world.rank() == 0 && !o.initFrom.empty()) trainer::loadModel(o.initFrom, *model);
-      progress = std::make_unique<ProgressPrinter>(world.rank() == 0, o.epochs, o.logEvery, o.metrics);
+      progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics);
     });
     printSummary(world, comm, o, threads, *model, data);
 

@@ -23,13 +23,15 @@ struct Raw {
   long long syntheticSamples = 8192;
 };
 
+constexpr unsigned kHelpWidth = 100;
+
 po::options_description describe(Options& o, Raw& raw, std::string& config) {
-  po::options_description general("General");
+  po::options_description general("General", kHelpWidth, kHelpWidth / 2);
   general.add_options()
       ("help,h", po::bool_switch(&o.help), "print this help and exit")
       ("config", po::value(&config)->value_name("FILE"),
        "read options from FILE: one 'key = value' per line, keys as the long options");
-  po::options_description data("Data");
+  po::options_description data("Data", kHelpWidth, kHelpWidth / 2);
   data.add_options()
       ("dataset", po::value(&o.dataset)->value_name("NAME")->default_value(o.dataset),
        "fashion-mnist | synthetic")
@@ -40,7 +42,7 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       ("no-shuffle", po::bool_switch(&o.noShuffle), "visit samples in file order every epoch")
       ("drop-last", po::bool_switch(&o.dropLast),
        "drop the tail that does not divide among ranks instead of padding with repeats");
-  po::options_description model("Model");
+  po::options_description model("Model", kHelpWidth, kHelpWidth / 2);
   model.add_options()
       ("model", po::value(&o.model)->value_name("NAME")->default_value(o.model), "mlp")
       ("hidden", po::value(&raw.hidden)->value_name("W,W,...")->default_value(raw.hidden),
@@ -49,7 +51,7 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
        "start from these weights (safetensors, PyTorch names) instead of a seeded init")
       ("save-model", po::value(&o.saveModel)->value_name("FILE"),
        "write the final weights to FILE (safetensors, loadable by PyTorch)");
-  po::options_description optimisation("Optimisation");
+  po::options_description optimisation("Optimisation", kHelpWidth, kHelpWidth / 2);
   optimisation.add_options()
       ("epochs", po::value(&raw.epochs)->value_name("N")->default_value(raw.epochs), "passes over the training set")
       ("max-steps", po::value(&raw.maxSteps)->value_name("N")->default_value(raw.maxSteps),
@@ -65,7 +67,7 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
        "L2 penalty added to gradients")
       ("seed", po::value(&raw.seed)->value_name("N")->default_value(raw.seed),
        "seeds the model init, the data order and synthetic data");
-  po::options_description runtime("Runtime and output");
+  po::options_description runtime("Runtime and output", kHelpWidth, kHelpWidth / 2);
   runtime.add_options()
       ("threads", po::value(&raw.threads)->value_name("N")->default_value(raw.threads),
        "BLAS threads per rank (0: cores on the node / ranks on the node)")
@@ -75,7 +77,7 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
        "progress line every N steps when stdout is not a terminal")
       ("log-all-ranks", po::bool_switch(&o.logAllRanks), "every rank prints its log lines, not only rank 0")
       ("metrics", po::value(&o.metrics)->value_name("FILE"), "append one JSON line per epoch to FILE");
-  po::options_description all;
+  po::options_description all(kHelpWidth, kHelpWidth / 2);
   all.add(general).add(data).add(model).add(optimisation).add(runtime);
   return all;
 }

@@ -37,11 +37,11 @@ bool stdoutIsTerminal() {
 
 }  // namespace
 
-ProgressPrinter::ProgressPrinter(bool isRankZero, std::size_t epochs, std::size_t logEvery,
+ProgressPrinter::ProgressPrinter(int rank, std::size_t epochs, std::size_t logEvery,
                                  const std::string& metricsPath)
-    : enabled_(isRankZero), terminal_(stdoutIsTerminal()), epochs_(epochs),
+    : enabled_(log::printsInfo()), terminal_(rank == 0 && stdoutIsTerminal()), epochs_(epochs),
       logEvery_(logEvery), metricsPath_(metricsPath) {
-  if (enabled_ && !metricsPath.empty()) {
+  if (rank == 0 && !metricsPath.empty()) {
     metrics_.open(metricsPath, std::ios::app);
     if (!metrics_) throw DataError(str("--metrics: cannot open '", metricsPath, "' (", std::strerror(errno), ")"));
   }

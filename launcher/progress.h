@@ -1,5 +1,6 @@
 // How ddp_train shows a run: progress during an epoch, a summary per epoch,
-// and the --metrics JSON-lines file. Rank 0 only.
+// and the --metrics JSON-lines file. Rank 0 prints (every rank with
+// --log-all-ranks, as plain lines); only rank 0 writes the metrics file.
 //
 // On a terminal, one live line redraws itself (step, loss, samples/s, ETA) at
 // most ten times a second; otherwise (a log file, Slurm output) a plain line is
@@ -17,7 +18,7 @@ namespace ddp::launcher {
 class ProgressPrinter final : public trainer::TrainObserver {
  public:
   // `metricsPath` empty: no metrics file. Opening it throws DataError.
-  ProgressPrinter(bool isRankZero, std::size_t epochs, std::size_t logEvery, const std::string& metricsPath);
+  ProgressPrinter(int rank, std::size_t epochs, std::size_t logEvery, const std::string& metricsPath);
 
   void onStep(const trainer::StepReport& report) override;
   void onEpoch(const trainer::EpochReport& report) override;

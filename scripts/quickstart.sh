@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . scripts/mpi_env.sh
 set -x
-mpirun -np 2 build/launcher/ddp_train --epochs 5 "$@"
+mpirun -np 2 build/launcher/ddp_train --epochs 8 "$@"

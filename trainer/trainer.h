@@ -113,7 +113,7 @@ class Trainer {
   TrainOptions options_;
   DistributedSampler sampler_;
   SoftmaxCrossEntropy loss_;
-  std::vector<Parameter*> trainable_;
+  Tensor flatGradients_;  // every trainable gradient, as one buffer
   Tensor features_;
   std::vector<std::int32_t> labels_;
   std::size_t globalStep_ = 0;

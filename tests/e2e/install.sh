@@ -10,8 +10,12 @@ pc=$(find "$root" -name ddp.pc | head -n 1)
 [ -n "$pc" ] || fail "no ddp.pc installed"
 [ -x "$(find "$root" -name ddp_train -type f | head -n 1)" ] || fail "ddp_train not installed"
 [ -f "$(find "$root" -path '*include/ddp/comm/communicator.h' | head -n 1)" ] || fail "headers not installed"
-flags=$(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --define-prefix --cflags --libs ddp)
-libdir=$(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --define-prefix --variable=libdir ddp)
+# The package was installed under $root (DESTDIR): point a copy of ddp.pc there.
+mkdir -p "$WORK/pc"
+sed "s|^prefix=|prefix=$root|" "$pc" > "$WORK/pc/ddp.pc"
+pc_() { PKG_CONFIG_PATH="$WORK/pc" pkg-config "$@" ddp; }
+flags=$(pc_ --cflags --libs)
+libdir=$(pc_ --variable=libdir)
 # shellcheck disable=SC2086
 c++ -std=c++20 "$CONSUMER_SOURCE" $flags -o "$WORK/consumer" || fail "consumer does not build against the installed package"
 LD_LIBRARY_PATH="$libdir" timeout 60 mpirun -q -x LD_LIBRARY_PATH -np 2 "$WORK/consumer" || fail "consumer failed"

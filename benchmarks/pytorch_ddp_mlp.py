@@ -1,0 +1,72 @@
+"""The same training step as ddp_train, in PyTorch DDP (gloo), for comparison.
+
+Started by mpirun (one process per rank): reads the rank from Open MPI's
+environment and rendezvouses over loopback TCP. Trains an MLP of the given
+widths with SGD (momentum 0.9) on in-memory random data, so that the data
+loader costs nothing, and prints one JSON line on rank 0 with the mean step
+time over the timed steps.
+
+  mpirun -np 2 /usr/bin/python3 pytorch_ddp_mlp.py --hidden 1024,1024 --batch-size 64 --steps 300
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--hidden", default="1024,1024")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--bucket-cap-mb", type=float, default=25.0)
+    parser.add_argument("--port", type=int, default=29517)
+    args = parser.parse_args()
+
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank, world_size=world)
+
+    widths = [784] + [int(w) for w in args.hidden.split(",")] + [10]
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(nn.Linear(widths[i], widths[i + 1]))
+        if i < len(widths) - 2:
+            layers.append(nn.ReLU())
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(nn.Sequential(*layers), bucket_cap_mb=args.bucket_cap_mb)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    generator = torch.Generator().manual_seed(rank)
+    x = torch.rand(args.batch_size * 16, 784, generator=generator)
+    y = torch.randint(0, 10, (args.batch_size * 16,), generator=generator)
+
+    def step(i):
+        lo = (i % 16) * args.batch_size
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x[lo : lo + args.batch_size]), y[lo : lo + args.batch_size])
+        loss.backward()
+        optimizer.step()
+
+    for i in range(args.warmup):
+        step(i)
+    dist.barrier()
+    start = time.perf_counter()
+    for i in range(args.steps):
+        step(i)
+    dist.barrier()
+    elapsed = time.perf_counter() - start
+    if rank == 0:
+        step_ms = elapsed / args.steps * 1e3
+        print(json.dumps({"step_ms": step_ms, "samples_per_s": world * args.batch_size * args.steps / elapsed}))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
