@@ -45,6 +45,19 @@ class Communicator {
   virtual WorkPtr allgather(const void* send, void* recv, std::size_t count, DataType type) = 0;
   virtual WorkPtr barrier() = 0;
 
+  // Zero-filled, 64-byte aligned memory for `bytes` bytes that this backend
+  // reduces fastest (MPI: memory shared by the ranks of a node, so an
+  // all-reduce needs no copies through the library; see Note [Node
+  // shared-memory all-reduce] in comm/mpi/shared_memory.h). Collective: every
+  // rank calls it with the same size, in the same order as its other
+  // collectives. The memory stays valid while the returned owner lives, and
+  // at most as long as the communicator.
+  //
+  // An all-reduce on such memory must be issued by every rank on the same
+  // offset of the same allocation (as SPMD training code does); ranks that
+  // disagree are detected and get a MismatchError.
+  virtual std::shared_ptr<void> allocate(std::size_t bytes) = 0;
+
   // Typed conveniences over the calls above.
   template <class T>
   WorkPtr allreduce(std::span<T> data, ReduceOp op) {

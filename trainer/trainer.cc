@@ -32,13 +32,15 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, co
   DDP_CHECK(options_.batchSize > 0 && options_.evalBatchSize > 0, "batch sizes must be positive");
   // Note [One flat gradient buffer]: every trainable gradient becomes a view
   // into one contiguous buffer, so the step needs one all-reduce, not one per
-  // tensor, and no copy in or out of a fusion buffer.
+  // tensor, and no copy in or out of a fusion buffer. The buffer comes from
+  // the communicator, so that it can sit where the backend reduces it fastest
+  // (node-shared memory for MPI: Note [Node shared-memory all-reduce]).
   std::size_t total = 0;
   for (Parameter* p : model_.parameters()) {
     if (p->trainable) total += p->grad.numel();
   }
-  flatGradients_ = Tensor({total});
-  auto owner = std::make_shared<Tensor>(flatGradients_);
+  std::shared_ptr<void> owner = comm_.allocate(total * sizeof(float));
+  flatGradients_ = Tensor::view(static_cast<float*>(owner.get()), {total}, owner);
   std::size_t offset = 0;
   for (Parameter* p : model_.parameters()) {
     if (!p->trainable) continue;

@@ -1,6 +1,9 @@
 #include "comm/mpi/mpi_communicator.h"
 
+#include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -49,6 +52,11 @@ MpiCommunicator::MpiCommunicator(MPI_Comm base, CommOptions options) : Communica
   DDP_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   DDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   DDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  DDP_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_));
+  DDP_MPI_CHECK(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN));
+  int nodeSize = 0;
+  DDP_MPI_CHECK(MPI_Comm_size(node_, &nodeSize));
+  singleNode_ = nodeSize == size_;
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -61,6 +69,7 @@ MpiCommunicator::~MpiCommunicator() {
   if (thread_.joinable()) thread_.join();
   int finalized = 0;
   MPI_Finalized(&finalized);
+  if (!finalized && node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
@@ -99,8 +108,13 @@ WorkPtr MpiCommunicator::allreduce(void* data, std::size_t count, DataType type,
     throw UsageError("allreduce: average is defined for floating-point types only");
   }
   const int n = mpiCount(count);
+  const std::uint64_t sequence = sequence_;
   return enqueue(str("allreduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
                  [=, this] {
+                   if (auto region = findRegion(data, count * sizeOf(type))) {
+                     region->allreduce(node_, data, count, type, op, sequence);  // Note [Node shared-memory all-reduce]
+                     return;
+                   }
                    DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, mpiType(type), mpiOp(op), comm_));
                    if (op != ReduceOp::kAvg || size_ == 1) return;
                    if (type == DataType::kFloat32) scale<float>(data, count, 1.0 / size_);
@@ -119,6 +133,39 @@ WorkPtr MpiCommunicator::allgather(const void* send, void* recv, std::size_t cou
   return enqueue(str("allgather(", dataTypeName(type), " x ", count, ")"), [=, this] {
     DDP_MPI_CHECK(MPI_Allgather(send, n, mpiType(type), recv, n, mpiType(type), comm_));
   });
+}
+
+std::shared_ptr<SharedRegion> MpiCommunicator::findRegion(const void* data, std::size_t bytes) {
+  std::shared_ptr<SharedRegion> found;
+  std::erase_if(regions_, [&](const std::weak_ptr<SharedRegion>& weak) {
+    auto region = weak.lock();
+    if (region && !found && region->contains(data, bytes)) found = region;
+    return !region;
+  });
+  return found;
+}
+
+std::shared_ptr<void> MpiCommunicator::allocate(std::size_t bytes) {
+  std::shared_ptr<void> memory;
+  // On the communication thread, like every collective, so it is ordered with them.
+  enqueue(str("allocate(", bytes, " bytes)"), [&, this] {
+    if (singleNode_ && size_ > 1) {
+      try {
+        auto region = std::make_shared<SharedRegion>(node_, bytes);
+        regions_.push_back(region);
+        memory = std::shared_ptr<void>(region, region->data());
+        return;
+      } catch (const CommError& e) {
+        // Every rank saw the same failure (SharedRegion agrees on it): all fall back.
+        if (rank_ == 0) log::warn(str(e.what(), "; all-reduces use plain MPI instead"));
+      }
+    }
+    void* raw = std::aligned_alloc(64, (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64);
+    if (raw == nullptr) throw std::bad_alloc();
+    std::memset(raw, 0, bytes);
+    memory = std::shared_ptr<void>(raw, std::free);
+  })->wait(options().timeout);
+  return memory;
 }
 
 WorkPtr MpiCommunicator::barrier() {

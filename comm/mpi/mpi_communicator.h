@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "comm/communicator.h"
+#include "comm/mpi/shared_memory.h"
 
 namespace ddp::comm {
 
@@ -41,6 +42,9 @@ class MpiCommunicator final : public Communicator {
   WorkPtr broadcast(void* data, std::size_t count, DataType type, int root) override;
   WorkPtr allgather(const void* send, void* recv, std::size_t count, DataType type) override;
   WorkPtr barrier() override;
+  // Node-shared memory when every rank of this communicator is on one node
+  // (Note [Node shared-memory all-reduce]); plain host memory otherwise.
+  std::shared_ptr<void> allocate(std::size_t bytes) override;
 
   using Communicator::allgather;
   using Communicator::allreduce;
@@ -53,8 +57,13 @@ class MpiCommunicator final : public Communicator {
   };
   WorkPtr enqueue(std::string what, std::function<void()> run);
   void loop();
+  // The live shared region holding [data, data + bytes), or null. Comm thread.
+  std::shared_ptr<SharedRegion> findRegion(const void* data, std::size_t bytes);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm node_ = MPI_COMM_NULL;  // the ranks of comm_ on this node
+  bool singleNode_ = false;
+  std::vector<std::weak_ptr<SharedRegion>> regions_;  // comm thread only
   int rank_ = 0;
   int size_ = 1;
   std::uint64_t sequence_ = 0;  // collectives issued so far, for error reports

@@ -152,3 +152,58 @@ TEST(Work, WaitRethrowsTheStoredError) {
 
 }  // namespace
 }  // namespace ddp::comm
+
+namespace ddp::comm {
+namespace {
+
+// Buffers from allocate() take the node shared-memory path (Note [Node
+// shared-memory all-reduce]); the results must be the same closed forms.
+class SharedMemoryAllreduce : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(SharedMemoryAllreduce, SumAverageMaxAtAnOffsetInsideTheAllocation) {
+  auto comm = makeComm();
+  const std::size_t count = GetParam();
+  const int n = comm->size(), r = comm->rank();
+  auto memory = comm->allocate((count + 40) * sizeof(float));
+  ASSERT_NE(memory, nullptr);
+  float* buffer = static_cast<float*>(memory.get());
+  for (int round = 0; round < 3; ++round) {  // reuse: the barriers must keep rounds apart
+    float* data = buffer + 7;                  // not at the start, not aligned
+    for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>(r + round) + static_cast<float>(i % 5);
+    comm->allreduce(data, count, DataType::kFloat32, ReduceOp::kSum)->wait(std::chrono::seconds(60));
+    for (std::size_t i = 0; i < count; ++i) {
+      const float expected = static_cast<float>(n * (n - 1) / 2 + n * round) + static_cast<float>(n) * static_cast<float>(i % 5);
+      ASSERT_EQ(data[i], expected) << "round " << round << " element " << i;
+    }
+  }
+  auto doubles = comm->allocate(count * sizeof(double));
+  auto* d = static_cast<double*>(doubles.get());
+  for (std::size_t i = 0; i < count; ++i) d[i] = r;
+  comm->allreduce(d, count, DataType::kFloat64, ReduceOp::kAvg)->wait(std::chrono::seconds(60));
+  for (std::size_t i = 0; i < count; ++i) ASSERT_DOUBLE_EQ(d[i], (n - 1) / 2.0);
+  for (std::size_t i = 0; i < count; ++i) d[i] = r * 10 + static_cast<double>(i % 3);
+  comm->allreduce(d, count, DataType::kFloat64, ReduceOp::kMax)->wait(std::chrono::seconds(60));
+  for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(d[i], (n - 1) * 10 + static_cast<double>(i % 3));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, SharedMemoryAllreduce, ::testing::Values(1, 3, 17, 1000, 1 << 20),
+                         [](const auto& info) { return "n" + std::to_string(info.param); });
+
+TEST(SharedMemoryAllreduce, RanksThatDisagreeGetAMismatchErrorNotGarbage) {
+  auto comm = makeComm();
+  if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
+  auto memory = comm->allocate(64 * sizeof(float));
+  float* data = static_cast<float*>(memory.get());
+  const std::size_t count = comm->rank() == 0 ? 32 : 16;  // a diverged program
+  try {
+    comm->allreduce(data, count, DataType::kFloat32, ReduceOp::kSum)->wait(std::chrono::seconds(60));
+    FAIL() << "no error";
+  } catch (const MismatchError& e) {
+    EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
+  }
+  // The communicator is still usable afterwards.
+  comm->allreduce(data, 8, DataType::kFloat32, ReduceOp::kSum)->wait(std::chrono::seconds(60));
+}
+
+}  // namespace
+}  // namespace ddp::comm

@@ -1,0 +1,205 @@
+#include "comm/mpi/shared_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "runtime/mpi_check.h"
+
+namespace ddp::comm {
+namespace {
+
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kChunkAlign = 64;  // chunks start on their own cache line
+constexpr std::size_t kBlock = 4096;     // elements summed per pass, kept in L1
+
+std::size_t roundUp(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
+
+// MPI_Barrier orders the ranks; the fences order this rank's plain loads and
+// stores around it (MPI's own shared-memory barrier fences too, but the
+// standard does not promise that for memory it does not know about).
+void barrier(MPI_Comm node) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  DDP_MPI_CHECK(MPI_Barrier(node));
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+template <class T>
+T combine(T a, T b, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax: return std::max(a, b);
+    case ReduceOp::kMin: return std::min(a, b);
+    default: return a + b;
+  }
+}
+
+// out[i] = op(sources[0][i], ..., sources[n-1][i]) for i in [begin, end), in
+// rank order. `out` is one of the sources (this rank's segment), so each block
+// is reduced in a scratch block first and then stored; blocks are small enough
+// that the passes over them stay in L1.
+template <class T>
+void reduceChunk(const std::vector<const T*>& sources, T* out, std::size_t begin, std::size_t end,
+                 ReduceOp op, int world) {
+  static thread_local std::vector<T> scratch(kBlock);
+  T* acc = scratch.data();
+  const bool add = op == ReduceOp::kSum || op == ReduceOp::kAvg;
+  for (std::size_t block = begin; block < end; block += kBlock) {
+    const std::size_t length = std::min(end, block + kBlock) - block;
+    std::copy(sources[0] + block, sources[0] + block + length, acc);
+    for (std::size_t s = 1; s < sources.size(); ++s) {
+      const T* c = sources[s] + block;
+      if (add) {
+        for (std::size_t i = 0; i < length; ++i) acc[i] += c[i];
+      } else {
+        for (std::size_t i = 0; i < length; ++i) acc[i] = combine(acc[i], c[i], op);
+      }
+    }
+    if (op == ReduceOp::kAvg) {
+      const T scale = static_cast<T>(1.0 / world);
+      for (std::size_t i = 0; i < length; ++i) acc[i] *= scale;
+    }
+    std::copy(acc, acc + length, out + block);
+  }
+}
+
+}  // namespace
+
+struct SharedRegion::Control {
+  std::uint64_t sequence;
+  std::uint64_t offset;
+  std::uint64_t count;
+  std::uint32_t type;
+  std::uint32_t op;
+  char padding[kChunkAlign - 32];  // one cache line per rank: no false sharing
+};
+
+SharedRegion::SharedRegion(MPI_Comm node, std::size_t bytes) : bytes_(bytes) {
+  static_assert(sizeof(Control) == kChunkAlign);
+  DDP_MPI_CHECK(MPI_Comm_rank(node, &rank_));
+  DDP_MPI_CHECK(MPI_Comm_size(node, &size_));
+  const std::size_t segment = roundUp(std::max<std::size_t>(bytes, 1), kPage);
+  const std::size_t header = roundUp(sizeof(Control) * static_cast<std::size_t>(size_), kPage);
+  mappingBytes_ = header + segment * static_cast<std::size_t>(size_);
+
+  // Local rank 0 creates the object; the name is unique per node and call.
+  static std::atomic<std::uint64_t> counter{0};
+  char name[64] = {};
+  if (rank_ == 0) {
+    std::snprintf(name, sizeof name, "/ddp-%d-%llu", static_cast<int>(getpid()),
+                  static_cast<unsigned long long>(counter++));
+  }
+  DDP_MPI_CHECK(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, node));
+  int fd = -1;
+  int error = 0;
+  if (rank_ == 0) {
+    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(mappingBytes_)) != 0) error = errno;
+  }
+  DDP_MPI_CHECK(MPI_Bcast(&error, 1, MPI_INT, 0, node));
+  if (error == 0 && rank_ != 0) {
+    fd = shm_open(name, O_RDWR, 0600);
+    if (fd < 0) error = errno;
+  }
+  if (error == 0) {
+    mapping_ = mmap(nullptr, mappingBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (mapping_ == MAP_FAILED) {
+      mapping_ = nullptr;
+      error = errno;
+    }
+  }
+  if (fd >= 0) close(fd);
+  int anyError = error;
+  DDP_MPI_CHECK(MPI_Allreduce(&error, &anyError, 1, MPI_INT, MPI_MAX, node));
+  if (rank_ == 0) shm_unlink(name);  // everyone has mapped it (or failed): no file left behind
+  if (anyError != 0) {
+    if (mapping_ != nullptr) munmap(mapping_, mappingBytes_);
+    mapping_ = nullptr;
+    throw CommError(str("cannot share ", mappingBytes_, " bytes of memory between the ranks of node (",
+                        name, "): ", std::strerror(anyError), " (is /dev/shm too small?)"));
+  }
+  auto* base = static_cast<char*>(mapping_);
+  for (int r = 0; r < size_; ++r) segments_.push_back(base + header + segment * static_cast<std::size_t>(r));
+}
+
+SharedRegion::~SharedRegion() {
+  if (mapping_ != nullptr) munmap(mapping_, mappingBytes_);
+}
+
+SharedRegion::Control& SharedRegion::control(int rank) const {
+  return static_cast<Control*>(mapping_)[rank];
+}
+
+bool SharedRegion::contains(const void* begin, std::size_t length) const {
+  const auto* p = static_cast<const char*>(begin);
+  const auto* mine = static_cast<const char*>(data());
+  return p >= mine && p + length <= mine + bytes_;
+}
+
+void SharedRegion::allreduce(MPI_Comm node, void* data, std::size_t count, DataType type, ReduceOp op,
+                             std::uint64_t sequence) {
+  const std::size_t element = sizeOf(type);
+  const std::size_t offset = static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
+  Control& mine = control(rank_);
+  mine.sequence = sequence;
+  mine.offset = offset;
+  mine.count = count;
+  mine.type = static_cast<std::uint32_t>(type);
+  mine.op = static_cast<std::uint32_t>(op);
+  barrier(node);  // 1: every rank's data and control slot are written
+
+  for (int r = 0; r < size_; ++r) {
+    const Control& other = control(r);
+    if (other.sequence != sequence || other.offset != offset || other.count != count ||
+        other.type != mine.type || other.op != mine.op) {
+      barrier(node);  // keep the barrier count equal on every rank before leaving
+      barrier(node);
+      throw MismatchError(str("ranks disagree on a shared-memory all-reduce: node rank ", rank_,
+                              " issued collective #", sequence, " on ", count, " x ", dataTypeName(type),
+                              " at offset ", offset, ", node rank ", r, " collective #", other.sequence,
+                              " on ", other.count, " elements at offset ", other.offset,
+                              " (the ranks' programs have diverged)"));
+    }
+  }
+
+  const std::size_t perRank = roundUp((count + static_cast<std::size_t>(size_) - 1) / static_cast<std::size_t>(size_),
+                                      kChunkAlign / element);
+  auto chunk = [&](int r) {
+    const std::size_t begin = std::min(count, perRank * static_cast<std::size_t>(r));
+    return std::pair(begin, std::min(count, begin + perRank));
+  };
+  auto dispatch = [&]<class T>(T*) {
+    std::vector<const T*> sources;
+    for (void* segment : segments_) {
+      sources.push_back(reinterpret_cast<const T*>(static_cast<const char*>(segment) + offset));
+    }
+    const auto [begin, end] = chunk(rank_);
+    reduceChunk<T>(sources, static_cast<T*>(data), begin, end, op, size_);
+  };
+  switch (type) {
+    case DataType::kFloat32: dispatch(static_cast<float*>(nullptr)); break;
+    case DataType::kFloat64: dispatch(static_cast<double*>(nullptr)); break;
+    case DataType::kInt32: dispatch(static_cast<std::int32_t*>(nullptr)); break;
+    case DataType::kInt64: dispatch(static_cast<std::int64_t*>(nullptr)); break;
+  }
+  barrier(node);  // 2: every chunk is reduced
+
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const auto [begin, end] = chunk(r);
+    if (end > begin) {
+      std::memcpy(static_cast<char*>(data) + begin * element,
+                  static_cast<const char*>(segments_[static_cast<std::size_t>(r)]) + offset + begin * element,
+                  (end - begin) * element);
+    }
+  }
+  barrier(node);  // 3: nobody overwrites a segment a peer is still copying from
+}
+
+}  // namespace ddp::comm
