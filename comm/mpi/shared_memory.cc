@@ -40,13 +40,14 @@ T combine(T a, T b, ReduceOp op) {
   }
 }
 
-// out[i] = op(sources[0][i], ..., sources[n-1][i]) for i in [begin, end), in
-// rank order. `out` is one of the sources (this rank's segment), so each block
-// is reduced in a scratch block first and then stored; blocks are small enough
-// that the passes over them stay in L1.
+// buffers[q][i] = op(buffers[0][i], ..., buffers[n-1][i]) for every q and i in
+// [begin, end), summed in rank order. Each block is reduced into a scratch
+// block (the buffers are both sources and destinations) small enough that the
+// passes over it stay in L1, then stored into every rank's buffer.
 template <class T>
-void reduceChunk(const std::vector<const T*>& sources, T* out, std::size_t begin, std::size_t end,
-                 ReduceOp op, int world) {
+void reduceChunk(const std::vector<T*>& buffers, std::size_t begin, std::size_t end, ReduceOp op,
+                 int world) {
+  const std::vector<T*>& sources = buffers;
   static thread_local std::vector<T> scratch(kBlock);
   T* acc = scratch.data();
   const bool add = op == ReduceOp::kSum || op == ReduceOp::kAvg;
@@ -65,7 +66,7 @@ void reduceChunk(const std::vector<const T*>& sources, T* out, std::size_t begin
       const T scale = static_cast<T>(1.0 / world);
       for (std::size_t i = 0; i < length; ++i) acc[i] *= scale;
     }
-    std::copy(acc, acc + length, out + block);
+    for (T* destination : buffers) std::copy(acc, acc + length, destination + block);
   }
 }
 
@@ -159,7 +160,6 @@ void SharedRegion::allreduce(MPI_Comm node, void* data, std::size_t count, DataT
     if (other.sequence != sequence || other.offset != offset || other.count != count ||
         other.type != mine.type || other.op != mine.op) {
       barrier(node);  // keep the barrier count equal on every rank before leaving
-      barrier(node);
       throw MismatchError(str("ranks disagree on a shared-memory all-reduce: node rank ", rank_,
                               " issued collective #", sequence, " on ", count, " x ", dataTypeName(type),
                               " at offset ", offset, ", node rank ", r, " collective #", other.sequence,
@@ -170,36 +170,20 @@ void SharedRegion::allreduce(MPI_Comm node, void* data, std::size_t count, DataT
 
   const std::size_t perRank = roundUp((count + static_cast<std::size_t>(size_) - 1) / static_cast<std::size_t>(size_),
                                       kChunkAlign / element);
-  auto chunk = [&](int r) {
-    const std::size_t begin = std::min(count, perRank * static_cast<std::size_t>(r));
-    return std::pair(begin, std::min(count, begin + perRank));
-  };
-  auto dispatch = [&]<class T>(T*) {
-    std::vector<const T*> sources;
-    for (void* segment : segments_) {
-      sources.push_back(reinterpret_cast<const T*>(static_cast<const char*>(segment) + offset));
-    }
-    const auto [begin, end] = chunk(rank_);
-    reduceChunk<T>(sources, static_cast<T*>(data), begin, end, op, size_);
+  const std::size_t begin = std::min(count, perRank * static_cast<std::size_t>(rank_));
+  const std::size_t end = std::min(count, begin + perRank);
+  auto run = [&]<class T>(T*) {
+    std::vector<T*> buffers;
+    for (void* segment : segments_) buffers.push_back(reinterpret_cast<T*>(static_cast<char*>(segment) + offset));
+    reduceChunk<T>(buffers, begin, end, op, size_);
   };
   switch (type) {
-    case DataType::kFloat32: dispatch(static_cast<float*>(nullptr)); break;
-    case DataType::kFloat64: dispatch(static_cast<double*>(nullptr)); break;
-    case DataType::kInt32: dispatch(static_cast<std::int32_t*>(nullptr)); break;
-    case DataType::kInt64: dispatch(static_cast<std::int64_t*>(nullptr)); break;
+    case DataType::kFloat32: run(static_cast<float*>(nullptr)); break;
+    case DataType::kFloat64: run(static_cast<double*>(nullptr)); break;
+    case DataType::kInt32: run(static_cast<std::int32_t*>(nullptr)); break;
+    case DataType::kInt64: run(static_cast<std::int64_t*>(nullptr)); break;
   }
-  barrier(node);  // 2: every chunk is reduced
-
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    const auto [begin, end] = chunk(r);
-    if (end > begin) {
-      std::memcpy(static_cast<char*>(data) + begin * element,
-                  static_cast<const char*>(segments_[static_cast<std::size_t>(r)]) + offset + begin * element,
-                  (end - begin) * element);
-    }
-  }
-  barrier(node);  // 3: nobody overwrites a segment a peer is still copying from
+  barrier(node);  // 2: every chunk is reduced and stored in every rank's buffer
 }
 
 }  // namespace ddp::comm

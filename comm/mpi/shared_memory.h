@@ -7,15 +7,16 @@
 // a third of a training step. When the ranks' buffers themselves live in
 // memory that every rank on the node has mapped, the all-reduce needs no
 // library copies at all:
-//   1. barrier                      (every rank's data is written)
-//   2. rank r sums chunk r of every rank's buffer, in rank order, into its own
-//   3. barrier                      (every chunk is reduced)
-//   4. rank r copies the other ranks' reduced chunks into its own buffer
-//   5. barrier                      (nobody writes a buffer a peer still reads)
-// Each element is summed by exactly one rank, always in the order rank 0, 1,
-// ..., N-1, so every rank ends with bit-identical results and runs are
-// deterministic. Measured (benchmarks/RESULTS.md): ~3x faster than
-// MPI_Allreduce at np=2 and np=4 for gradient-sized buffers. Barriers are
+//   1. barrier                 (every rank's data is written)
+//   2. rank r sums chunk r of every rank's buffer, in rank order, and stores
+//      the result into chunk r of every rank's buffer
+//   3. barrier                 (every chunk is reduced everywhere)
+// Only rank r ever reads or writes chunk r during step 2, so no two ranks
+// touch the same bytes, and after step 3 nobody touches a rank's buffer until
+// that rank issues its next all-reduce. Each element is summed by one rank, in
+// the order rank 0, 1, ..., N-1, so every rank ends with bit-identical results
+// and runs are deterministic. Each rank reads and writes the buffer size once:
+// measured in benchmarks/RESULTS.md against MPI_Allreduce. Barriers are
 // MPI_Barrier on the node communicator with fences around them.
 //
 // Each allocation is one POSIX shared-memory object per node: a control slot

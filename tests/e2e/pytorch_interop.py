@@ -1,0 +1,90 @@
+"""PyTorch side of tests/e2e/pytorch_interop.sh.
+
+  check  WEIGHTS DATA_DIR ACCURACY   load ddp_train's weights into an nn.Module whose
+                                     nn.Sequential sits in `layers`, with strict names and
+                                     shapes; its test accuracy must equal ddp_train's
+  write  WEIGHTS HIDDEN SEED         write a freshly initialised PyTorch MLP as safetensors
+
+Reads and writes safetensors with a few lines of its own (Debian has no safetensors
+package): 8-byte little-endian header length, JSON header, raw float32 data.
+"""
+import gzip
+import json
+import struct
+import sys
+
+import torch
+import torch.nn as nn
+
+
+class Mlp(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        widths = [784] + hidden + [10]
+        layers = []
+        for i in range(len(widths) - 1):
+            layers.append(nn.Linear(widths[i], widths[i + 1]))
+            if i < len(widths) - 2:
+                layers.append(nn.ReLU())
+        self.layers = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def read_safetensors(path):
+    data = open(path, "rb").read()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        assert entry["dtype"] == "F32", entry
+        begin, end = entry["data_offsets"]
+        raw = bytearray(data[8 + length + begin : 8 + length + end])
+        tensors[name] = torch.frombuffer(raw, dtype=torch.float32).reshape(entry["shape"]).clone()
+    return tensors
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        raw = t.detach().contiguous().to(torch.float32).numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def load_idx(path):
+    data = gzip.open(path).read()
+    dims = data[3]
+    shape = struct.unpack(">" + "I" * dims, data[4 : 4 + 4 * dims])
+    return torch.frombuffer(bytearray(data[4 + 4 * dims :]), dtype=torch.uint8).reshape(shape)
+
+
+def main():
+    if sys.argv[1] == "check":
+        weights, data_dir, expected = sys.argv[2], sys.argv[3], float(sys.argv[4])
+        tensors = read_safetensors(weights)
+        hidden = [tensors[f"layers.{2 * i}.weight"].shape[0] for i in range(len(tensors) // 2 - 1)]
+        model = Mlp(hidden)
+        model.load_state_dict(tensors, strict=True)
+        images = load_idx(f"{data_dir}/t10k-images-idx3-ubyte.gz").reshape(-1, 784).float() / 255
+        labels = load_idx(f"{data_dir}/t10k-labels-idx1-ubyte.gz").long()
+        with torch.no_grad():
+            accuracy = (model(images).argmax(1) == labels).float().mean().item()
+        print(f"PyTorch accuracy with ddp_train's weights: {accuracy:.4f} (ddp_train: {expected:.4f})")
+        assert abs(accuracy - expected) < 1e-3, (accuracy, expected)
+    else:
+        weights, hidden, seed = sys.argv[2], [int(w) for w in sys.argv[3].split(",")], int(sys.argv[4])
+        torch.manual_seed(seed)
+        write_safetensors(weights, Mlp(hidden).state_dict())
+
+
+if __name__ == "__main__":
+    main()
