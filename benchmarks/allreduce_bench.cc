@@ -31,16 +31,27 @@ std::size_t parseSize(const char* text) {
   char* end = nullptr;
   double value = std::strtod(text, &end);
   switch (*end) {
-    case 'K': case 'k': value *= 1 << 10; break;
-    case 'M': case 'm': value *= 1 << 20; break;
-    case 'G': case 'g': value *= 1 << 30; break;
-    default: break;
+    case 'K':
+    case 'k':
+      value *= 1 << 10;
+      break;
+    case 'M':
+    case 'm':
+      value *= 1 << 20;
+      break;
+    case 'G':
+    case 'g':
+      value *= 1 << 30;
+      break;
+    default:
+      break;
   }
   return static_cast<std::size_t>(value);
 }
 
 void fill(float* data, std::size_t count, int rank) {
-  for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank + static_cast<int>(i % 7));
+  for (std::size_t i = 0; i < count; ++i)
+    data[i] = static_cast<float>(rank + static_cast<int>(i % 7));
 }
 
 // Returns 1 if any element differs from the closed form sum over ranks.
@@ -66,7 +77,8 @@ double medianMicros(int iterations, int warmup, float* data, std::size_t count, 
   }
   // The slowest rank decides when a collective is done.
   std::vector<double> worst(times.size());
-  MPI_Allreduce(times.data(), worst.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(times.data(), worst.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
   std::nth_element(worst.begin(), worst.begin() + static_cast<long>(worst.size() / 2), worst.end());
   return worst[worst.size() / 2];
 }
@@ -78,13 +90,20 @@ int main(int argc, char** argv) {
   int iterations = 20, warmup = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "-b") begin = parseSize(argv[i + 1]);
-    else if (flag == "-e") end = parseSize(argv[i + 1]);
-    else if (flag == "-f") factor = parseSize(argv[i + 1]);
-    else if (flag == "-n") iterations = std::atoi(argv[i + 1]);
-    else if (flag == "-w") warmup = std::atoi(argv[i + 1]);
+    if (flag == "-b")
+      begin = parseSize(argv[i + 1]);
+    else if (flag == "-e")
+      end = parseSize(argv[i + 1]);
+    else if (flag == "-f")
+      factor = parseSize(argv[i + 1]);
+    else if (flag == "-n")
+      iterations = std::atoi(argv[i + 1]);
+    else if (flag == "-w")
+      warmup = std::atoi(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup]\n");
+      std::fprintf(
+          stderr,
+          "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup]\n");
       return 2;
     }
   }
@@ -94,10 +113,12 @@ int main(int argc, char** argv) {
   auto shared = comm.allocate(end);
   std::vector<float> plain(end / sizeof(float) + 1);
   if (rank == 0) {
-    std::printf("# allreduce_bench: %d ranks on %d node(s), float32 sum, in place, median of %d (after %d warm-up)\n",
-                n, world.nodeCount(), iterations, warmup);
-    std::printf("%12s %12s %12s %10s %12s %10s %12s %10s %8s\n", "bytes", "count", "shm(us)", "busbw", "plain(us)",
-                "busbw", "raw(us)", "busbw", "wrong");
+    std::printf(
+        "# allreduce_bench: %d ranks on %d node(s), float32 sum, in place, median of %d (after %d "
+        "warm-up)\n",
+        n, world.nodeCount(), iterations, warmup);
+    std::printf("%12s %12s %12s %10s %12s %10s %12s %10s %8s\n", "bytes", "count", "shm(us)",
+                "busbw", "plain(us)", "busbw", "raw(us)", "busbw", "wrong");
   }
   const double busFactor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
   for (std::size_t bytes = begin; bytes <= end; bytes *= std::max<std::size_t>(factor, 2)) {
@@ -105,11 +126,13 @@ int main(int argc, char** argv) {
     int wrong = 0;
     auto* s = static_cast<float*>(shared.get());
     const double shm = medianMicros(iterations, warmup, s, count, rank, n, wrong, [&] {
-      comm.allreduce(s, count, ddp::comm::DataType::kFloat32, ddp::comm::ReduceOp::kSum)->wait(std::chrono::minutes(5));
+      comm.allreduce(s, count, ddp::comm::DataType::kFloat32, ddp::comm::ReduceOp::kSum)
+          ->wait(std::chrono::minutes(5));
     });
     float* p = plain.data();
     const double viaLayer = medianMicros(iterations, warmup, p, count, rank, n, wrong, [&] {
-      comm.allreduce(p, count, ddp::comm::DataType::kFloat32, ddp::comm::ReduceOp::kSum)->wait(std::chrono::minutes(5));
+      comm.allreduce(p, count, ddp::comm::DataType::kFloat32, ddp::comm::ReduceOp::kSum)
+          ->wait(std::chrono::minutes(5));
     });
     const double raw = medianMicros(iterations, warmup, p, count, rank, n, wrong, [&] {
       MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -119,8 +142,9 @@ int main(int argc, char** argv) {
     const double b = static_cast<double>(count * sizeof(float));
     auto busbw = [&](double us) { return b / us / 1e3 * busFactor; };
     if (rank == 0) {
-      std::printf("%12zu %12zu %12.1f %10.2f %12.1f %10.2f %12.1f %10.2f %8d\n", count * sizeof(float), count, shm,
-                  busbw(shm), viaLayer, busbw(viaLayer), raw, busbw(raw), totalWrong);
+      std::printf("%12zu %12zu %12.1f %10.2f %12.1f %10.2f %12.1f %10.2f %8d\n",
+                  count * sizeof(float), count, shm, busbw(shm), viaLayer, busbw(viaLayer), raw,
+                  busbw(raw), totalWrong);
     }
     if (totalWrong != 0) return 1;
   }

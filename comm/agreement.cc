@@ -24,9 +24,10 @@ void agree(Communicator& comm, const std::function<void()>& body) {
     if (all[r] != 0) ranks.push_back(static_cast<int>(r));
   }
   if (!ranks.empty()) {
-    throw PeerFailedError(str("stopping: rank", ranks.size() > 1 ? "s " : " ", join(ranks, ", "),
-                              " failed (see ", ranks.size() > 1 ? "their messages" : "its message", ")"),
-                          ranks);
+    throw PeerFailedError(
+        str("stopping: rank", ranks.size() > 1 ? "s " : " ", join(ranks, ", "), " failed (see ",
+            ranks.size() > 1 ? "their messages" : "its message", ")"),
+        ranks);
   }
 }
 

@@ -14,10 +14,14 @@ enum class ReduceOp { kSum, kAvg, kMax, kMin };
 
 constexpr std::size_t sizeOf(DataType type) {
   switch (type) {
-    case DataType::kFloat32: return 4;
-    case DataType::kInt32: return 4;
-    case DataType::kFloat64: return 8;
-    case DataType::kInt64: return 8;
+    case DataType::kFloat32:
+      return 4;
+    case DataType::kInt32:
+      return 4;
+    case DataType::kFloat64:
+      return 8;
+    case DataType::kInt64:
+      return 8;
   }
   return 0;
 }
@@ -29,12 +33,20 @@ const char* reduceOpName(ReduceOp op);
 template <class T>
 constexpr DataType dataTypeOf();
 template <>
-constexpr DataType dataTypeOf<float>() { return DataType::kFloat32; }
+constexpr DataType dataTypeOf<float>() {
+  return DataType::kFloat32;
+}
 template <>
-constexpr DataType dataTypeOf<double>() { return DataType::kFloat64; }
+constexpr DataType dataTypeOf<double>() {
+  return DataType::kFloat64;
+}
 template <>
-constexpr DataType dataTypeOf<std::int32_t>() { return DataType::kInt32; }
+constexpr DataType dataTypeOf<std::int32_t>() {
+  return DataType::kInt32;
+}
 template <>
-constexpr DataType dataTypeOf<std::int64_t>() { return DataType::kInt64; }
+constexpr DataType dataTypeOf<std::int64_t>() {
+  return DataType::kInt64;
+}
 
 }  // namespace ddp::comm

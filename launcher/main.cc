@@ -33,9 +33,10 @@ struct Data {
 Data loadData(const Options& o) {
   if (o.dataset == "synthetic") {
     const std::size_t features = 784, classes = 10;
-    return {std::make_unique<trainer::SyntheticDataset>(o.syntheticSamples, features, classes, o.seed, 0),
-            std::make_unique<trainer::SyntheticDataset>(std::max<std::size_t>(1, o.syntheticSamples / 4),
-                                                        features, classes, o.seed, 1)};
+    return {std::make_unique<trainer::SyntheticDataset>(o.syntheticSamples, features, classes,
+                                                        o.seed, 0),
+            std::make_unique<trainer::SyntheticDataset>(
+                std::max<std::size_t>(1, o.syntheticSamples / 4), features, classes, o.seed, 1)};
   }
   return {trainer::loadFashionMnist(o.dataDir, trainer::Split::kTrain),
           trainer::loadFashionMnist(o.dataDir, trainer::Split::kTest)};
@@ -50,16 +51,18 @@ int blasThreadsFor(const Options& o, const World& world) {
 void printSummary(const World& world, const comm::Communicator& comm, const Options& o, int threads,
                   trainer::Sequential& model, const Data& data) {
   const std::size_t params = model.parameterCount();
-  log::info(str("ddp_train: ", world.size(), " rank", world.size() > 1 ? "s" : "", " on ", world.nodeCount(),
-                " node", world.nodeCount() > 1 ? "s" : "", " (", world.localSize(), " per node), launcher ",
-                launcherName(world.launcher()), ", backend ", comm.backendName(), ", device cpu (",
-                threads, " BLAS thread", threads > 1 ? "s" : "", " per rank)"));
+  log::info(str("ddp_train: ", world.size(), " rank", world.size() > 1 ? "s" : "", " on ",
+                world.nodeCount(), " node", world.nodeCount() > 1 ? "s" : "", " (",
+                world.localSize(), " per node), launcher ", launcherName(world.launcher()),
+                ", backend ", comm.backendName(), ", device cpu (", threads, " BLAS thread",
+                threads > 1 ? "s" : "", " per rank)"));
   log::info(str("model ", o.model, ": ", model.describe(), ": ", params, " parameters (",
                 fixed(static_cast<double>(params) * 4 / (1 << 20), 1), " MiB)"));
   const std::size_t global = o.batchSize * static_cast<std::size_t>(world.size());
-  log::info(str("data ", data.train->name(), " ", data.train->size(), " samples, ", data.test->name(), " ",
-                data.test->size(), "; global batch ", global, " (", o.batchSize, " per rank x ", world.size(),
-                "), lr ", o.lr, " (", o.lrSchedule, "), momentum ", o.momentum, ", weight decay ", o.weightDecay, ", seed ", o.seed));
+  log::info(str("data ", data.train->name(), " ", data.train->size(), " samples, ",
+                data.test->name(), " ", data.test->size(), "; global batch ", global, " (",
+                o.batchSize, " per rank x ", world.size(), "), lr ", o.lr, " (", o.lrSchedule,
+                "), momentum ", o.momentum, ", weight decay ", o.weightDecay, ", seed ", o.seed));
 }
 
 int train(const Options& o) {
@@ -77,14 +80,15 @@ int train(const Options& o) {
     std::unique_ptr<ProgressPrinter> progress;
     comm::agree(comm, [&] {
       data = loadData(o);
-      model = trainer::buildMlp(data.train->featureDim(), o.hidden, data.train->numClasses(), o.seed);
+      model =
+          trainer::buildMlp(data.train->featureDim(), o.hidden, data.train->numClasses(), o.seed);
       if (world.rank() == 0 && !o.initFrom.empty()) trainer::loadModel(o.initFrom, *model);
       progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics);
     });
     printSummary(world, comm, o, threads, *model, data);
 
     trainer::Sgd sgd(model->parameters(), {static_cast<float>(o.lr), static_cast<float>(o.momentum),
-                                            static_cast<float>(o.weightDecay), false});
+                                           static_cast<float>(o.weightDecay), false});
     trainer::TrainOptions trainOptions;
     trainOptions.epochs = o.epochs;
     trainOptions.maxSteps = o.maxSteps;

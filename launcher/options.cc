@@ -27,63 +27,68 @@ constexpr unsigned kHelpWidth = 100;
 
 po::options_description describe(Options& o, Raw& raw, std::string& config) {
   po::options_description general("General", kHelpWidth, kHelpWidth / 2);
-  general.add_options()
-      ("help,h", po::bool_switch(&o.help), "print this help and exit")
-      ("config", po::value(&config)->value_name("FILE"),
-       "read options from FILE: one 'key = value' per line, keys as the long options");
+  general.add_options()("help,h", po::bool_switch(&o.help), "print this help and exit")(
+      "config", po::value(&config)->value_name("FILE"),
+      "read options from FILE: one 'key = value' per line, keys as the long options");
   po::options_description data("Data", kHelpWidth, kHelpWidth / 2);
-  data.add_options()
-      ("dataset", po::value(&o.dataset)->value_name("NAME")->default_value(o.dataset),
-       "fashion-mnist | synthetic")
-      ("data-dir", po::value(&o.dataDir)->value_name("DIR")->default_value(trainer::kDefaultFashionMnistDir),
-       "directory with the Fashion-MNIST IDX files (.gz or plain)")
-      ("synthetic-samples", po::value(&raw.syntheticSamples)->value_name("N")->default_value(raw.syntheticSamples),
-       "training samples of --dataset synthetic (test: a quarter as many)")
-      ("no-shuffle", po::bool_switch(&o.noShuffle), "visit samples in file order every epoch")
-      ("drop-last", po::bool_switch(&o.dropLast),
-       "drop the tail that does not divide among ranks instead of padding with repeats");
+  data.add_options()("dataset", po::value(&o.dataset)->value_name("NAME")->default_value(o.dataset),
+                     "fashion-mnist | synthetic")(
+      "data-dir",
+      po::value(&o.dataDir)->value_name("DIR")->default_value(trainer::kDefaultFashionMnistDir),
+      "directory with the Fashion-MNIST IDX files (.gz or plain)")(
+      "synthetic-samples",
+      po::value(&raw.syntheticSamples)->value_name("N")->default_value(raw.syntheticSamples),
+      "training samples of --dataset synthetic (test: a quarter as many)")(
+      "no-shuffle", po::bool_switch(&o.noShuffle), "visit samples in file order every epoch")(
+      "drop-last", po::bool_switch(&o.dropLast),
+      "drop the tail that does not divide among ranks instead of padding with repeats");
   po::options_description model("Model", kHelpWidth, kHelpWidth / 2);
-  model.add_options()
-      ("model", po::value(&o.model)->value_name("NAME")->default_value(o.model), "mlp")
-      ("hidden", po::value(&raw.hidden)->value_name("W,W,...")->default_value(raw.hidden),
-       "hidden layer widths of the MLP")
-      ("init-from", po::value(&o.initFrom)->value_name("FILE"),
-       "start from these weights (safetensors, PyTorch names) instead of a seeded init")
-      ("save-model", po::value(&o.saveModel)->value_name("FILE"),
-       "write the final weights to FILE (safetensors, loadable by PyTorch)");
+  model.add_options()("model", po::value(&o.model)->value_name("NAME")->default_value(o.model),
+                      "mlp")(
+      "hidden", po::value(&raw.hidden)->value_name("W,W,...")->default_value(raw.hidden),
+      "hidden layer widths of the MLP")(
+      "init-from", po::value(&o.initFrom)->value_name("FILE"),
+      "start from these weights (safetensors, PyTorch names) instead of a seeded init")(
+      "save-model", po::value(&o.saveModel)->value_name("FILE"),
+      "write the final weights to FILE (safetensors, loadable by PyTorch)");
   po::options_description optimisation("Optimisation", kHelpWidth, kHelpWidth / 2);
-  optimisation.add_options()
-      ("epochs", po::value(&raw.epochs)->value_name("N")->default_value(raw.epochs), "passes over the training set")
-      ("max-steps", po::value(&raw.maxSteps)->value_name("N")->default_value(raw.maxSteps),
-       "stop after N steps in all (0: no limit)")
-      ("batch-size", po::value(&raw.batchSize)->value_name("N")->default_value(raw.batchSize),
-       "samples per rank per step (global batch = N x ranks)")
-      ("lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"), "learning rate")
-      ("lr-schedule", po::value(&o.lrSchedule)->value_name("NAME")->default_value(o.lrSchedule),
-       "constant | cosine (from --lr down to 0 over the run, stepped every step)")
-      ("momentum", po::value(&o.momentum)->value_name("X")->default_value(o.momentum, "0.9"),
-       "SGD momentum, in [0, 1)")
-      ("weight-decay", po::value(&o.weightDecay)->value_name("X")->default_value(o.weightDecay, "0"),
-       "L2 penalty added to gradients")
-      ("seed", po::value(&raw.seed)->value_name("N")->default_value(raw.seed),
-       "seeds the model init, the data order and synthetic data");
+  optimisation.add_options()("epochs",
+                             po::value(&raw.epochs)->value_name("N")->default_value(raw.epochs),
+                             "passes over the training set")(
+      "max-steps", po::value(&raw.maxSteps)->value_name("N")->default_value(raw.maxSteps),
+      "stop after N steps in all (0: no limit)")(
+      "batch-size", po::value(&raw.batchSize)->value_name("N")->default_value(raw.batchSize),
+      "samples per rank per step (global batch = N x ranks)")(
+      "lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"), "learning rate")(
+      "lr-schedule", po::value(&o.lrSchedule)->value_name("NAME")->default_value(o.lrSchedule),
+      "constant | cosine (from --lr down to 0 over the run, stepped every step)")(
+      "momentum", po::value(&o.momentum)->value_name("X")->default_value(o.momentum, "0.9"),
+      "SGD momentum, in [0, 1)")(
+      "weight-decay", po::value(&o.weightDecay)->value_name("X")->default_value(o.weightDecay, "0"),
+      "L2 penalty added to gradients")(
+      "seed", po::value(&raw.seed)->value_name("N")->default_value(raw.seed),
+      "seeds the model init, the data order and synthetic data");
   po::options_description runtime("Runtime and output", kHelpWidth, kHelpWidth / 2);
-  runtime.add_options()
-      ("threads", po::value(&raw.threads)->value_name("N")->default_value(raw.threads),
-       "BLAS threads per rank (0: cores on the node / ranks on the node)")
-      ("timeout", po::value(&o.timeoutSeconds)->value_name("SECONDS")->default_value(o.timeoutSeconds, "300"),
-       "report a collective as hung after this long")
-      ("log-every", po::value(&raw.logEvery)->value_name("N")->default_value(raw.logEvery),
-       "progress line every N steps when stdout is not a terminal")
-      ("log-all-ranks", po::bool_switch(&o.logAllRanks), "every rank prints its log lines, not only rank 0")
-      ("metrics", po::value(&o.metrics)->value_name("FILE"), "append one JSON line per epoch to FILE");
+  runtime.add_options()("threads",
+                        po::value(&raw.threads)->value_name("N")->default_value(raw.threads),
+                        "BLAS threads per rank (0: cores on the node / ranks on the node)")(
+      "timeout",
+      po::value(&o.timeoutSeconds)->value_name("SECONDS")->default_value(o.timeoutSeconds, "300"),
+      "report a collective as hung after this long")(
+      "log-every", po::value(&raw.logEvery)->value_name("N")->default_value(raw.logEvery),
+      "progress line every N steps when stdout is not a terminal")(
+      "log-all-ranks", po::bool_switch(&o.logAllRanks),
+      "every rank prints its log lines, not only rank 0")("metrics",
+                                                          po::value(&o.metrics)->value_name("FILE"),
+                                                          "append one JSON line per epoch to FILE");
   po::options_description all(kHelpWidth, kHelpWidth / 2);
   all.add(general).add(data).add(model).add(optimisation).add(runtime);
   return all;
 }
 
 std::size_t positive(long long value, const char* option) {
-  if (value <= 0) throw UsageError(str("--", option, " must be a positive integer (got ", value, ")"));
+  if (value <= 0)
+    throw UsageError(str("--", option, " must be a positive integer (got ", value, ")"));
   return static_cast<std::size_t>(value);
 }
 
@@ -96,7 +101,8 @@ std::size_t nonNegative(long long value, const char* option) {
 std::string environmentName(const po::options_description& all, const std::string& variable) {
   if (variable.rfind("DDP_", 0) != 0) return "";
   std::string key = variable.substr(4);
-  for (char& c : key) c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : key)
+    c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return all.find_nothrow(key, false) != nullptr && key != "help" && key != "config" ? key : "";
 }
 
@@ -115,8 +121,8 @@ std::vector<std::size_t> parseSizeList(const std::string& text, const std::strin
       used = 0;
     }
     if (used != item.size() || item.empty() || value <= 0) {
-      throw UsageError(str("--", option, " must be a comma-separated list of positive integers (got '",
-                           text, "')"));
+      throw UsageError(str(
+          "--", option, " must be a comma-separated list of positive integers (got '", text, "')"));
     }
     values.push_back(static_cast<std::size_t>(value));
   }
@@ -136,7 +142,9 @@ Options parseOptions(int argc, const char* const argv[]) {
       o.help = true;
       return o;
     }
-    po::store(po::parse_environment(all, [&](const std::string& v) { return environmentName(all, v); }), vm);
+    po::store(
+        po::parse_environment(all, [&](const std::string& v) { return environmentName(all, v); }),
+        vm);
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
       std::ifstream file(path);
@@ -160,12 +168,16 @@ Options parseOptions(int argc, const char* const argv[]) {
   if (!(o.momentum >= 0 && o.momentum < 1)) {
     throw UsageError(str("--momentum must be in [0, 1) (got ", o.momentum, ")"));
   }
-  if (!(o.weightDecay >= 0)) throw UsageError(str("--weight-decay must be >= 0 (got ", o.weightDecay, ")"));
-  if (!(o.timeoutSeconds > 0)) throw UsageError(str("--timeout must be positive (got ", o.timeoutSeconds, ")"));
+  if (!(o.weightDecay >= 0))
+    throw UsageError(str("--weight-decay must be >= 0 (got ", o.weightDecay, ")"));
+  if (!(o.timeoutSeconds > 0))
+    throw UsageError(str("--timeout must be positive (got ", o.timeoutSeconds, ")"));
   trainer::parseLrSchedule(o.lrSchedule);  // throws UsageError naming the option
-  if (o.model != "mlp") throw UsageError(str("--model: unknown model '", o.model, "' (known: mlp)"));
+  if (o.model != "mlp")
+    throw UsageError(str("--model: unknown model '", o.model, "' (known: mlp)"));
   if (o.dataset != "fashion-mnist" && o.dataset != "synthetic") {
-    throw UsageError(str("--dataset: unknown dataset '", o.dataset, "' (known: fashion-mnist, synthetic)"));
+    throw UsageError(
+        str("--dataset: unknown dataset '", o.dataset, "' (known: fashion-mnist, synthetic)"));
   }
   if (o.dataset == "fashion-mnist" && !std::filesystem::is_directory(o.dataDir)) {
     throw UsageError(str("--data-dir: '", o.dataDir, "' is not a directory",

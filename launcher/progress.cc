@@ -39,11 +39,16 @@ bool stdoutIsTerminal() {
 
 ProgressPrinter::ProgressPrinter(int rank, std::size_t epochs, std::size_t logEvery,
                                  const std::string& metricsPath)
-    : enabled_(log::printsInfo()), terminal_(rank == 0 && stdoutIsTerminal()), epochs_(epochs),
-      logEvery_(logEvery), metricsPath_(metricsPath) {
+    : enabled_(log::printsInfo()),
+      terminal_(rank == 0 && stdoutIsTerminal()),
+      epochs_(epochs),
+      logEvery_(logEvery),
+      metricsPath_(metricsPath) {
   if (rank == 0 && !metricsPath.empty()) {
     metrics_.open(metricsPath, std::ios::app);
-    if (!metrics_) throw DataError(str("--metrics: cannot open '", metricsPath, "' (", std::strerror(errno), ")"));
+    if (!metrics_)
+      throw DataError(
+          str("--metrics: cannot open '", metricsPath, "' (", std::strerror(errno), ")"));
   }
 }
 
@@ -51,9 +56,9 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
   if (!enabled_) return;
   const double eta = r.epochSeconds / static_cast<double>(r.stepInEpoch) *
                      static_cast<double>(r.stepsInEpoch - std::min(r.stepInEpoch, r.stepsInEpoch));
-  const std::string line = str("epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/",
-                               r.stepsInEpoch, "  loss ", fixed(r.loss, 4), "  ",
-                               fixed(r.samplesPerSecond, 0), " samples/s  ETA ", duration(eta));
+  const std::string line =
+      str("epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/", r.stepsInEpoch, "  loss ",
+          fixed(r.loss, 4), "  ", fixed(r.samplesPerSecond, 0), " samples/s  ETA ", duration(eta));
   if (terminal_) {
     const auto now = std::chrono::steady_clock::now();
     if (r.stepInEpoch != r.stepsInEpoch && now - lastDraw_ < std::chrono::milliseconds(100)) return;
@@ -71,13 +76,15 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
     log::raw("\r\033[K");
     lineOpen_ = false;
   }
-  log::info(str("epoch ", r.epoch, "/", epochs_, "  train_loss ", fixed(r.trainLoss, 4), "  test_loss ",
-                fixed(r.test.loss, 4), "  test_acc ", fixed(100.0 * r.test.accuracy, 2), "%  ",
-                fixed(r.samplesPerSecond, 0), " samples/s  time ", fixed(r.wallSeconds, 1), "s"));
+  log::info(str("epoch ", r.epoch, "/", epochs_, "  train_loss ", fixed(r.trainLoss, 4),
+                "  test_loss ", fixed(r.test.loss, 4), "  test_acc ",
+                fixed(100.0 * r.test.accuracy, 2), "%  ", fixed(r.samplesPerSecond, 0),
+                " samples/s  time ", fixed(r.wallSeconds, 1), "s"));
   const trainer::PhaseTimes& t = r.meanStep;
   auto ms = [](double seconds) { return fixed(seconds * 1e3, 2); };
-  log::info(str("  mean step ", ms(t.total()), " ms: data ", ms(t.data), "  forward ", ms(t.forward),
-                "  backward ", ms(t.backward), "  comm ", ms(t.comm), "  optimizer ", ms(t.optimizer)));
+  log::info(str("  mean step ", ms(t.total()), " ms: data ", ms(t.data), "  forward ",
+                ms(t.forward), "  backward ", ms(t.backward), "  comm ", ms(t.comm), "  optimizer ",
+                ms(t.optimizer)));
   if (metrics_.is_open()) {
     const nlohmann::json line = {{"epoch", r.epoch},
                                  {"steps", r.steps},

@@ -18,7 +18,8 @@ namespace ddp::launcher {
 class ProgressPrinter final : public trainer::TrainObserver {
  public:
   // `metricsPath` empty: no metrics file. Opening it throws DataError.
-  ProgressPrinter(int rank, std::size_t epochs, std::size_t logEvery, const std::string& metricsPath);
+  ProgressPrinter(int rank, std::size_t epochs, std::size_t logEvery,
+                  const std::string& metricsPath);
 
   void onStep(const trainer::StepReport& report) override;
   void onEpoch(const trainer::EpochReport& report) override;

@@ -68,7 +68,7 @@ inline constexpr int kExitUsage = 2;
 }  // namespace ddp
 
 // Checks an internal invariant; throws InternalError naming the condition and file:line.
-#define DDP_CHECK(cond, message)                                         \
-  do {                                                                   \
+#define DDP_CHECK(cond, message)                                             \
+  do {                                                                       \
     if (!(cond)) ::ddp::throwInternal(#cond, (message), __FILE__, __LINE__); \
   } while (0)

@@ -20,16 +20,28 @@ void write(std::FILE* stream, const char* level, const std::string& line) {
 
 }  // namespace
 
-void setRank(int rank) { gRank = rank; }
-void setAllRanks(bool allRanks) { gAllRanks = allRanks; }
-int processRank() { return gRank; }
-bool printsInfo() { return gRank <= 0 || gAllRanks; }
+void setRank(int rank) {
+  gRank = rank;
+}
+void setAllRanks(bool allRanks) {
+  gAllRanks = allRanks;
+}
+int processRank() {
+  return gRank;
+}
+bool printsInfo() {
+  return gRank <= 0 || gAllRanks;
+}
 
 void info(const std::string& line) {
   if (printsInfo()) write(stdout, "", line);
 }
-void warn(const std::string& line) { write(stderr, "warning: ", line); }
-void error(const std::string& line) { write(stderr, "error: ", line); }
+void warn(const std::string& line) {
+  write(stderr, "warning: ", line);
+}
+void error(const std::string& line) {
+  write(stderr, "error: ", line);
+}
 
 void raw(const std::string& text) {
   if (gRank > 0) return;

@@ -11,8 +11,8 @@ void throwMpiError(int code, const char* call, const char* file, int line) {
   if (MPI_Error_string(code, message, &length) != MPI_SUCCESS) {
     std::snprintf(message, sizeof message, "MPI error code %d", code);
   }
-  throw CommError(str(call, " failed on rank ", log::processRank(), " at ", file, ":", line, ": ",
-                      message));
+  throw CommError(
+      str(call, " failed on rank ", log::processRank(), " at ", file, ":", line, ": ", message));
 }
 
 }  // namespace ddp::detail

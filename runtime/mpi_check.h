@@ -17,9 +17,9 @@ namespace ddp::detail {
 
 }  // namespace ddp::detail
 
-#define DDP_MPI_CHECK(call)                                                      \
-  do {                                                                           \
-    const int ddpMpiCode = (call);                                               \
-    if (ddpMpiCode != MPI_SUCCESS)                                               \
-      ::ddp::detail::throwMpiError(ddpMpiCode, #call, __FILE__, __LINE__);      \
+#define DDP_MPI_CHECK(call)                                                \
+  do {                                                                     \
+    const int ddpMpiCode = (call);                                         \
+    if (ddpMpiCode != MPI_SUCCESS)                                         \
+      ::ddp::detail::throwMpiError(ddpMpiCode, #call, __FILE__, __LINE__); \
   } while (0)

@@ -30,9 +30,12 @@ std::string readHostname() {
 
 const char* launcherName(Launcher launcher) {
   switch (launcher) {
-    case Launcher::kMpirun: return "mpirun";
-    case Launcher::kSrun: return "srun";
-    case Launcher::kSingleton: return "singleton";
+    case Launcher::kMpirun:
+      return "mpirun";
+    case Launcher::kSrun:
+      return "srun";
+    case Launcher::kSingleton:
+      return "singleton";
   }
   return "unknown";
 }
@@ -50,7 +53,8 @@ World::World() {
   if (!initialized) {
     int provided = MPI_THREAD_SINGLE;
     if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-      throw CommError("MPI_Init_thread failed: is this binary started by mpirun or srun --mpi=pmix?");
+      throw CommError(
+          "MPI_Init_thread failed: is this binary started by mpirun or srun --mpi=pmix?");
     }
     ownsMpi_ = true;
     if (provided < MPI_THREAD_MULTIPLE) {
@@ -63,15 +67,16 @@ World::World() {
   log::setRank(rank_);
 
   MPI_Comm local = MPI_COMM_NULL;
-  DDP_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
-                                    &local));
+  DDP_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
   DDP_MPI_CHECK(MPI_Comm_rank(local, &localRank_));
   DDP_MPI_CHECK(MPI_Comm_size(local, &localSize_));
 
   // Node leaders (local rank 0) number themselves in global-rank order; each
   // node learns its index from its leader.
   MPI_Comm leaders = MPI_COMM_NULL;
-  DDP_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, localRank_ == 0 ? 0 : MPI_UNDEFINED, rank_, &leaders));
+  DDP_MPI_CHECK(
+      MPI_Comm_split(MPI_COMM_WORLD, localRank_ == 0 ? 0 : MPI_UNDEFINED, rank_, &leaders));
   if (leaders != MPI_COMM_NULL) {
     DDP_MPI_CHECK(MPI_Comm_rank(leaders, &nodeIndex_));
     DDP_MPI_CHECK(MPI_Comm_size(leaders, &nodeCount_));

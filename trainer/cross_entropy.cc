@@ -7,7 +7,8 @@
 
 namespace ddp::trainer {
 
-LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const std::int32_t> labels) {
+LossResult SoftmaxCrossEntropy::forward(const Tensor& logits,
+                                        std::span<const std::int32_t> labels) {
   const std::size_t batch = logits.dim(0), classes = logits.dim(1);
   DDP_CHECK(labels.size() == batch, "cross-entropy: labels and logits disagree on the batch size");
   probabilities_.resize(logits.shape());
@@ -25,7 +26,8 @@ LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const st
       sum += p[c];
     }
     const auto inv = static_cast<float>(1.0 / sum);
-    for (std::size_t c = 0; c < classes; ++c) p[c] *= inv;
+    for (std::size_t c = 0; c < classes; ++c)
+      p[c] *= inv;
     const auto label = static_cast<std::size_t>(labels[r]);
     DDP_CHECK(label < classes, "cross-entropy: label out of range");
     // -log softmax = log(sum) - (z_label - zmax): exact even when p underflows.
@@ -43,7 +45,8 @@ const Tensor& SoftmaxCrossEntropy::backward(float lossScale) {
   const float* p = probabilities_.data();
   float* g = gradLogits_.data();
   for (std::size_t r = 0; r < batch; ++r) {
-    for (std::size_t c = 0; c < classes; ++c) g[r * classes + c] = p[r * classes + c] * scale;
+    for (std::size_t c = 0; c < classes; ++c)
+      g[r * classes + c] = p[r * classes + c] * scale;
     g[r * classes + static_cast<std::size_t>(labels_[r])] -= scale;
   }
   return gradLogits_;

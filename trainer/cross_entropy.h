@@ -10,8 +10,8 @@
 namespace ddp::trainer {
 
 struct LossResult {
-  double loss = 0.0;         // mean over the batch
-  std::size_t correct = 0;   // rows whose arg-max logit is the label
+  double loss = 0.0;        // mean over the batch
+  std::size_t correct = 0;  // rows whose arg-max logit is the label
 };
 
 class SoftmaxCrossEntropy {

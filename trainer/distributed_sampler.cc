@@ -26,11 +26,13 @@ std::vector<std::size_t> DistributedSampler::indices() const {
   const std::size_t total = totalSize();
   if (total > size_ && size_ > 0) {  // pad by repeating the head, wrapping if needed
     order.reserve(total);
-    for (std::size_t i = 0; order.size() < total; ++i) order.push_back(order[i % size_]);
+    for (std::size_t i = 0; order.size() < total; ++i)
+      order.push_back(order[i % size_]);
   }
   std::vector<std::size_t> shard;
   shard.reserve(perRank_);
-  for (std::size_t i = static_cast<std::size_t>(rank_); i < total; i += static_cast<std::size_t>(world_)) {
+  for (std::size_t i = static_cast<std::size_t>(rank_); i < total;
+       i += static_cast<std::size_t>(world_)) {
     shard.push_back(order[i]);
   }
   return shard;

@@ -16,22 +16,27 @@ constexpr std::size_t kClasses = 10;
 
 ImageDataset::ImageDataset(std::string name, std::size_t pixels, std::vector<std::uint8_t> images,
                            std::vector<std::int32_t> labels, std::size_t classes)
-    : name_(std::move(name)), pixels_(pixels), images_(std::move(images)),
-      labels_(std::move(labels)), classes_(classes) {}
+    : name_(std::move(name)),
+      pixels_(pixels),
+      images_(std::move(images)),
+      labels_(std::move(labels)),
+      classes_(classes) {}
 
 void ImageDataset::gather(std::span<const std::size_t> indices, float* features,
                           std::int32_t* labels) const {
   for (std::size_t i = 0; i < indices.size(); ++i) {
     const std::uint8_t* image = images_.data() + indices[i] * pixels_;
     float* row = features + i * pixels_;
-    for (std::size_t p = 0; p < pixels_; ++p) row[p] = static_cast<float>(image[p]) / 255.0f;
+    for (std::size_t p = 0; p < pixels_; ++p)
+      row[p] = static_cast<float>(image[p]) / 255.0f;
     labels[i] = labels_[indices[i]];
   }
 }
 
 std::string fashionMnistPath(const std::string& dir, Split split, const std::string& kind) {
   const std::string stem = split == Split::kTrain ? "train" : "t10k";
-  const std::string base = kind == "images" ? stem + "-images-idx3-ubyte" : stem + "-labels-idx1-ubyte";
+  const std::string base =
+      kind == "images" ? stem + "-images-idx3-ubyte" : stem + "-labels-idx1-ubyte";
   const std::filesystem::path plain = std::filesystem::path(dir) / base;
   if (!std::filesystem::exists(plain.string() + ".gz") && std::filesystem::exists(plain)) {
     return plain.string();
@@ -45,8 +50,8 @@ std::unique_ptr<Dataset> loadFashionMnist(const std::string& dir, Split split) {
   IdxArray images = readIdxFile(imagesPath, 3);
   IdxArray labels = readIdxFile(labelsPath, 1);
   if (images.dims[1] != kSide || images.dims[2] != kSide) {
-    throw DataError(str(imagesPath, ": images are ", images.dims[1], "x", images.dims[2],
-                        ", expected 28x28"));
+    throw DataError(
+        str(imagesPath, ": images are ", images.dims[1], "x", images.dims[2], ", expected 28x28"));
   }
   if (images.dims[0] != labels.dims[0]) {
     throw DataError(str(labelsPath, ": has ", labels.dims[0], " labels but ", imagesPath, " has ",

@@ -25,7 +25,8 @@ std::uint32_t bigEndian(const unsigned char* bytes) {
 }
 
 // Reads exactly `size` bytes or explains why not.
-void readExactly(gzFile file, const std::string& path, void* into, std::size_t size, const char* what) {
+void readExactly(gzFile file, const std::string& path, void* into, std::size_t size,
+                 const char* what) {
   std::size_t done = 0;
   auto* out = static_cast<unsigned char*>(into);
   while (done < size) {
@@ -37,8 +38,8 @@ void readExactly(gzFile file, const std::string& path, void* into, std::size_t s
                           gzerror(file, &code), ")"));
     }
     if (got == 0) {
-      throw DataError(str(path, ": truncated: ", what, " needs ", size, " bytes, file ends after ",
-                          done));
+      throw DataError(
+          str(path, ": truncated: ", what, " needs ", size, " bytes, file ends after ", done));
     }
     done += static_cast<std::size_t>(got);
   }
@@ -65,7 +66,8 @@ IdxArray readIdxFile(const std::string& path, std::size_t expectedDims) {
     readExactly(file.get(), path, size, 4, "the header");
     array.dims.push_back(bigEndian(size));
     elements *= array.dims.back();
-    if (elements > kMaxElements) throw DataError(str(path, ": header declares an implausible size"));
+    if (elements > kMaxElements)
+      throw DataError(str(path, ": header declares an implausible size"));
   }
   array.data.resize(elements);
   readExactly(file.get(), path, array.data.data(), elements, "the data");

@@ -23,7 +23,7 @@ namespace ddp::trainer {
 struct Parameter {
   std::string name;  // "layers.0.weight", as PyTorch names it
   Tensor value;
-  Tensor grad;       // same shape as value; may be a view into a bucket
+  Tensor grad;  // same shape as value; may be a view into a bucket
   bool trainable = true;
 };
 

@@ -17,9 +17,11 @@ const char* lrScheduleName(LrSchedule schedule) {
   return schedule == LrSchedule::kCosine ? "cosine" : "constant";
 }
 
-double learningRateAt(LrSchedule schedule, double baseLr, std::size_t step, std::size_t totalSteps) {
+double learningRateAt(LrSchedule schedule, double baseLr, std::size_t step,
+                      std::size_t totalSteps) {
   if (schedule == LrSchedule::kConstant || totalSteps == 0) return baseLr;
-  const double progress = std::min(1.0, static_cast<double>(step) / static_cast<double>(totalSteps));
+  const double progress =
+      std::min(1.0, static_cast<double>(step) / static_cast<double>(totalSteps));
   return baseLr * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }
 

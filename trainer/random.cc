@@ -15,7 +15,8 @@ float Random::normal() {
 std::uint64_t Random::below(std::uint64_t bound) {
   const std::uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
   std::uint64_t x = engine_();
-  while (x >= limit) x = engine_();
+  while (x >= limit)
+    x = engine_();
   return x % bound;
 }
 
@@ -23,7 +24,8 @@ std::vector<std::size_t> randomPermutation(std::size_t n, std::uint64_t seed) {
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t{0});
   Random random(seed);
-  for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[random.below(i)]);
+  for (std::size_t i = n; i > 1; --i)
+    std::swap(order[i - 1], order[random.below(i)]);
   return order;
 }
 

@@ -8,7 +8,8 @@ const Tensor& Relu::forward(const Tensor& input) {
   output_.resize(input.shape());
   const float* x = input.data();
   float* y = output_.data();
-  for (std::size_t i = 0, n = input.numel(); i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  for (std::size_t i = 0, n = input.numel(); i < n; ++i)
+    y[i] = x[i] > 0.0f ? x[i] : 0.0f;
   return output_;
 }
 
@@ -19,7 +20,8 @@ const Tensor* Relu::backward(const Tensor& gradOutput, GradMode, bool needInputG
   const float* y = output_.data();
   const float* dy = gradOutput.data();
   float* dx = gradInput_.data();
-  for (std::size_t i = 0, n = gradOutput.numel(); i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  for (std::size_t i = 0, n = gradOutput.numel(); i < n; ++i)
+    dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
   return &gradInput_;
 }
 

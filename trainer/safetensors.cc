@@ -48,14 +48,16 @@ void saveSafetensors(const std::string& path,
   std::uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
     const std::uint64_t bytes = tensor->numel() * sizeof(float);
-    header[name] = {{"dtype", "F32"}, {"shape", tensor->shape()}, {"data_offsets", {offset, offset + bytes}}};
+    header[name] = {
+        {"dtype", "F32"}, {"shape", tensor->shape()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data is 8-byte aligned
   const std::uint64_t length = text.size();
   unsigned char lengthBytes[8];
-  for (int i = 0; i < 8; ++i) lengthBytes[i] = static_cast<unsigned char>(length >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    lengthBytes[i] = static_cast<unsigned char>(length >> (8 * i));
 
   const std::string temporary = str(path, ".tmp.", ::getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -66,7 +68,8 @@ void saveSafetensors(const std::string& path,
     for (const auto& entry : tensors) {
       writeAll(fd, entry.second->data(), entry.second->numel() * sizeof(float), temporary);
     }
-    if (::fsync(fd) != 0) throw DataError(str(temporary, ": fsync failed (", std::strerror(errno), ")"));
+    if (::fsync(fd) != 0)
+      throw DataError(str(temporary, ": fsync failed (", std::strerror(errno), ")"));
   } catch (...) {
     ::close(fd);
     ::unlink(temporary.c_str());
@@ -76,7 +79,8 @@ void saveSafetensors(const std::string& path,
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     const int error = errno;
     ::unlink(temporary.c_str());
-    throw DataError(str(path, ": cannot rename the temporary file into place (", std::strerror(error), ")"));
+    throw DataError(
+        str(path, ": cannot rename the temporary file into place (", std::strerror(error), ")"));
   }
   fsyncDirectoryOf(path);
 }
@@ -92,9 +96,11 @@ SafetensorsFile loadSafetensors(const std::string& path) {
     throw DataError(str(path, ": not a safetensors file (shorter than its 8-byte header length)"));
   }
   std::uint64_t length = 0;
-  for (int i = 0; i < 8; ++i) length |= std::uint64_t{lengthBytes[i]} << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    length |= std::uint64_t{lengthBytes[i]} << (8 * i);
   if (length > kMaxHeaderBytes || length > fileSize - 8) {
-    throw DataError(str(path, ": bad safetensors header length ", length, " (file has ", fileSize, " bytes)"));
+    throw DataError(
+        str(path, ": bad safetensors header length ", length, " (file has ", fileSize, " bytes)"));
   }
   std::string text(length, '\0');
   in.read(text.data(), static_cast<std::streamsize>(length));
@@ -119,13 +125,14 @@ SafetensorsFile loadSafetensors(const std::string& path) {
     try {
       const std::string dtype = entry.at("dtype").get<std::string>();
       if (dtype != "F32") {
-        throw DataError(str(path, ": tensor '", name, "' has dtype ", dtype, "; only F32 is supported"));
+        throw DataError(
+            str(path, ": tensor '", name, "' has dtype ", dtype, "; only F32 is supported"));
       }
       const Shape shape = entry.at("shape").get<Shape>();
       const auto offsets = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > dataSize) {
-        throw DataError(str(path, ": tensor '", name, "' data_offsets lie outside the file's ", dataSize,
-                            " data bytes (truncated file?)"));
+        throw DataError(str(path, ": tensor '", name, "' data_offsets lie outside the file's ",
+                            dataSize, " data bytes (truncated file?)"));
       }
       if (offsets[1] - offsets[0] != numelOf(shape) * sizeof(float)) {
         throw DataError(str(path, ": tensor '", name, "' shape ", shapeString(shape),
@@ -145,14 +152,16 @@ SafetensorsFile loadSafetensors(const std::string& path) {
   }
   std::sort(ranges.begin(), ranges.end());
   for (std::size_t i = 1; i < ranges.size(); ++i) {
-    if (ranges[i].first < ranges[i - 1].second) throw DataError(str(path, ": tensors' data overlap"));
+    if (ranges[i].first < ranges[i - 1].second)
+      throw DataError(str(path, ": tensors' data overlap"));
   }
   return file;
 }
 
 void saveModel(const std::string& path, Sequential& model) {
   std::vector<std::pair<std::string, const Tensor*>> tensors;
-  for (Parameter* p : model.parameters()) tensors.emplace_back(p->name, &p->value);
+  for (Parameter* p : model.parameters())
+    tensors.emplace_back(p->name, &p->value);
   saveSafetensors(path, tensors, {{"format", "pt"}, {"producer", "ddp"}});
 }
 
@@ -163,17 +172,19 @@ void loadModel(const std::string& path, Sequential& model) {
     expected.insert(p->name);
     auto it = file.tensors.find(p->name);
     if (it == file.tensors.end()) {
-      throw DataError(str(path, ": has no tensor '", p->name, "' (the model is ", model.describe(), ")"));
+      throw DataError(
+          str(path, ": has no tensor '", p->name, "' (the model is ", model.describe(), ")"));
     }
     if (it->second.shape() != p->value.shape()) {
-      throw DataError(str(path, ": tensor '", p->name, "' has shape ", shapeString(it->second.shape()),
-                          " but the model's is ", shapeString(p->value.shape())));
+      throw DataError(str(path, ": tensor '", p->name, "' has shape ",
+                          shapeString(it->second.shape()), " but the model's is ",
+                          shapeString(p->value.shape())));
     }
   }
   for (const auto& entry : file.tensors) {
     if (!expected.contains(entry.first)) {
-      throw DataError(str(path, ": has tensor '", entry.first, "' that the model (", model.describe(),
-                          ") does not have"));
+      throw DataError(str(path, ": has tensor '", entry.first, "' that the model (",
+                          model.describe(), ") does not have"));
     }
   }
   // Everything checked: now copy, so a bad file never leaves a half-loaded model.

@@ -22,7 +22,8 @@ struct SafetensorsFile {
 // Writes atomically: a temporary file next to `path`, fsynced, then renamed
 // over `path` (and the directory fsynced), so a crash never leaves a partial
 // file under `path`. Throws DataError if it cannot write.
-void saveSafetensors(const std::string& path, const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+void saveSafetensors(const std::string& path,
+                     const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                      const std::map<std::string, std::string>& metadata = {});
 
 // Reads and validates the whole file: header length, JSON, F32 dtype, shapes

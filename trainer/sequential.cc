@@ -4,12 +4,15 @@
 
 namespace ddp::trainer {
 
-void Sequential::add(std::unique_ptr<Layer> layer) { layers_.push_back(std::move(layer)); }
+void Sequential::add(std::unique_ptr<Layer> layer) {
+  layers_.push_back(std::move(layer));
+}
 
 const Tensor& Sequential::forward(const Tensor& input) {
   DDP_CHECK(!layers_.empty(), "forward through an empty model");
   const Tensor* x = &input;
-  for (auto& layer : layers_) x = &layer->forward(*x);
+  for (auto& layer : layers_)
+    x = &layer->forward(*x);
   return *x;
 }
 
@@ -23,20 +26,23 @@ void Sequential::backward(const Tensor& gradOutput, GradMode mode) {
 std::vector<Parameter*> Sequential::parameters() {
   std::vector<Parameter*> all;
   for (auto& layer : layers_) {
-    for (Parameter* p : layer->parameters()) all.push_back(p);
+    for (Parameter* p : layer->parameters())
+      all.push_back(p);
   }
   return all;
 }
 
 std::size_t Sequential::parameterCount() {
   std::size_t n = 0;
-  for (Parameter* p : parameters()) n += p->value.numel();
+  for (Parameter* p : parameters())
+    n += p->value.numel();
   return n;
 }
 
 std::string Sequential::describe() const {
   std::vector<std::string> parts;
-  for (const auto& layer : layers_) parts.push_back(layer->describe());
+  for (const auto& layer : layers_)
+    parts.push_back(layer->describe());
   return join(parts, " -> ");
 }
 

@@ -16,7 +16,8 @@ void Sgd::step() {
     const float* grad = param.grad.data();
     const std::size_t n = param.value.numel();
     if (mu == 0.0f) {
-      for (std::size_t j = 0; j < n; ++j) p[j] -= lr * (grad[j] + wd * p[j]);
+      for (std::size_t j = 0; j < n; ++j)
+        p[j] -= lr * (grad[j] + wd * p[j]);
       continue;
     }
     Tensor& buffer = buffers_[i];

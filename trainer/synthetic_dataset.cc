@@ -8,7 +8,7 @@
 namespace ddp::trainer {
 namespace {
 
-constexpr float kNoise = 1.0f;       // per-feature standard deviation inside a cluster
+constexpr float kNoise = 1.0f;         // per-feature standard deviation inside a cluster
 constexpr float kCentreScale = 0.15f;  // spread of the class centres
 
 }  // namespace
@@ -18,7 +18,8 @@ SyntheticDataset::SyntheticDataset(std::size_t samples, std::size_t featureDim, 
     : featureDim_(featureDim), classes_(classes), split_(split) {
   Random centres(seed);
   std::vector<float> centre(classes * featureDim);
-  for (float& c : centre) c = kCentreScale * centres.normal();
+  for (float& c : centre)
+    c = kCentreScale * centres.normal();
   Random random(seed * 1000003u + 7919u * static_cast<std::uint64_t>(split + 1));
   features_.resize(samples * featureDim);
   labels_.resize(samples);

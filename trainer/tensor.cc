@@ -13,8 +13,8 @@ namespace {
 constexpr std::size_t kAlignment = 64;  // a cache line; AVX-512 loads
 
 std::shared_ptr<void> allocateZeroed(std::size_t numel) {
-  const std::size_t bytes = std::max<std::size_t>(kAlignment, (numel * sizeof(float) + kAlignment - 1) /
-                                                                  kAlignment * kAlignment);
+  const std::size_t bytes = std::max<std::size_t>(
+      kAlignment, (numel * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment);
   void* memory = std::aligned_alloc(kAlignment, bytes);
   if (memory == nullptr) throw std::bad_alloc();
   std::memset(memory, 0, bytes);
@@ -25,11 +25,14 @@ std::shared_ptr<void> allocateZeroed(std::size_t numel) {
 
 std::size_t numelOf(const Shape& shape) {
   std::size_t n = 1;
-  for (std::size_t d : shape) n *= d;
+  for (std::size_t d : shape)
+    n *= d;
   return n;
 }
 
-std::string shapeString(const Shape& shape) { return str("[", join(shape, ", "), "]"); }
+std::string shapeString(const Shape& shape) {
+  return str("[", join(shape, ", "), "]");
+}
 
 Tensor::Tensor(Shape shape) : shape_(std::move(shape)), numel_(numelOf(shape_)) {
   owner_ = allocateZeroed(numel_);
@@ -56,6 +59,8 @@ Tensor Tensor::clone() const {
   return copy;
 }
 
-void Tensor::fill(float value) { std::fill(data_, data_ + numel_, value); }
+void Tensor::fill(float value) {
+  std::fill(data_, data_ + numel_, value);
+}
 
 }  // namespace ddp::trainer

@@ -26,8 +26,13 @@ PhaseTimes& PhaseTimes::operator+=(const PhaseTimes& other) {
 
 Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, const Dataset& train,
                  const Dataset& test, TrainOptions options)
-    : comm_(comm), model_(model), optimizer_(optimizer), train_(train), test_(test),
-      options_(options), sampler_(train.size(), comm.size(), comm.rank(), options.sampler),
+    : comm_(comm),
+      model_(model),
+      optimizer_(optimizer),
+      train_(train),
+      test_(test),
+      options_(options),
+      sampler_(train.size(), comm.size(), comm.rank(), options.sampler),
       baseLr_(optimizer.options().lr) {
   DDP_CHECK(options_.batchSize > 0 && options_.evalBatchSize > 0, "batch sizes must be positive");
   // Note [One flat gradient buffer]: every trainable gradient becomes a view
@@ -51,8 +56,10 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, co
 
 void Trainer::broadcastParameters() {
   std::vector<comm::WorkPtr> pending;
-  for (Parameter* p : model_.parameters()) pending.push_back(comm_.broadcast(p->value.span(), 0));
-  for (auto& work : pending) work->wait(comm_.options().timeout);
+  for (Parameter* p : model_.parameters())
+    pending.push_back(comm_.broadcast(p->value.span(), 0));
+  for (auto& work : pending)
+    work->wait(comm_.options().timeout);
 }
 
 // Note [Averaging by pre-scaling]
@@ -104,7 +111,8 @@ double Trainer::step(std::span<const std::size_t> batchIndices) {
 }
 
 std::size_t Trainer::plannedSteps() const {
-  const std::size_t perEpoch = (sampler_.samplesPerRank() + options_.batchSize - 1) / options_.batchSize;
+  const std::size_t perEpoch =
+      (sampler_.samplesPerRank() + options_.batchSize - 1) / options_.batchSize;
   const std::size_t all = perEpoch * options_.epochs;
   return options_.maxSteps > 0 ? std::min(all, options_.maxSteps) : all;
 }
@@ -125,8 +133,8 @@ void Trainer::run(TrainObserver& observer) {
     for (std::size_t begin = 0; begin < shard.size(); begin += options_.batchSize) {
       if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
       const std::size_t end = std::min(shard.size(), begin + options_.batchSize);
-      optimizer_.setLearningRate(
-          static_cast<float>(learningRateAt(options_.lrSchedule, baseLr_, globalStep_, totalSteps)));
+      optimizer_.setLearningRate(static_cast<float>(
+          learningRateAt(options_.lrSchedule, baseLr_, globalStep_, totalSteps)));
       const double loss = step(std::span(shard).subspan(begin, end - begin));
       lossSum += loss;
       phaseSum += lastTimes_;
@@ -134,7 +142,8 @@ void Trainer::run(TrainObserver& observer) {
       samples += end - begin;
       const double elapsed = secondsSince(epochStart);
       observer.onStep(StepReport{epoch, steps, stepsPerEpoch, globalStep_, loss,
-                                 world * static_cast<double>(samples) / elapsed, elapsed, lastTimes_});
+                                 world * static_cast<double>(samples) / elapsed, elapsed,
+                                 lastTimes_});
     }
     const double trainSeconds = secondsSince(epochStart);
     double totals[2] = {lossSum, static_cast<double>(steps)};
@@ -150,7 +159,8 @@ void Trainer::run(TrainObserver& observer) {
       report.meanStep = {phaseSum.data / n, phaseSum.forward / n, phaseSum.backward / n,
                          phaseSum.comm / n, phaseSum.optimizer / n};
     }
-    report.samplesPerSecond = trainSeconds > 0 ? world * static_cast<double>(samples) / trainSeconds : 0;
+    report.samplesPerSecond =
+        trainSeconds > 0 ? world * static_cast<double>(samples) / trainSeconds : 0;
     report.test = evaluate();
     report.wallSeconds = secondsSince(epochStart);
     observer.onEpoch(report);

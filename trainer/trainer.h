@@ -27,8 +27,8 @@ namespace ddp::trainer {
 
 struct TrainOptions {
   std::size_t epochs = 1;
-  std::size_t maxSteps = 0;        // 0: no limit; otherwise stop after this many steps in all
-  std::size_t batchSize = 64;      // per rank
+  std::size_t maxSteps = 0;    // 0: no limit; otherwise stop after this many steps in all
+  std::size_t batchSize = 64;  // per rank
   std::size_t evalBatchSize = 1000;
   LrSchedule lrSchedule = LrSchedule::kConstant;  // from the optimizer's initial lr
   SamplerOptions sampler;
@@ -36,24 +36,24 @@ struct TrainOptions {
 
 // Where a step's time goes, in seconds (this rank).
 struct PhaseTimes {
-  double data = 0.0;       // gathering the batch
-  double forward = 0.0;    // forward and loss
+  double data = 0.0;     // gathering the batch
+  double forward = 0.0;  // forward and loss
   double backward = 0.0;
-  double comm = 0.0;       // waiting for the gradient all-reduce
+  double comm = 0.0;  // waiting for the gradient all-reduce
   double optimizer = 0.0;
   double total() const { return data + forward + backward + comm + optimizer; }
   PhaseTimes& operator+=(const PhaseTimes& other);
 };
 
 struct StepReport {
-  std::size_t epoch = 0;          // 1-based
-  std::size_t stepInEpoch = 0;    // 1-based
+  std::size_t epoch = 0;        // 1-based
+  std::size_t stepInEpoch = 0;  // 1-based
   std::size_t stepsInEpoch = 0;
   std::size_t globalStep = 0;     // 1-based, over the whole run
   double loss = 0.0;              // this rank's batch loss
   double samplesPerSecond = 0.0;  // global, since the epoch started
   double epochSeconds = 0.0;
-  PhaseTimes times;               // this step's phases
+  PhaseTimes times;  // this step's phases
 };
 
 struct EvalResult {
@@ -65,7 +65,7 @@ struct EvalResult {
 struct EpochReport {
   std::size_t epoch = 0;
   std::size_t steps = 0;
-  double trainLoss = 0.0;         // mean batch loss over all ranks and steps
+  double trainLoss = 0.0;  // mean batch loss over all ranks and steps
   EvalResult test;
   double samplesPerSecond = 0.0;  // global training throughput
   double trainSeconds = 0.0;      // the training steps only

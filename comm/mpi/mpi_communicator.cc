@@ -14,10 +14,14 @@ namespace {
 
 MPI_Datatype mpiType(DataType type) {
   switch (type) {
-    case DataType::kFloat32: return MPI_FLOAT;
-    case DataType::kFloat64: return MPI_DOUBLE;
-    case DataType::kInt32: return MPI_INT32_T;
-    case DataType::kInt64: return MPI_INT64_T;
+    case DataType::kFloat32:
+      return MPI_FLOAT;
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
   }
   throw InternalError("unknown DataType");
 }
@@ -25,16 +29,19 @@ MPI_Datatype mpiType(DataType type) {
 MPI_Op mpiOp(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return MPI_SUM;  // avg = sum, then scaled on this rank
-    case ReduceOp::kMax: return MPI_MAX;
-    case ReduceOp::kMin: return MPI_MIN;
+    case ReduceOp::kAvg:
+      return MPI_SUM;  // avg = sum, then scaled on this rank
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
   }
   throw InternalError("unknown ReduceOp");
 }
 
 int mpiCount(std::size_t count) {
-  DDP_CHECK(count <= static_cast<std::size_t>(INT_MAX), str("collective of ", count,
-                                                             " elements exceeds MPI's int count"));
+  DDP_CHECK(count <= static_cast<std::size_t>(INT_MAX),
+            str("collective of ", count, " elements exceeds MPI's int count"));
   return static_cast<int>(count);
 }
 
@@ -42,7 +49,8 @@ template <class T>
 void scale(void* data, std::size_t count, double factor) {
   T* values = static_cast<T*>(data);
   const T f = static_cast<T>(factor);
-  for (std::size_t i = 0; i < count; ++i) values[i] *= f;
+  for (std::size_t i = 0; i < count; ++i)
+    values[i] *= f;
 }
 
 }  // namespace
@@ -109,17 +117,18 @@ WorkPtr MpiCommunicator::allreduce(void* data, std::size_t count, DataType type,
   }
   const int n = mpiCount(count);
   const std::uint64_t sequence = sequence_;
-  return enqueue(str("allreduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
-                 [=, this] {
-                   if (auto region = findRegion(data, count * sizeOf(type))) {
-                     region->allreduce(node_, data, count, type, op, sequence);  // Note [Node shared-memory all-reduce]
-                     return;
-                   }
-                   DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, mpiType(type), mpiOp(op), comm_));
-                   if (op != ReduceOp::kAvg || size_ == 1) return;
-                   if (type == DataType::kFloat32) scale<float>(data, count, 1.0 / size_);
-                   if (type == DataType::kFloat64) scale<double>(data, count, 1.0 / size_);
-                 });
+  return enqueue(
+      str("allreduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"), [=, this] {
+        if (auto region = findRegion(data, count * sizeOf(type))) {
+          region->allreduce(node_, data, count, type, op,
+                            sequence);  // Note [Node shared-memory all-reduce]
+          return;
+        }
+        DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, mpiType(type), mpiOp(op), comm_));
+        if (op != ReduceOp::kAvg || size_ == 1) return;
+        if (type == DataType::kFloat32) scale<float>(data, count, 1.0 / size_);
+        if (type == DataType::kFloat64) scale<double>(data, count, 1.0 / size_);
+      });
 }
 
 WorkPtr MpiCommunicator::broadcast(void* data, std::size_t count, DataType type, int root) {

@@ -20,7 +20,9 @@ constexpr std::size_t kPage = 4096;
 constexpr std::size_t kChunkAlign = 64;  // chunks start on their own cache line
 constexpr std::size_t kBlock = 4096;     // elements summed per pass, kept in L1
 
-std::size_t roundUp(std::size_t value, std::size_t to) { return (value + to - 1) / to * to; }
+std::size_t roundUp(std::size_t value, std::size_t to) {
+  return (value + to - 1) / to * to;
+}
 
 // MPI_Barrier orders the ranks; the fences order this rank's plain loads and
 // stores around it (MPI's own shared-memory barrier fences too, but the
@@ -34,9 +36,12 @@ void barrier(MPI_Comm node) {
 template <class T>
 T combine(T a, T b, ReduceOp op) {
   switch (op) {
-    case ReduceOp::kMax: return std::max(a, b);
-    case ReduceOp::kMin: return std::min(a, b);
-    default: return a + b;
+    case ReduceOp::kMax:
+      return std::max(a, b);
+    case ReduceOp::kMin:
+      return std::min(a, b);
+    default:
+      return a + b;
   }
 }
 
@@ -57,16 +62,20 @@ void reduceChunk(const std::vector<T*>& buffers, std::size_t begin, std::size_t 
     for (std::size_t s = 1; s < sources.size(); ++s) {
       const T* c = sources[s] + block;
       if (add) {
-        for (std::size_t i = 0; i < length; ++i) acc[i] += c[i];
+        for (std::size_t i = 0; i < length; ++i)
+          acc[i] += c[i];
       } else {
-        for (std::size_t i = 0; i < length; ++i) acc[i] = combine(acc[i], c[i], op);
+        for (std::size_t i = 0; i < length; ++i)
+          acc[i] = combine(acc[i], c[i], op);
       }
     }
     if (op == ReduceOp::kAvg) {
       const T scale = static_cast<T>(1.0 / world);
-      for (std::size_t i = 0; i < length; ++i) acc[i] *= scale;
+      for (std::size_t i = 0; i < length; ++i)
+        acc[i] *= scale;
     }
-    for (T* destination : buffers) std::copy(acc, acc + length, destination + block);
+    for (T* destination : buffers)
+      std::copy(acc, acc + length, destination + block);
   }
 }
 
@@ -122,11 +131,13 @@ SharedRegion::SharedRegion(MPI_Comm node, std::size_t bytes) : bytes_(bytes) {
   if (anyError != 0) {
     if (mapping_ != nullptr) munmap(mapping_, mappingBytes_);
     mapping_ = nullptr;
-    throw CommError(str("cannot share ", mappingBytes_, " bytes of memory between the ranks of node (",
-                        name, "): ", std::strerror(anyError), " (is /dev/shm too small?)"));
+    throw CommError(str("cannot share ", mappingBytes_,
+                        " bytes of memory between the ranks of node (", name,
+                        "): ", std::strerror(anyError), " (is /dev/shm too small?)"));
   }
   auto* base = static_cast<char*>(mapping_);
-  for (int r = 0; r < size_; ++r) segments_.push_back(base + header + segment * static_cast<std::size_t>(r));
+  for (int r = 0; r < size_; ++r)
+    segments_.push_back(base + header + segment * static_cast<std::size_t>(r));
 }
 
 SharedRegion::~SharedRegion() {
@@ -143,10 +154,11 @@ bool SharedRegion::contains(const void* begin, std::size_t length) const {
   return p >= mine && p + length <= mine + bytes_;
 }
 
-void SharedRegion::allreduce(MPI_Comm node, void* data, std::size_t count, DataType type, ReduceOp op,
-                             std::uint64_t sequence) {
+void SharedRegion::allreduce(MPI_Comm node, void* data, std::size_t count, DataType type,
+                             ReduceOp op, std::uint64_t sequence) {
   const std::size_t element = sizeOf(type);
-  const std::size_t offset = static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
+  const std::size_t offset =
+      static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
   Control& mine = control(rank_);
   mine.sequence = sequence;
   mine.offset = offset;
@@ -160,28 +172,38 @@ void SharedRegion::allreduce(MPI_Comm node, void* data, std::size_t count, DataT
     if (other.sequence != sequence || other.offset != offset || other.count != count ||
         other.type != mine.type || other.op != mine.op) {
       barrier(node);  // keep the barrier count equal on every rank before leaving
-      throw MismatchError(str("ranks disagree on a shared-memory all-reduce: node rank ", rank_,
-                              " issued collective #", sequence, " on ", count, " x ", dataTypeName(type),
-                              " at offset ", offset, ", node rank ", r, " collective #", other.sequence,
-                              " on ", other.count, " elements at offset ", other.offset,
-                              " (the ranks' programs have diverged)"));
+      throw MismatchError(str(
+          "ranks disagree on a shared-memory all-reduce: node rank ", rank_, " issued collective #",
+          sequence, " on ", count, " x ", dataTypeName(type), " at offset ", offset, ", node rank ",
+          r, " collective #", other.sequence, " on ", other.count, " elements at offset ",
+          other.offset, " (the ranks' programs have diverged)"));
     }
   }
 
-  const std::size_t perRank = roundUp((count + static_cast<std::size_t>(size_) - 1) / static_cast<std::size_t>(size_),
-                                      kChunkAlign / element);
+  const std::size_t perRank =
+      roundUp((count + static_cast<std::size_t>(size_) - 1) / static_cast<std::size_t>(size_),
+              kChunkAlign / element);
   const std::size_t begin = std::min(count, perRank * static_cast<std::size_t>(rank_));
   const std::size_t end = std::min(count, begin + perRank);
   auto run = [&]<class T>(T*) {
     std::vector<T*> buffers;
-    for (void* segment : segments_) buffers.push_back(reinterpret_cast<T*>(static_cast<char*>(segment) + offset));
+    for (void* segment : segments_)
+      buffers.push_back(reinterpret_cast<T*>(static_cast<char*>(segment) + offset));
     reduceChunk<T>(buffers, begin, end, op, size_);
   };
   switch (type) {
-    case DataType::kFloat32: run(static_cast<float*>(nullptr)); break;
-    case DataType::kFloat64: run(static_cast<double*>(nullptr)); break;
-    case DataType::kInt32: run(static_cast<std::int32_t*>(nullptr)); break;
-    case DataType::kInt64: run(static_cast<std::int64_t*>(nullptr)); break;
+    case DataType::kFloat32:
+      run(static_cast<float*>(nullptr));
+      break;
+    case DataType::kFloat64:
+      run(static_cast<double*>(nullptr));
+      break;
+    case DataType::kInt32:
+      run(static_cast<std::int32_t*>(nullptr));
+      break;
+    case DataType::kInt64:
+      run(static_cast<std::int64_t*>(nullptr));
+      break;
   }
   barrier(node);  // 2: every chunk is reduced and stored in every rank's buffer
 }

@@ -14,6 +14,7 @@ int main() {
   comm.allreduceSync(std::span<float>(values), ddp::comm::ReduceOp::kSum);
   const int n = world.size();
   const bool ok = values[0] == static_cast<float>(n * (n + 1) / 2);
-  if (world.rank() == 0) std::printf("consumer: sum over %d ranks = %g (%s)\n", n, values[0], ok ? "ok" : "WRONG");
+  if (world.rank() == 0)
+    std::printf("consumer: sum over %d ranks = %g (%s)\n", n, values[0], ok ? "ok" : "WRONG");
   return ok ? 0 : 1;
 }

@@ -31,10 +31,12 @@ TEST_P(CollectivesTest, AllreduceSumOfRanksIsTriangularNumber) {
   const std::size_t count = GetParam();
   const int n = comm_->size(), r = comm_->rank();
   std::vector<float> data(count);
-  for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>(r) + static_cast<float>(i % 7);
+  for (std::size_t i = 0; i < count; ++i)
+    data[i] = static_cast<float>(r) + static_cast<float>(i % 7);
   comm_->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(timeout_);
   for (std::size_t i = 0; i < count; ++i) {
-    const float expected = static_cast<float>(n * (n - 1) / 2) + static_cast<float>(n) * static_cast<float>(i % 7);
+    const float expected =
+        static_cast<float>(n * (n - 1) / 2) + static_cast<float>(n) * static_cast<float>(i % 7);
     ASSERT_EQ(data[i], expected) << "element " << i;
   }
 }
@@ -44,7 +46,8 @@ TEST_P(CollectivesTest, AllreduceAverageOfRanks) {
   const int n = comm_->size(), r = comm_->rank();
   std::vector<double> data(count, static_cast<double>(r));
   comm_->allreduce(std::span<double>(data), ReduceOp::kAvg)->wait(timeout_);
-  for (double v : data) ASSERT_DOUBLE_EQ(v, (n - 1) / 2.0);
+  for (double v : data)
+    ASSERT_DOUBLE_EQ(v, (n - 1) / 2.0);
 }
 
 TEST_P(CollectivesTest, AllreduceMaxAndMinOfIntegers) {
@@ -66,7 +69,8 @@ TEST_P(CollectivesTest, BroadcastFromEveryRoot) {
   for (int root = 0; root < comm_->size(); ++root) {
     std::vector<std::int32_t> data(count, comm_->rank() == root ? 1000 + root : -1);
     comm_->broadcast(std::span<std::int32_t>(data), root)->wait(timeout_);
-    for (std::int32_t v : data) ASSERT_EQ(v, 1000 + root);
+    for (std::int32_t v : data)
+      ASSERT_EQ(v, 1000 + root);
   }
 }
 
@@ -77,7 +81,8 @@ TEST_P(CollectivesTest, AllgatherPlacesEachRankAtItsOffset) {
   std::vector<float> all(count * static_cast<std::size_t>(n), -1.0f);
   comm_->allgather(std::span<const float>(mine), std::span<float>(all))->wait(timeout_);
   for (int r = 0; r < n; ++r) {
-    for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(all[r * count + i], static_cast<float>(r));
+    for (std::size_t i = 0; i < count; ++i)
+      ASSERT_EQ(all[r * count + i], static_cast<float>(r));
   }
 }
 
@@ -119,7 +124,8 @@ TEST(Agreement, OneFailingRankStopsEveryRankAndIsNamed) {
   } catch (const PeerFailedError& e) {
     EXPECT_NE(comm->rank(), failing);
     EXPECT_EQ(e.ranks(), std::vector<int>{failing});
-    EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(failing)), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(failing)), std::string::npos)
+        << e.what();
   } catch (const DataError& e) {
     EXPECT_EQ(comm->rank(), failing);
     EXPECT_STREQ(e.what(), "file.bin: truncated");
@@ -168,22 +174,29 @@ TEST_P(SharedMemoryAllreduce, SumAverageMaxAtAnOffsetInsideTheAllocation) {
   ASSERT_NE(memory, nullptr);
   float* buffer = static_cast<float*>(memory.get());
   for (int round = 0; round < 3; ++round) {  // reuse: the barriers must keep rounds apart
-    float* data = buffer + 7;                  // not at the start, not aligned
-    for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>(r + round) + static_cast<float>(i % 5);
-    comm->allreduce(data, count, DataType::kFloat32, ReduceOp::kSum)->wait(std::chrono::seconds(60));
+    float* data = buffer + 7;                // not at the start, not aligned
+    for (std::size_t i = 0; i < count; ++i)
+      data[i] = static_cast<float>(r + round) + static_cast<float>(i % 5);
+    comm->allreduce(data, count, DataType::kFloat32, ReduceOp::kSum)
+        ->wait(std::chrono::seconds(60));
     for (std::size_t i = 0; i < count; ++i) {
-      const float expected = static_cast<float>(n * (n - 1) / 2 + n * round) + static_cast<float>(n) * static_cast<float>(i % 5);
+      const float expected = static_cast<float>(n * (n - 1) / 2 + n * round) +
+                             static_cast<float>(n) * static_cast<float>(i % 5);
       ASSERT_EQ(data[i], expected) << "round " << round << " element " << i;
     }
   }
   auto doubles = comm->allocate(count * sizeof(double));
   auto* d = static_cast<double*>(doubles.get());
-  for (std::size_t i = 0; i < count; ++i) d[i] = r;
+  for (std::size_t i = 0; i < count; ++i)
+    d[i] = r;
   comm->allreduce(d, count, DataType::kFloat64, ReduceOp::kAvg)->wait(std::chrono::seconds(60));
-  for (std::size_t i = 0; i < count; ++i) ASSERT_DOUBLE_EQ(d[i], (n - 1) / 2.0);
-  for (std::size_t i = 0; i < count; ++i) d[i] = r * 10 + static_cast<double>(i % 3);
+  for (std::size_t i = 0; i < count; ++i)
+    ASSERT_DOUBLE_EQ(d[i], (n - 1) / 2.0);
+  for (std::size_t i = 0; i < count; ++i)
+    d[i] = r * 10 + static_cast<double>(i % 3);
   comm->allreduce(d, count, DataType::kFloat64, ReduceOp::kMax)->wait(std::chrono::seconds(60));
-  for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(d[i], (n - 1) * 10 + static_cast<double>(i % 3));
+  for (std::size_t i = 0; i < count; ++i)
+    ASSERT_EQ(d[i], (n - 1) * 10 + static_cast<double>(i % 3));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, SharedMemoryAllreduce, ::testing::Values(1, 3, 17, 1000, 1 << 20),
@@ -196,7 +209,8 @@ TEST(SharedMemoryAllreduce, RanksThatDisagreeGetAMismatchErrorNotGarbage) {
   float* data = static_cast<float*>(memory.get());
   const std::size_t count = comm->rank() == 0 ? 32 : 16;  // a diverged program
   try {
-    comm->allreduce(data, count, DataType::kFloat32, ReduceOp::kSum)->wait(std::chrono::seconds(60));
+    comm->allreduce(data, count, DataType::kFloat32, ReduceOp::kSum)
+        ->wait(std::chrono::seconds(60));
     FAIL() << "no error";
   } catch (const MismatchError& e) {
     EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();

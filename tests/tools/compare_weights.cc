@@ -38,13 +38,15 @@ int main(int argc, char** argv) {
       }
       const Tensor& tb = it->second;
       double scale = 0, worst = 0, worstRel = 0;
-      for (float v : tb.span()) scale = std::max(scale, std::abs(static_cast<double>(v)));
+      for (float v : tb.span())
+        scale = std::max(scale, std::abs(static_cast<double>(v)));
       bool tensorOk = true;
       for (std::size_t i = 0; i < ta.numel(); ++i) {
         const double x = ta.data()[i], y = tb.data()[i], diff = std::abs(x - y);
         worst = std::max(worst, diff);
         worstRel = std::max(worstRel, diff / (std::abs(y) + scale + 1e-30));
-        if (exact ? std::memcmp(&ta.data()[i], &tb.data()[i], 4) != 0 : diff > rtol * (std::abs(y) + scale)) {
+        if (exact ? std::memcmp(&ta.data()[i], &tb.data()[i], 4) != 0
+                  : diff > rtol * (std::abs(y) + scale)) {
           tensorOk = false;
         }
       }

@@ -20,9 +20,11 @@ using ddp::testing::writeGz;
 void writeSplit(const TempDir& dir, const std::string& stem, std::uint32_t count,
                 std::vector<std::uint8_t> labels = {}) {
   std::vector<std::uint8_t> pixels(count * 784u);
-  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(i % 256);
+  for (std::size_t i = 0; i < pixels.size(); ++i)
+    pixels[i] = static_cast<std::uint8_t>(i % 256);
   if (labels.empty()) {
-    for (std::uint32_t i = 0; i < count; ++i) labels.push_back(static_cast<std::uint8_t>(i % 10));
+    for (std::uint32_t i = 0; i < count; ++i)
+      labels.push_back(static_cast<std::uint8_t>(i % 10));
   }
   writeGz(dir.file(stem + "-images-idx3-ubyte.gz"), concat(idxHeader({count, 28, 28}), pixels));
   writeGz(dir.file(stem + "-labels-idx1-ubyte.gz"),
@@ -36,7 +38,8 @@ void expectDataError(F&& load, const std::vector<std::string>& parts) {
     load();
     FAIL() << "no error";
   } catch (const DataError& e) {
-    for (const auto& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    for (const auto& part : parts)
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
 }
 
@@ -61,7 +64,8 @@ TEST(FashionMnist, LoadsAValidSplitWithPixelsScaledToUnitRange) {
 TEST(FashionMnist, ReadsUncompressedFilesToo) {
   TempDir dir;
   std::vector<std::uint8_t> pixels(784, 7);
-  ddp::testing::writePlain(dir.file("t10k-images-idx3-ubyte"), concat(idxHeader({1, 28, 28}), pixels));
+  ddp::testing::writePlain(dir.file("t10k-images-idx3-ubyte"),
+                           concat(idxHeader({1, 28, 28}), pixels));
   ddp::testing::writePlain(dir.file("t10k-labels-idx1-ubyte"), concat(idxHeader({1}), {4}));
   EXPECT_EQ(loadFashionMnist(dir.file(""), Split::kTest)->size(), 1u);
 }
@@ -94,7 +98,8 @@ TEST(FashionMnist, WrongMagicIsNamed) {
 TEST(FashionMnist, ImagesInPlaceOfLabelsFailOnDimensions) {
   TempDir dir;
   writeSplit(dir, "train", 2);
-  std::filesystem::copy_file(dir.file("train-images-idx3-ubyte.gz"), dir.file("train-labels-idx1-ubyte.gz"),
+  std::filesystem::copy_file(dir.file("train-images-idx3-ubyte.gz"),
+                             dir.file("train-labels-idx1-ubyte.gz"),
                              std::filesystem::copy_options::overwrite_existing);
   expectDataError([&] { loadFashionMnist(dir.file(""), Split::kTrain); },
                   {"train-labels-idx1-ubyte.gz", "bad magic"});
@@ -116,8 +121,10 @@ TEST(FashionMnist, CountMismatchBetweenImagesAndLabels) {
 TEST(FashionMnist, WrongImageSize) {
   TempDir dir;
   writeSplit(dir, "train", 1);
-  writeGz(dir.file("train-images-idx3-ubyte.gz"), concat(idxHeader({1, 32, 32}), std::vector<std::uint8_t>(1024)));
-  expectDataError([&] { loadFashionMnist(dir.file(""), Split::kTrain); }, {"32x32", "expected 28x28"});
+  writeGz(dir.file("train-images-idx3-ubyte.gz"),
+          concat(idxHeader({1, 32, 32}), std::vector<std::uint8_t>(1024)));
+  expectDataError([&] { loadFashionMnist(dir.file(""), Split::kTrain); },
+                  {"32x32", "expected 28x28"});
 }
 
 TEST(IdxFile, TrailingDataIsRejected) {

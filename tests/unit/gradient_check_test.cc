@@ -24,22 +24,26 @@ constexpr double kTolerance = 2e-3;  // relative to the largest gradient
 Tensor randomTensor(Shape shape, std::uint64_t seed, float scale = 1.0f) {
   Tensor t(std::move(shape));
   Random random(seed);
-  for (float& v : t.span()) v = scale * random.normal();
+  for (float& v : t.span())
+    v = scale * random.normal();
   return t;
 }
 
 double dot(const Tensor& a, const Tensor& b) {
   double sum = 0;
-  for (std::size_t i = 0; i < a.numel(); ++i) sum += static_cast<double>(a.data()[i]) * b.data()[i];
+  for (std::size_t i = 0; i < a.numel(); ++i)
+    sum += static_cast<double>(a.data()[i]) * b.data()[i];
   return sum;
 }
 
 // Compares `analytic` with central differences of `objective` wrt `values`.
 void expectMatchesFiniteDifferences(Tensor& values, const Tensor& analytic,
-                                    const std::function<double()>& objective, const std::string& what) {
+                                    const std::function<double()>& objective,
+                                    const std::string& what) {
   ASSERT_EQ(values.shape(), analytic.shape()) << what;
   double largest = 1e-6;
-  for (float g : analytic.span()) largest = std::max(largest, std::abs(static_cast<double>(g)));
+  for (float g : analytic.span())
+    largest = std::max(largest, std::abs(static_cast<double>(g)));
   for (std::size_t i = 0; i < values.numel(); ++i) {
     const float saved = values.data()[i];
     values.data()[i] = saved + kStep;
@@ -109,7 +113,8 @@ TEST(GradientCheck, Relu) {
   Relu layer;
   // Keep inputs away from the kink at 0, where the derivative is undefined.
   Tensor x = randomTensor({4, 6}, 8);
-  for (float& v : x.span()) v += v >= 0 ? 0.1f : -0.1f;
+  for (float& v : x.span())
+    v += v >= 0 ? 0.1f : -0.1f;
   const Tensor r = randomTensor({4, 6}, 9);
   auto objective = [&] { return dot(layer.forward(x), r); };
   objective();
@@ -134,7 +139,8 @@ TEST(GradientCheck, LossScaleScalesTheGradient) {
   loss.forward(logits, labels);
   const Tensor full = loss.backward(1.0f).clone();
   const Tensor& quarter = loss.backward(0.25f);
-  for (std::size_t i = 0; i < full.numel(); ++i) EXPECT_FLOAT_EQ(quarter.data()[i], 0.25f * full.data()[i]);
+  for (std::size_t i = 0; i < full.numel(); ++i)
+    EXPECT_FLOAT_EQ(quarter.data()[i], 0.25f * full.data()[i]);
 }
 
 TEST(CrossEntropy, KnownValuesAndAccuracy) {
@@ -157,7 +163,8 @@ TEST(CrossEntropy, HugeLogitsStayFinite) {
   const std::vector<std::int32_t> labels = {1};
   const LossResult result = loss.forward(logits, labels);
   EXPECT_NEAR(result.loss, 2000.0, 1e-3);
-  for (float g : loss.backward().span()) EXPECT_TRUE(std::isfinite(g));
+  for (float g : loss.backward().span())
+    EXPECT_TRUE(std::isfinite(g));
 }
 
 TEST(GradientCheck, WholeMlpThroughSequential) {

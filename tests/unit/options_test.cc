@@ -1,10 +1,11 @@
 // ddp_train's option parsing: defaults, every invalid value rejected with the
 // option named, --config files and DDP_* environment variables.
+#include "launcher/options.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
-#include "launcher/options.h"
 #include "runtime/error.h"
 #include "test_files.h"
 
@@ -15,7 +16,8 @@ Options parse(std::vector<std::string> args) {
   args.insert(args.begin(), "ddp_train");
   args.push_back("--dataset=synthetic");  // no data directory needed
   std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
+  for (const auto& a : args)
+    argv.push_back(a.c_str());
   return parseOptions(static_cast<int>(argv.size()), argv.data());
 }
 
@@ -59,15 +61,18 @@ TEST_P(InvalidOption, IsAUsageErrorNamingTheOption) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, InvalidOption,
-    ::testing::Values(Invalid{{"--batch-size", "0"}, "--batch-size"}, Invalid{{"--batch-size", "-4"}, "--batch-size"},
-                      Invalid{{"--batch-size", "abc"}, "batch-size"}, Invalid{{"--epochs", "0"}, "--epochs"},
-                      Invalid{{"--lr", "0"}, "--lr"}, Invalid{{"--lr", "-1"}, "--lr"},
-                      Invalid{{"--momentum", "1"}, "--momentum"}, Invalid{{"--weight-decay", "-0.1"}, "--weight-decay"},
-                      Invalid{{"--hidden", "10,,3"}, "--hidden"}, Invalid{{"--hidden", "10,-3"}, "--hidden"},
-                      Invalid{{"--model", "resnet"}, "--model"}, Invalid{{"--threads", "-1"}, "--threads"},
-                      Invalid{{"--max-steps", "-1"}, "--max-steps"}, Invalid{{"--log-every", "0"}, "--log-every"},
-                      Invalid{{"--timeout", "0"}, "--timeout"}, Invalid{{"--frobnicate"}, "frobnicate"},
-                      Invalid{{"--config", "/nonexistent/ddp.cfg"}, "--config"}));
+    ::testing::Values(
+        Invalid{{"--batch-size", "0"}, "--batch-size"},
+        Invalid{{"--batch-size", "-4"}, "--batch-size"},
+        Invalid{{"--batch-size", "abc"}, "batch-size"}, Invalid{{"--epochs", "0"}, "--epochs"},
+        Invalid{{"--lr", "0"}, "--lr"}, Invalid{{"--lr", "-1"}, "--lr"},
+        Invalid{{"--momentum", "1"}, "--momentum"},
+        Invalid{{"--weight-decay", "-0.1"}, "--weight-decay"},
+        Invalid{{"--hidden", "10,,3"}, "--hidden"}, Invalid{{"--hidden", "10,-3"}, "--hidden"},
+        Invalid{{"--model", "resnet"}, "--model"}, Invalid{{"--threads", "-1"}, "--threads"},
+        Invalid{{"--max-steps", "-1"}, "--max-steps"}, Invalid{{"--log-every", "0"}, "--log-every"},
+        Invalid{{"--timeout", "0"}, "--timeout"}, Invalid{{"--frobnicate"}, "frobnicate"},
+        Invalid{{"--config", "/nonexistent/ddp.cfg"}, "--config"}));
 
 TEST(Options, UnknownDatasetAndMissingDataDir) {
   const char* unknown[] = {"ddp_train", "--dataset", "cifar"};
@@ -108,10 +113,12 @@ TEST(Options, HelpNeedsNothingElseAndListsEveryOption) {
   const char* argv[] = {"ddp_train", "--help", "--data-dir", "/nonexistent"};
   EXPECT_TRUE(parseOptions(4, argv).help);
   const std::string text = usageText();
-  for (const char* option : {"--config", "--dataset", "--data-dir", "--model", "--hidden", "--epochs", "--max-steps",
-                             "--batch-size", "--lr", "--momentum", "--weight-decay", "--seed", "--threads",
-                             "--log-every", "--log-all-ranks", "--save-model", "--init-from", "--metrics",
-                             "--no-shuffle", "--drop-last", "--timeout"}) {
+  for (const char* option :
+       {"--config",       "--dataset",   "--data-dir",   "--model",      "--hidden",
+        "--epochs",       "--max-steps", "--batch-size", "--lr",         "--momentum",
+        "--weight-decay", "--seed",      "--threads",    "--log-every",  "--log-all-ranks",
+        "--save-model",   "--init-from", "--metrics",    "--no-shuffle", "--drop-last",
+        "--timeout"}) {
     EXPECT_NE(text.find(option), std::string::npos) << option;
   }
 }

@@ -1,5 +1,7 @@
 // safetensors: round trip, the byte layout of the format, and every kind of
 // bad file rejected with a DataError before anything is loaded.
+#include "trainer/safetensors.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -8,7 +10,6 @@
 #include "runtime/error.h"
 #include "test_files.h"
 #include "trainer/mlp.h"
-#include "trainer/safetensors.h"
 
 namespace ddp::trainer {
 namespace {
@@ -26,7 +27,8 @@ void writeAll(const std::string& path, const std::string& bytes) {
 
 std::string withHeader(const std::string& header, const std::string& data) {
   std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
   return out + header + data;
 }
 
@@ -39,7 +41,8 @@ TEST(Safetensors, ModelRoundTripIsExact) {
   auto pa = a->parameters(), pb = b->parameters();
   for (std::size_t i = 0; i < pa.size(); ++i) {
     ASSERT_EQ(pa[i]->name, pb[i]->name);
-    for (std::size_t j = 0; j < pa[i]->value.numel(); ++j) ASSERT_EQ(pa[i]->value.data()[j], pb[i]->value.data()[j]);
+    for (std::size_t j = 0; j < pa[i]->value.numel(); ++j)
+      ASSERT_EQ(pa[i]->value.data()[j], pb[i]->value.data()[j]);
   }
 }
 
@@ -49,7 +52,8 @@ TEST(Safetensors, LayoutFollowsTheFormatWithPytorchNamesAndShapes) {
   saveModel(dir.file("m.safetensors"), *model);
   const std::string bytes = readAll(dir.file("m.safetensors"));
   std::uint64_t length = 0;
-  for (int i = 0; i < 8; ++i) length |= std::uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    length |= std::uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
   EXPECT_EQ(length % 8, 0u);
   const auto header = nlohmann::json::parse(bytes.substr(8, length));
   EXPECT_EQ(header["layers.0.weight"]["shape"], nlohmann::json::array({2, 3}));
@@ -114,18 +118,28 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, SafetensorsRejects,
     ::testing::Values(
         BadFile{"Empty", "", "shorter than"},
-        BadFile{"HeaderLongerThanFile", withHeader(std::string(50, ' '), "").substr(0, 20), "header length"},
+        BadFile{"HeaderLongerThanFile", withHeader(std::string(50, ' '), "").substr(0, 20),
+                "header length"},
         BadFile{"NotJson", withHeader("{nope", ""), "not valid JSON"},
-        BadFile{"WrongDtype", withHeader(R"({"layers.0.weight":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]}})",
-                                         std::string(12, '\0')), "only F32"},
-        BadFile{"OffsetsPastEnd", withHeader(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
-                                             std::string(8, '\0')), "truncated"},
+        BadFile{
+            "WrongDtype",
+            withHeader(R"({"layers.0.weight":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]}})",
+                       std::string(12, '\0')),
+            "only F32"},
+        BadFile{"OffsetsPastEnd",
+                withHeader(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+                           std::string(8, '\0')),
+                "truncated"},
         BadFile{"ShapeDisagreesWithOffsets",
-                withHeader(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')),
+                withHeader(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
+                           std::string(8, '\0')),
                 "does not match"},
-        BadFile{"Truncated", goodModelBytes(3, 2, 2).substr(0, goodModelBytes(3, 2, 2).size() - 4), "truncated"},
+        BadFile{"Truncated", goodModelBytes(3, 2, 2).substr(0, goodModelBytes(3, 2, 2).size() - 4),
+                "truncated"},
         BadFile{"WrongShapes", goodModelBytes(3, 5, 2), "has shape"},
-        BadFile{"MissingTensor", goodModelBytes(3, 2, 2).replace(goodModelBytes(3, 2, 2).find("layers.2.bias"), 13, "layers.2.bia_"),
+        BadFile{"MissingTensor",
+                goodModelBytes(3, 2, 2).replace(goodModelBytes(3, 2, 2).find("layers.2.bias"), 13,
+                                                "layers.2.bia_"),
                 "has no tensor 'layers.2.bias'"}),
     [](const auto& info) { return info.param.name; });
 

@@ -40,26 +40,29 @@ TEST_P(SamplerCoverage, EverySampleOncePerEpochAcrossRanks) {
       EXPECT_EQ(perRank, size / w);
       EXPECT_EQ(seen.size(), total);
       EXPECT_EQ(size - seen.size(), size % w);
-      for (const auto& entry : seen) EXPECT_EQ(entry.second, 1);
+      for (const auto& entry : seen)
+        EXPECT_EQ(entry.second, 1);
     } else {
       // ceil(n / world) each; every sample at least once; the padding repeats
       // only (world - n % world) % world samples once more.
       EXPECT_EQ(perRank, (size + w - 1) / w);
       EXPECT_EQ(seen.size(), size);
       std::size_t repeats = 0;
-      for (const auto& entry : seen) repeats += static_cast<std::size_t>(entry.second - 1);
+      for (const auto& entry : seen)
+        repeats += static_cast<std::size_t>(entry.second - 1);
       EXPECT_EQ(repeats, total - size);
       if (size >= w) {
-        for (const auto& entry : seen) EXPECT_LE(entry.second, 2);
+        for (const auto& entry : seen)
+          EXPECT_LE(entry.second, 2);
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Sizes, SamplerCoverage,
-    ::testing::Combine(::testing::Values(1, 2, 10, 11, 13, 97, 100), ::testing::Values(1, 2, 3, 4, 7),
-                       ::testing::Bool(), ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(Sizes, SamplerCoverage,
+                         ::testing::Combine(::testing::Values(1, 2, 10, 11, 13, 97, 100),
+                                            ::testing::Values(1, 2, 3, 4, 7), ::testing::Bool(),
+                                            ::testing::Bool()));
 
 TEST(Sampler, PaddingRepeatsTheHeadOfTheOrder) {
   // 10 samples, 4 ranks, no shuffle: order 0..9 padded with 0, 1 -> 12 positions.
@@ -68,7 +71,8 @@ TEST(Sampler, PaddingRepeatsTheHeadOfTheOrder) {
     DistributedSampler sampler(10, 4, rank, {false, false, 0});
     const auto shard = sampler.indices();
     EXPECT_EQ(shard.size(), 3u);
-    for (std::size_t i = 0; i < shard.size(); ++i) all.push_back(shard[i]);
+    for (std::size_t i = 0; i < shard.size(); ++i)
+      all.push_back(shard[i]);
   }
   // rank r holds positions r, r+4, r+8 of [0..9, 0, 1].
   const std::vector<std::size_t> expected = {0, 4, 8, 1, 5, 9, 2, 6, 0, 3, 7, 1};
@@ -79,7 +83,8 @@ TEST(Sampler, PaddingWrapsWhenTheDatasetIsSmallerThanTheWorld) {
   std::multiset<std::size_t> all;
   for (int rank = 0; rank < 7; ++rank) {
     DistributedSampler sampler(2, 7, rank, {false, false, 0});
-    for (std::size_t i : sampler.indices()) all.insert(i);
+    for (std::size_t i : sampler.indices())
+      all.insert(i);
   }
   EXPECT_EQ(all.size(), 7u);
   EXPECT_EQ(all.count(0), 4u);
@@ -104,7 +109,8 @@ TEST(Sampler, SamePermutationOnEveryRankSoShardsInterleave) {
   single.setEpoch(5);
   const auto order = single.indices();
   for (std::size_t i = 0; i < 250; ++i) {
-    for (int rank = 0; rank < 4; ++rank) ASSERT_EQ(shards[rank][i], order[i * 4 + rank]);
+    for (int rank = 0; rank < 4; ++rank)
+      ASSERT_EQ(shards[rank][i], order[i * 4 + rank]);
   }
 }
 
@@ -124,7 +130,8 @@ TEST(EvaluationShard, CountsEverySampleExactlyOnce) {
     for (int world : {1, 2, 3, 4}) {
       std::vector<int> seen(size, 0);
       for (int rank = 0; rank < world; ++rank) {
-        for (std::size_t i : evaluationShard(size, world, rank)) ++seen[i];
+        for (std::size_t i : evaluationShard(size, world, rank))
+          ++seen[i];
       }
       EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }))
           << size << " samples on " << world << " ranks";

@@ -1,7 +1,7 @@
 // SGD against PyTorch's update rule, computed by hand.
-#include <gtest/gtest.h>
-
 #include "trainer/sgd.h"
+
+#include <gtest/gtest.h>
 
 namespace ddp::trainer {
 namespace {

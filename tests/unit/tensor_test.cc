@@ -1,9 +1,10 @@
+#include "trainer/tensor.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 
 #include "trainer/random.h"
-#include "trainer/tensor.h"
 
 namespace ddp::trainer {
 namespace {
@@ -12,7 +13,8 @@ TEST(Tensor, OwnsZeroedAlignedStorage) {
   Tensor t({3, 5});
   EXPECT_EQ(t.numel(), 15u);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data()) % 64, 0u);
-  for (float v : t.span()) EXPECT_EQ(v, 0.0f);
+  for (float v : t.span())
+    EXPECT_EQ(v, 0.0f);
 }
 
 TEST(Tensor, ViewSharesTheOwnersMemory) {
@@ -44,11 +46,13 @@ TEST(Tensor, ResizeKeepsStorageWhenTheShapeMatches) {
 }
 
 TEST(Random, PermutationIsAPermutationAndSeeded) {
-  auto a = randomPermutation(1000, 3), b = randomPermutation(1000, 3), c = randomPermutation(1000, 4);
+  auto a = randomPermutation(1000, 3), b = randomPermutation(1000, 3),
+       c = randomPermutation(1000, 4);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
   std::sort(a.begin(), a.end());
-  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], i);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(a[i], i);
 }
 
 TEST(Random, UniformStaysInRange) {

@@ -32,7 +32,8 @@ class TempDir {
 inline std::vector<std::uint8_t> idxHeader(const std::vector<std::uint32_t>& dims) {
   std::vector<std::uint8_t> bytes = {0, 0, 0x08, static_cast<std::uint8_t>(dims.size())};
   for (std::uint32_t d : dims) {
-    for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(static_cast<std::uint8_t>(d >> shift));
+    for (int shift = 24; shift >= 0; shift -= 8)
+      bytes.push_back(static_cast<std::uint8_t>(d >> shift));
   }
   return bytes;
 }
@@ -44,11 +45,13 @@ inline void writeGz(const std::string& path, const std::vector<std::uint8_t>& by
 }
 
 inline void writePlain(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                              static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
 }
 
-inline std::vector<std::uint8_t> concat(std::vector<std::uint8_t> a, const std::vector<std::uint8_t>& b) {
+inline std::vector<std::uint8_t> concat(std::vector<std::uint8_t> a,
+                                        const std::vector<std::uint8_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
