@@ -54,18 +54,25 @@ ProgressPrinter::ProgressPrinter(int rank, std::size_t epochs, std::size_t logEv
 
 void ProgressPrinter::onStep(const trainer::StepReport& r) {
   if (!enabled_) return;
+  // Decide first, format only what is printed: this runs every step, on the
+  // rank the others wait for in the next all-reduce.
+  const bool last = r.stepInEpoch == r.stepsInEpoch;
+  if (terminal_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!last && now - lastDraw_ < std::chrono::milliseconds(100)) return;
+    lastDraw_ = now;
+  } else if (r.stepInEpoch % logEvery_ != 0) {
+    return;
+  }
   const double eta = r.epochSeconds / static_cast<double>(r.stepInEpoch) *
                      static_cast<double>(r.stepsInEpoch - std::min(r.stepInEpoch, r.stepsInEpoch));
   const std::string line =
       str("epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/", r.stepsInEpoch, "  loss ",
           fixed(r.loss, 4), "  ", fixed(r.samplesPerSecond, 0), " samples/s  ETA ", duration(eta));
   if (terminal_) {
-    const auto now = std::chrono::steady_clock::now();
-    if (r.stepInEpoch != r.stepsInEpoch && now - lastDraw_ < std::chrono::milliseconds(100)) return;
-    lastDraw_ = now;
     log::raw("\r\033[K" + line);
     lineOpen_ = true;
-  } else if (r.stepInEpoch % logEvery_ == 0) {
+  } else {
     log::info(line);
   }
 }
