@@ -120,8 +120,8 @@ WorkPtr MpiCommunicator::allreduce(void* data, std::size_t count, DataType type,
   return enqueue(
       str("allreduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"), [=, this] {
         if (auto region = findRegion(data, count * sizeOf(type))) {
-          region->allreduce(node_, data, count, type, op,
-                            sequence);  // Note [Node shared-memory all-reduce]
+          // Note [Node shared-memory all-reduce]
+          region->allreduce(data, count, type, op, sequence, options().timeout);
           return;
         }
         DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, mpiType(type), mpiOp(op), comm_));

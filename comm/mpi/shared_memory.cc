@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -22,15 +23,6 @@ constexpr std::size_t kBlock = 4096;     // elements summed per pass, kept in L1
 
 std::size_t roundUp(std::size_t value, std::size_t to) {
   return (value + to - 1) / to * to;
-}
-
-// MPI_Barrier orders the ranks; the fences order this rank's plain loads and
-// stores around it (MPI's own shared-memory barrier fences too, but the
-// standard does not promise that for memory it does not know about).
-void barrier(MPI_Comm node) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  DDP_MPI_CHECK(MPI_Barrier(node));
-  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 template <class T>
@@ -95,7 +87,8 @@ SharedRegion::SharedRegion(MPI_Comm node, std::size_t bytes) : bytes_(bytes) {
   DDP_MPI_CHECK(MPI_Comm_rank(node, &rank_));
   DDP_MPI_CHECK(MPI_Comm_size(node, &size_));
   const std::size_t segment = roundUp(std::max<std::size_t>(bytes, 1), kPage);
-  const std::size_t header = roundUp(sizeof(Control) * static_cast<std::size_t>(size_), kPage);
+  const std::size_t controls = sizeof(Control) * static_cast<std::size_t>(size_);
+  const std::size_t header = roundUp(controls + sizeof(NodeBarrierState), kPage);
   mappingBytes_ = header + segment * static_cast<std::size_t>(size_);
 
   // Local rank 0 creates the object; the name is unique per node and call.
@@ -125,6 +118,10 @@ SharedRegion::SharedRegion(MPI_Comm node, std::size_t bytes) : bytes_(bytes) {
     }
   }
   if (fd >= 0) close(fd);
+  // The barrier's state is constructed once, by local rank 0, before the
+  // agreement below: no rank can use it before then, and a rank that
+  // constructed it later would reset a barrier its peers already entered.
+  if (rank_ == 0 && error == 0) new (static_cast<char*>(mapping_) + controls) NodeBarrierState;
   int anyError = error;
   DDP_MPI_CHECK(MPI_Allreduce(&error, &anyError, 1, MPI_INT, MPI_MAX, node));
   if (rank_ == 0) shm_unlink(name);  // everyone has mapped it (or failed): no file left behind
@@ -136,6 +133,7 @@ SharedRegion::SharedRegion(MPI_Comm node, std::size_t bytes) : bytes_(bytes) {
                         "): ", std::strerror(anyError), " (is /dev/shm too small?)"));
   }
   auto* base = static_cast<char*>(mapping_);
+  barrier_ = NodeBarrier(std::launder(reinterpret_cast<NodeBarrierState*>(base + controls)), size_);
   for (int r = 0; r < size_; ++r)
     segments_.push_back(base + header + segment * static_cast<std::size_t>(r));
 }
@@ -154,8 +152,9 @@ bool SharedRegion::contains(const void* begin, std::size_t length) const {
   return p >= mine && p + length <= mine + bytes_;
 }
 
-void SharedRegion::allreduce(MPI_Comm node, void* data, std::size_t count, DataType type,
-                             ReduceOp op, std::uint64_t sequence) {
+void SharedRegion::allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
+                             std::uint64_t sequence, std::chrono::milliseconds timeout) {
+  const auto barrier = [&](const char* step) { barrier_.wait(timeout, step); };
   const std::size_t element = sizeOf(type);
   const std::size_t offset =
       static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
@@ -165,13 +164,13 @@ void SharedRegion::allreduce(MPI_Comm node, void* data, std::size_t count, DataT
   mine.count = count;
   mine.type = static_cast<std::uint32_t>(type);
   mine.op = static_cast<std::uint32_t>(op);
-  barrier(node);  // 1: every rank's data and control slot are written
+  barrier("shared-memory all-reduce, arrival");  // every rank's data and control slot are written
 
   for (int r = 0; r < size_; ++r) {
     const Control& other = control(r);
     if (other.sequence != sequence || other.offset != offset || other.count != count ||
         other.type != mine.type || other.op != mine.op) {
-      barrier(node);  // keep the barrier count equal on every rank before leaving
+      barrier("shared-memory all-reduce, mismatch");  // keep every rank's barrier count equal
       throw MismatchError(str(
           "ranks disagree on a shared-memory all-reduce: node rank ", rank_, " issued collective #",
           sequence, " on ", count, " x ", dataTypeName(type), " at offset ", offset, ", node rank ",
@@ -205,7 +204,7 @@ void SharedRegion::allreduce(MPI_Comm node, void* data, std::size_t count, DataT
       run(static_cast<std::int64_t*>(nullptr));
       break;
   }
-  barrier(node);  // 2: every chunk is reduced and stored in every rank's buffer
+  barrier("shared-memory all-reduce, completion");  // every chunk is reduced and stored everywhere
 }
 
 }  // namespace ddp::comm

@@ -16,8 +16,8 @@
 // that rank issues its next all-reduce. Each element is summed by one rank, in
 // the order rank 0, 1, ..., N-1, so every rank ends with bit-identical results
 // and runs are deterministic. Each rank reads and writes the buffer size once:
-// measured in benchmarks/RESULTS.md against MPI_Allreduce. Barriers are
-// MPI_Barrier on the node communicator with fences around them.
+// measured in benchmarks/RESULTS.md against MPI_Allreduce. The barriers are
+// NodeBarrier (Note [Sleeping barrier]) in the region's first page.
 //
 // Each allocation is one POSIX shared-memory object per node: a control slot
 // per rank (used to check that all ranks reduce the same thing, which turns a
@@ -29,10 +29,12 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "comm/mpi/node_barrier.h"
 #include "comm/types.h"
 
 namespace ddp::comm {
@@ -52,10 +54,11 @@ class SharedRegion {
   bool contains(const void* begin, std::size_t length) const;
 
   // In-place all-reduce of `count` elements at `data` (inside this rank's
-  // segment) with every rank of `node`. Runs on the communication thread.
-  // Throws MismatchError if the ranks asked for different reductions.
-  void allreduce(MPI_Comm node, void* data, std::size_t count, DataType type, ReduceOp op,
-                 std::uint64_t sequence);
+  // segment) with every rank of the node. Runs on the communication thread.
+  // Throws MismatchError if the ranks asked for different reductions, and
+  // CommTimeoutError if a peer does not arrive within `timeout`.
+  void allreduce(void* data, std::size_t count, DataType type, ReduceOp op, std::uint64_t sequence,
+                 std::chrono::milliseconds timeout);
 
  private:
   struct Control;  // one per rank, in the first page
@@ -67,6 +70,7 @@ class SharedRegion {
   void* mapping_ = nullptr;
   std::size_t mappingBytes_ = 0;
   std::vector<void*> segments_;
+  NodeBarrier barrier_{nullptr, 1};
 };
 
 }  // namespace ddp::comm

@@ -221,3 +221,30 @@ TEST(SharedMemoryAllreduce, RanksThatDisagreeGetAMismatchErrorNotGarbage) {
 
 }  // namespace
 }  // namespace ddp::comm
+
+namespace ddp::comm {
+namespace {
+
+TEST(SharedMemoryAllreduce, APeerThatNeverArrivesIsATimeoutNotAHang) {
+  CommOptions options;
+  options.timeout = std::chrono::milliseconds(300);
+  auto comm = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
+  if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
+  auto memory = comm->allocate(1024 * sizeof(float));
+  const bool absent = comm->rank() == comm->size() - 1;  // this rank skips the collective
+  if (!absent) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm->allreduce(static_cast<float*>(memory.get()), 1024, DataType::kFloat32, ReduceOp::kSum)
+          ->wait(std::chrono::seconds(30));
+      FAIL() << "no timeout";
+    } catch (const CommTimeoutError& e) {
+      EXPECT_NE(std::string(e.what()).find("had not arrived"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // the absent rank waits here until the others gave up
+}
+
+}  // namespace
+}  // namespace ddp::comm
