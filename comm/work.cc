@@ -20,10 +20,26 @@ bool Work::isCompleted() const {
   return completed_;
 }
 
+Work::TimePoint Work::startedAt() const {
+  std::lock_guard lock(mutex_);
+  return startedAt_;
+}
+
+Work::TimePoint Work::completedAt() const {
+  std::lock_guard lock(mutex_);
+  return completedAt_;
+}
+
+void Work::markStarted() {
+  std::lock_guard lock(mutex_);
+  startedAt_ = std::chrono::steady_clock::now();
+}
+
 void Work::complete(std::exception_ptr error) {
   {
     std::lock_guard lock(mutex_);
     completed_ = true;
+    completedAt_ = std::chrono::steady_clock::now();
     error_ = std::move(error);
   }
   done_.notify_all();

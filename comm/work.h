@@ -35,6 +35,14 @@ class Work {
 
   const std::string& description() const { return description_; }
 
+  // When the backend started and finished the collective (default-constructed
+  // until then). For traces and for tests that prove overlap by ordering.
+  using TimePoint = std::chrono::steady_clock::time_point;
+  TimePoint startedAt() const;
+  TimePoint completedAt() const;
+
+  // Backend side, from the backend's thread: the collective starts running.
+  void markStarted();
   // Backend side: marks the collective done, storing `error` if it failed.
   // Called exactly once, from the backend's thread.
   void complete(std::exception_ptr error = nullptr);
@@ -45,6 +53,8 @@ class Work {
   std::condition_variable done_;
   bool completed_ = false;
   std::exception_ptr error_;
+  TimePoint startedAt_{};
+  TimePoint completedAt_{};
 };
 
 using WorkPtr = std::shared_ptr<Work>;

@@ -11,6 +11,7 @@
 
 #include "comm/agreement.h"
 #include "comm/mpi/mpi_communicator.h"
+#include "comm/reducer.h"
 #include "launcher/options.h"
 #include "launcher/progress.h"
 #include "runtime/error.h"
@@ -65,6 +66,25 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
                 "), momentum ", o.momentum, ", weight decay ", o.weightDecay, ", seed ", o.seed));
 }
 
+// --bucket-cap-mb at or above this (or inf): one bucket, no overlap.
+constexpr double kSingleBucketMb = 1 << 20;
+
+void printBuckets(const comm::Reducer& reducer, const Options& o) {
+  std::vector<std::string> sizes;
+  std::size_t frozen = 0;
+  for (const comm::Bucket& bucket : reducer.buckets()) {
+    sizes.push_back(fixed(static_cast<double>(bucket.count) * 4 / (1 << 20), 2));
+  }
+  for (const comm::GradientSpec& spec : reducer.gradients())
+    frozen += spec.requiresGrad ? 0 : 1;
+  log::info(str(
+      "reducer: ", reducer.buckets().size(), " gradient bucket",
+      reducer.buckets().size() == 1 ? "" : "s", " of [", join(sizes, ", "), "] MiB (cap ",
+      o.bucketCapMb, " MiB, the first capped at 1 MiB)",
+      frozen > 0 ? str(", ", frozen, " frozen parameter tensors not communicated") : std::string(),
+      o.gradAccum > 1 ? str(", ", o.gradAccum, " micro-batches per step") : std::string()));
+}
+
 int train(const Options& o) {
   World world;
   log::setAllRanks(o.logAllRanks);
@@ -82,6 +102,10 @@ int train(const Options& o) {
       data = loadData(o);
       model =
           trainer::buildMlp(data.train->featureDim(), o.hidden, data.train->numClasses(), o.seed);
+      for (std::size_t layer : o.freezeLayers) {
+        for (trainer::Parameter* p : model->layer(layer).parameters())
+          p->trainable = false;
+      }
       if (world.rank() == 0 && !o.initFrom.empty()) trainer::loadModel(o.initFrom, *model);
       progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics);
     });
@@ -93,9 +117,16 @@ int train(const Options& o) {
     trainOptions.epochs = o.epochs;
     trainOptions.maxSteps = o.maxSteps;
     trainOptions.batchSize = o.batchSize;
+    trainOptions.gradAccum = o.gradAccum;
+    trainOptions.bucketCapBytes = o.bucketCapMb >= kSingleBucketMb
+                                      ? comm::kSingleBucket
+                                      : static_cast<std::size_t>(o.bucketCapMb * (1 << 20));
+    trainOptions.firstBucketBytes =
+        std::min<std::size_t>(std::size_t{1} << 20, trainOptions.bucketCapBytes);
     trainOptions.lrSchedule = trainer::parseLrSchedule(o.lrSchedule);
     trainOptions.sampler = {!o.noShuffle, o.dropLast, o.seed};
     trainer::Trainer trainer(comm, *model, sgd, *data.train, *data.test, trainOptions);
+    printBuckets(trainer.reducer(), o);
     trainer.broadcastParameters();
     trainer.run(*progress);
 

@@ -21,6 +21,8 @@ struct Raw {
   std::string hidden = "1024,1024";
   long long epochs = 5, maxSteps = 0, batchSize = 64, seed = 42, threads = 0, logEvery = 50;
   long long syntheticSamples = 8192;
+  long long gradAccum = 1;
+  std::string freeze;
 };
 
 constexpr unsigned kHelpWidth = 100;
@@ -68,6 +70,17 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "L2 penalty added to gradients")(
       "seed", po::value(&raw.seed)->value_name("N")->default_value(raw.seed),
       "seeds the model init, the data order and synthetic data");
+  po::options_description distributed("Data parallelism", kHelpWidth, kHelpWidth / 2);
+  distributed.add_options()(
+      "bucket-cap-mb",
+      po::value(&o.bucketCapMb)->value_name("MB")->default_value(o.bucketCapMb, "25"),
+      "gradient bucket size: each bucket's all-reduce starts as soon as backward has written it "
+      "(the first "
+      "bucket is capped at 1 MiB; 0: one bucket per parameter; inf: one bucket, no overlap)")(
+      "grad-accum", po::value(&raw.gradAccum)->value_name("K")->default_value(raw.gradAccum),
+      "micro-batches of --batch-size per step; only the last one communicates (PyTorch's no_sync)")(
+      "freeze", po::value(&raw.freeze)->value_name("LAYER,..."),
+      "layers whose parameters do not train and are never communicated, e.g. layers.0 or 0");
   po::options_description runtime("Runtime and output", kHelpWidth, kHelpWidth / 2);
   runtime.add_options()("threads",
                         po::value(&raw.threads)->value_name("N")->default_value(raw.threads),
@@ -82,7 +95,7 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
                                                           po::value(&o.metrics)->value_name("FILE"),
                                                           "append one JSON line per epoch to FILE");
   po::options_description all(kHelpWidth, kHelpWidth / 2);
-  all.add(general).add(data).add(model).add(optimisation).add(runtime);
+  all.add(general).add(data).add(model).add(optimisation).add(distributed).add(runtime);
   return all;
 }
 
@@ -104,6 +117,35 @@ std::string environmentName(const po::options_description& all, const std::strin
   for (char& c : key)
     c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return all.find_nothrow(key, false) != nullptr && key != "help" && key != "config" ? key : "";
+}
+
+// "layers.0,2" -> {0, 2}; each must name a Linear layer of the MLP (even
+// indices: the ReLUs between them have no parameters).
+std::vector<std::size_t> parseFreeze(const std::string& text, std::size_t hiddenLayers) {
+  std::vector<std::size_t> layers;
+  if (text.empty()) return layers;
+  std::stringstream stream(text);
+  std::string item;
+  const std::size_t count = 2 * hiddenLayers + 1;
+  while (std::getline(stream, item, ',')) {
+    const std::string number = item.rfind("layers.", 0) == 0 ? item.substr(7) : item;
+    std::size_t used = 0;
+    long long index = -1;
+    try {
+      index = std::stoll(number, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != number.size() || number.empty() || index < 0 ||
+        static_cast<std::size_t>(index) >= count || index % 2 != 0) {
+      throw UsageError(
+          str("--freeze: '", item,
+              "' is not a layer with parameters (the MLP's are layers.0, layers.2, ..., layers.",
+              count - 1, ")"));
+    }
+    layers.push_back(static_cast<std::size_t>(index));
+  }
+  return layers;
 }
 
 }  // namespace
@@ -164,6 +206,10 @@ Options parseOptions(int argc, const char* const argv[]) {
   o.seed = nonNegative(raw.seed, "seed");
   o.threads = static_cast<int>(nonNegative(raw.threads, "threads"));
   o.hidden = parseSizeList(raw.hidden, "hidden");
+  o.gradAccum = positive(raw.gradAccum, "grad-accum");
+  if (!(o.bucketCapMb >= 0))
+    throw UsageError(str("--bucket-cap-mb must be >= 0 (got ", o.bucketCapMb, ")"));
+  o.freezeLayers = parseFreeze(raw.freeze, o.hidden.size());
   if (!(o.lr > 0)) throw UsageError(str("--lr must be positive (got ", o.lr, ")"));
   if (!(o.momentum >= 0 && o.momentum < 1)) {
     throw UsageError(str("--momentum must be in [0, 1) (got ", o.momentum, ")"));

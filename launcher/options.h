@@ -34,6 +34,10 @@ struct Options {
   double momentum = 0.9;
   double weightDecay = 0.0;
   std::uint64_t seed = 42;
+  std::size_t gradAccum = 1;
+  // distributed
+  double bucketCapMb = 25;                // 0: one bucket per parameter
+  std::vector<std::size_t> freezeLayers;  // indices into the Sequential
   // runtime
   int threads = 0;  // 0: cores on this node / ranks on this node
   double timeoutSeconds = 300;

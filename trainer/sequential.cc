@@ -16,10 +16,11 @@ const Tensor& Sequential::forward(const Tensor& input) {
   return *x;
 }
 
-void Sequential::backward(const Tensor& gradOutput, GradMode mode) {
+void Sequential::backward(const Tensor& gradOutput, GradMode mode, const LayerDone& onLayerDone) {
   const Tensor* grad = &gradOutput;
   for (std::size_t i = layers_.size(); i-- > 0;) {
     grad = layers_[i]->backward(*grad, mode, /*needInputGrad=*/i > 0);
+    if (onLayerDone) onLayerDone(i, *layers_[i]);
   }
 }
 

@@ -5,6 +5,7 @@
 // into the equivalent PyTorch module, and theirs into ours.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -20,9 +21,13 @@ class Sequential {
   Layer& layer(std::size_t index) { return *layers_.at(index); }
 
   const Tensor& forward(const Tensor& input);
+  // Called right after layer `index`'s backward, when its parameter gradients
+  // are final for this pass: the moment their all-reduce may start.
+  using LayerDone = std::function<void(std::size_t index, Layer& layer)>;
+
   // Runs every layer's backward, last to first. The data's gradient is not
   // computed (the first layer gets needInputGrad = false).
-  void backward(const Tensor& gradOutput, GradMode mode);
+  void backward(const Tensor& gradOutput, GradMode mode, const LayerDone& onLayerDone = {});
 
   // Every parameter in registration order: layer by layer, weight before bias.
   std::vector<Parameter*> parameters();

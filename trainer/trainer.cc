@@ -35,22 +35,31 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, co
       sampler_(train.size(), comm.size(), comm.rank(), options.sampler),
       baseLr_(optimizer.options().lr) {
   DDP_CHECK(options_.batchSize > 0 && options_.evalBatchSize > 0, "batch sizes must be positive");
-  // Note [One flat gradient buffer]: every trainable gradient becomes a view
-  // into one contiguous buffer, so the step needs one all-reduce, not one per
-  // tensor, and no copy in or out of a fusion buffer. The buffer comes from
-  // the communicator, so that it can sit where the backend reduces it fastest
-  // (node-shared memory for MPI: Note [Node shared-memory all-reduce]).
-  std::size_t total = 0;
-  for (Parameter* p : model_.parameters()) {
-    if (p->trainable) total += p->grad.numel();
+  DDP_CHECK(options_.gradAccum > 0, "gradient accumulation needs at least one micro-batch");
+  // Every trainable gradient becomes a view into its Reducer bucket: backward
+  // writes it in place, and nothing is copied into or out of a fusion buffer.
+  std::vector<comm::GradientSpec> specs;
+  const std::vector<Parameter*> parameters = model_.parameters();
+  for (Parameter* p : parameters)
+    specs.push_back({p->name, p->value.numel(), p->trainable});
+  comm::ReducerOptions reducerOptions;
+  reducerOptions.firstBucketBytes = options_.firstBucketBytes;
+  reducerOptions.bucketCapBytes = options_.bucketCapBytes;
+  reducerOptions.gradientsPreScaled = true;  // Note [Averaging by pre-scaling]
+  reducer_ = std::make_unique<comm::Reducer>(comm_, std::move(specs), reducerOptions);
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (!parameters[i]->trainable) continue;
+    parameters[i]->grad = Tensor::view(reducer_->gradient(i).data(), parameters[i]->value.shape(),
+                                       reducer_->storage());
   }
-  std::shared_ptr<void> owner = comm_.allocate(total * sizeof(float));
-  flatGradients_ = Tensor::view(static_cast<float*>(owner.get()), {total}, owner);
-  std::size_t offset = 0;
-  for (Parameter* p : model_.parameters()) {
-    if (!p->trainable) continue;
-    p->grad = Tensor::view(flatGradients_.data() + offset, p->value.shape(), owner);
-    offset += p->grad.numel();
+  // Which gradients each layer finishes, for Reducer::markReady.
+  std::size_t next = 0;
+  layerGradients_.resize(model_.size());
+  for (std::size_t l = 0; l < model_.size(); ++l) {
+    for (Parameter* p : model_.layer(l).parameters()) {
+      if (p->trainable) layerGradients_[l].push_back(next);
+      ++next;
+    }
   }
 }
 
@@ -71,20 +80,7 @@ void Trainer::broadcastParameters() {
 // cost. (Horovod calls this a prescale factor.) The reported loss is not
 // scaled. For a power-of-two world size the two are bit-identical; otherwise
 // they differ by float rounding only.
-// Note [One flat gradient buffer]
-// The all-reduce runs after the whole backward pass, not layer by layer as
-// backward proceeds: measured on the 2-core development machines, per-layer
-// all-reduces overlapping backward made np=2 steps 1.33x the np=1 step instead
-// of 1.16x, because MPI busy-polls while waiting for the peer and so takes the
-// core the rank computes on. (Overlap that pays off needs spare cores; it is
-// the bucketed Reducer's job.)
-void Trainer::averageGradients() {
-  if (flatGradients_.numel() == 0) return;
-  comm_.allreduce(flatGradients_.span(), comm::ReduceOp::kSum)->wait(comm_.options().timeout);
-}
-
 double Trainer::step(std::span<const std::size_t> batchIndices) {
-  const std::size_t batch = batchIndices.size();
   auto mark = Clock::now();
   auto lap = [&mark] {
     const auto now = Clock::now();
@@ -92,34 +88,52 @@ double Trainer::step(std::span<const std::size_t> batchIndices) {
     mark = now;
     return seconds;
   };
-  features_.resize({batch, train_.featureDim()});
-  labels_.resize(batch);
-  train_.gather(batchIndices, features_.data(), labels_.data());
-  lastTimes_.data = lap();
-  const Tensor& logits = model_.forward(features_);
-  const LossResult result = loss_.forward(logits, labels_);
-  lastTimes_.forward = lap();
-  // Note [Averaging by pre-scaling]
-  model_.backward(loss_.backward(1.0f / static_cast<float>(comm_.size())), GradMode::kOverwrite);
-  lastTimes_.backward = lap();
-  averageGradients();
+  lastTimes_ = PhaseTimes{};
+  // Micro-batches of batchSize; only the last backward reduces (no_sync for
+  // the others). Micro-batch j's loss gradient is scaled by its share of the
+  // step's samples and by 1/world, so the reduced gradient is the mean over
+  // every sample of the step on every rank (Note [Averaging by pre-scaling]).
+  const std::size_t total = batchIndices.size();
+  const float world = static_cast<float>(comm_.size());
+  double loss = 0.0;
+  for (std::size_t begin = 0; begin < total; begin += options_.batchSize) {
+    const std::size_t size = std::min(options_.batchSize, total - begin);
+    const bool last = begin + size == total;
+    const float share = static_cast<float>(size) / static_cast<float>(total);
+    features_.resize({size, train_.featureDim()});
+    labels_.resize(size);
+    train_.gather(batchIndices.subspan(begin, size), features_.data(), labels_.data());
+    lastTimes_.data += lap();
+    const LossResult result = loss_.forward(model_.forward(features_), labels_);
+    loss += share * result.loss;
+    lastTimes_.forward += lap();
+    reducer_->prepareForBackward(/*reduce=*/last);
+    model_.backward(loss_.backward(share / world),
+                    begin == 0 ? GradMode::kOverwrite : GradMode::kAccumulate,
+                    [this](std::size_t layer, Layer&) {
+                      for (std::size_t g : layerGradients_[layer])
+                        reducer_->markReady(g);
+                    });
+    lastTimes_.backward += lap();
+  }
+  reducer_->finalize();
   lastTimes_.comm = lap();
   optimizer_.step();
   lastTimes_.optimizer = lap();
   ++globalStep_;
-  return result.loss;
+  return loss;
 }
 
 std::size_t Trainer::plannedSteps() const {
   const std::size_t perEpoch =
-      (sampler_.samplesPerRank() + options_.batchSize - 1) / options_.batchSize;
+      (sampler_.samplesPerRank() + samplesPerStep() - 1) / samplesPerStep();
   const std::size_t all = perEpoch * options_.epochs;
   return options_.maxSteps > 0 ? std::min(all, options_.maxSteps) : all;
 }
 
 void Trainer::run(TrainObserver& observer) {
   const std::size_t perRank = sampler_.samplesPerRank();
-  const std::size_t stepsPerEpoch = (perRank + options_.batchSize - 1) / options_.batchSize;
+  const std::size_t stepsPerEpoch = (perRank + samplesPerStep() - 1) / samplesPerStep();
   const std::size_t totalSteps = plannedSteps();
   const auto world = static_cast<double>(comm_.size());
   for (std::size_t epoch = 1; epoch <= options_.epochs; ++epoch) {
@@ -130,9 +144,9 @@ void Trainer::run(TrainObserver& observer) {
     double lossSum = 0.0;
     std::size_t steps = 0, samples = 0;
     PhaseTimes phaseSum;
-    for (std::size_t begin = 0; begin < shard.size(); begin += options_.batchSize) {
+    for (std::size_t begin = 0; begin < shard.size(); begin += samplesPerStep()) {
       if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
-      const std::size_t end = std::min(shard.size(), begin + options_.batchSize);
+      const std::size_t end = std::min(shard.size(), begin + samplesPerStep());
       optimizer_.setLearningRate(static_cast<float>(
           learningRateAt(options_.lrSchedule, baseLr_, globalStep_, totalSteps)));
       const double loss = step(std::span(shard).subspan(begin, end - begin));

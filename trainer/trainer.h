@@ -1,8 +1,9 @@
 // Trainer: the data-parallel training loop of one rank.
 //
 // One step (see docs/architecture.md):
-//   sampler shard -> batch -> forward -> loss -> backward
-//   -> average every trainable gradient over ranks -> SGD step.
+//   sampler shard -> batch -> forward -> loss -> backward, during which each
+//   gradient bucket's all-reduce starts as soon as its last gradient is
+//   written (comm::Reducer) -> wait for all buckets -> SGD step.
 // At start the parameters are broadcast from rank 0, so every replica starts
 // identical; since every rank then applies the same averaged gradients, they
 // stay identical. Evaluation shards the test set without padding and sums over
@@ -13,9 +14,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/reducer.h"
 #include "trainer/cross_entropy.h"
 #include "trainer/dataset.h"
 #include "trainer/distributed_sampler.h"
@@ -28,7 +31,10 @@ namespace ddp::trainer {
 struct TrainOptions {
   std::size_t epochs = 1;
   std::size_t maxSteps = 0;    // 0: no limit; otherwise stop after this many steps in all
-  std::size_t batchSize = 64;  // per rank
+  std::size_t batchSize = 64;  // per rank and micro-batch
+  std::size_t gradAccum = 1;   // micro-batches per step; only the last one communicates
+  std::size_t firstBucketBytes = std::size_t{1} << 20;
+  std::size_t bucketCapBytes = std::size_t{25} << 20;  // 0: one bucket per parameter
   std::size_t evalBatchSize = 1000;
   LrSchedule lrSchedule = LrSchedule::kConstant;  // from the optimizer's initial lr
   SamplerOptions sampler;
@@ -93,7 +99,10 @@ class Trainer {
   void run(TrainObserver& observer);
   // Loss and accuracy on the test set, summed over ranks.
   EvalResult evaluate();
-  // One step on the given batch; returns this rank's loss. Exposed for tests.
+  // The Reducer that owns the gradients (its buckets, its last launches).
+  const comm::Reducer& reducer() const { return *reducer_; }
+  // One step on the given samples (gradAccum micro-batches of batchSize);
+  // returns this rank's loss. Exposed for tests.
   double step(std::span<const std::size_t> batchIndices);
   // The phases of the last step().
   const PhaseTimes& lastStepTimes() const { return lastTimes_; }
@@ -103,7 +112,7 @@ class Trainer {
   std::size_t plannedSteps() const;
 
  private:
-  void averageGradients();
+  std::size_t samplesPerStep() const { return options_.batchSize * options_.gradAccum; }
 
   comm::Communicator& comm_;
   Sequential& model_;
@@ -113,7 +122,8 @@ class Trainer {
   TrainOptions options_;
   DistributedSampler sampler_;
   SoftmaxCrossEntropy loss_;
-  Tensor flatGradients_;  // every trainable gradient, as one buffer
+  std::unique_ptr<comm::Reducer> reducer_;
+  std::vector<std::vector<std::size_t>> layerGradients_;  // per layer: its trainable gradients
   Tensor features_;
   std::vector<std::int32_t> labels_;
   std::size_t globalStep_ = 0;

@@ -103,6 +103,7 @@ void MpiCommunicator::loop() {
       queue_.pop_front();
     }
     try {
+      task.work->markStarted();
       task.run();
       task.work->complete();
     } catch (...) {

@@ -1,8 +1,9 @@
-// compare_weights A B [--rtol X] [--exact]
+// compare_weights A B [--rtol X] [--exact] [--only PREFIX]
 // Compares two safetensors files tensor by tensor. Exit 0 when they hold the
 // same tensors (names, shapes) and every element satisfies
 //   |a - b| <= rtol * (|b| + max|b| of that tensor)      (default rtol 1e-5)
-// or, with --exact, the bytes are identical. Prints the worst difference.
+// or, with --exact, the bytes are identical. --only compares just the tensors
+// whose names start with PREFIX. Prints the worst difference.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -19,9 +20,11 @@ int main(int argc, char** argv) {
   }
   double rtol = 1e-5;
   bool exact = false;
+  std::string only;
   for (int i = 3; i < argc; ++i) {
     if (std::strcmp(argv[i], "--exact") == 0) exact = true;
     if (std::strcmp(argv[i], "--rtol") == 0 && i + 1 < argc) rtol = std::stod(argv[++i]);
+    if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
   }
   try {
     const SafetensorsFile a = loadSafetensors(argv[1]), b = loadSafetensors(argv[2]);
@@ -31,6 +34,7 @@ int main(int argc, char** argv) {
     }
     bool ok = true;
     for (const auto& [name, ta] : a.tensors) {
+      if (name.rfind(only, 0) != 0) continue;
       const auto it = b.tensors.find(name);
       if (it == b.tensors.end() || it->second.shape() != ta.shape()) {
         std::printf("%s: missing or shaped differently in %s\n", name.c_str(), argv[2]);

@@ -1,0 +1,168 @@
+#include "comm/reducer.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace ddp::comm {
+namespace {
+
+// FNV-1a over the layout: equal on every rank iff the layouts are equal.
+std::uint64_t layoutHash(const std::vector<Bucket>& buckets,
+                         const std::vector<GradientSpec>& specs) {
+  std::uint64_t hash = 1469598103934665603ull;
+  auto mix = [&](std::uint64_t value) {
+    for (int i = 0; i < 8; ++i) {
+      hash ^= (value >> (8 * i)) & 0xff;
+      hash *= 1099511628211ull;
+    }
+  };
+  mix(specs.size());
+  for (const GradientSpec& spec : specs) {
+    mix(spec.numel);
+    mix(spec.requiresGrad);
+  }
+  for (const Bucket& bucket : buckets) {
+    mix(bucket.count);
+    for (std::size_t g : bucket.gradients)
+      mix(g);
+  }
+  return hash;
+}
+
+}  // namespace
+
+std::vector<Bucket> computeBucketLayout(const std::vector<GradientSpec>& gradients,
+                                        std::size_t firstBucketBytes, std::size_t bucketCapBytes) {
+  std::vector<Bucket> buckets;
+  Bucket current;
+  std::size_t offset = 0;
+  if (bucketCapBytes == kSingleBucket) firstBucketBytes = kSingleBucket;
+  for (std::size_t i = gradients.size(); i-- > 0;) {
+    if (!gradients[i].requiresGrad) continue;
+    current.gradients.push_back(i);
+    current.count += gradients[i].numel;
+    const std::size_t cap = bucketCapBytes == 0 ? 0
+                            : buckets.empty()   ? firstBucketBytes
+                                                : bucketCapBytes;
+    if (current.count * sizeof(float) >= cap) {
+      current.offset = offset;
+      offset += current.count;
+      buckets.push_back(std::move(current));
+      current = Bucket{};
+    }
+  }
+  if (!current.gradients.empty()) {
+    current.offset = offset;
+    buckets.push_back(std::move(current));
+  }
+  return buckets;
+}
+
+Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, ReducerOptions options)
+    : comm_(comm),
+      specs_(std::move(gradients)),
+      options_(options),
+      buckets_(computeBucketLayout(specs_, options_.firstBucketBytes, options_.bucketCapBytes)),
+      locations_(specs_.size()),
+      ready_(specs_.size(), false) {
+  std::size_t total = 0;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    std::size_t within = 0;
+    for (std::size_t g : buckets_[b].gradients) {
+      locations_[g] = Location{b, within};
+      within += specs_[g].numel;
+    }
+    total += buckets_[b].count;
+  }
+  pending_.resize(buckets_.size());
+
+  // Every rank must have built the same buckets, or the all-reduces would pair
+  // up different gradients.
+  const std::int64_t mine = static_cast<std::int64_t>(layoutHash(buckets_, specs_));
+  std::vector<std::int64_t> all(static_cast<std::size_t>(comm_.size()));
+  comm_.allgather(std::span<const std::int64_t>(&mine, 1), std::span<std::int64_t>(all))
+      ->wait(comm_.options().timeout);
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r] != all[0]) {
+      throw MismatchError(str("gradient buckets differ between rank 0 and rank ", r,
+                              ": the ranks hold different models or bucket options (this rank has ",
+                              specs_.size(), " gradients in ", buckets_.size(), " buckets)"));
+    }
+  }
+  storage_ = comm_.allocate(total * sizeof(float));
+}
+
+Reducer::~Reducer() {
+  for (Launch& launch : launches_) {
+    try {
+      launch.work->wait(comm_.options().timeout);
+    } catch (...) {  // its error was (or will be) reported by whoever waited first
+    }
+  }
+}
+
+std::span<float> Reducer::gradient(std::size_t index) {
+  DDP_CHECK(index < specs_.size(), str("gradient index ", index, " out of range"));
+  if (!specs_[index].requiresGrad) return {};
+  const Location& at = locations_[index];
+  float* base = static_cast<float*>(storage_.get()) + buckets_[at.bucket].offset + at.offset;
+  return {base, specs_[index].numel};
+}
+
+void Reducer::prepareForBackward(bool reduce) {
+  DDP_CHECK(
+      nextLaunch_ == 0 || nextLaunch_ == buckets_.size(),
+      "prepareForBackward while buckets of the previous pass are in flight (finalize() missing)");
+  reducing_ = reduce;
+  nextLaunch_ = 0;
+  if (!reduce) return;
+  launches_.clear();
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    pending_[b] = buckets_[b].gradients.size();
+  std::fill(ready_.begin(), ready_.end(), false);
+}
+
+void Reducer::markReady(std::size_t index) {
+  if (!reducing_) return;
+  DDP_CHECK(index < specs_.size() && specs_[index].requiresGrad,
+            str("markReady for gradient ", index, ", which is frozen or does not exist"));
+  if (ready_[index]) {
+    throw InternalError(
+        str("gradient '", specs_[index].name, "' was marked ready twice in one backward pass"));
+  }
+  ready_[index] = true;
+  --pending_[locations_[index].bucket];
+  launchReadyBuckets();
+}
+
+void Reducer::launchReadyBuckets() {
+  const ReduceOp op = options_.gradientsPreScaled ? ReduceOp::kSum : ReduceOp::kAvg;
+  while (nextLaunch_ < buckets_.size() && pending_[nextLaunch_] == 0) {
+    const Bucket& bucket = buckets_[nextLaunch_];
+    float* data = static_cast<float*>(storage_.get()) + bucket.offset;
+    launches_.push_back(Launch{nextLaunch_, std::chrono::steady_clock::now(),
+                               comm_.allreduce(data, bucket.count, DataType::kFloat32, op)});
+    ++nextLaunch_;
+  }
+}
+
+void Reducer::finalize() {
+  if (!reducing_) return;
+  for (std::size_t b = nextLaunch_; b < buckets_.size(); ++b) {
+    if (pending_[b] == 0) continue;
+    for (std::size_t g : buckets_[b].gradients) {
+      if (!ready_[g]) {
+        throw InternalError(
+            str("finalize(): gradient '", specs_[g].name,
+                "' was never marked ready in this backward pass (is it used by the model?)"));
+      }
+    }
+  }
+  for (Launch& launch : launches_)
+    launch.work->wait(comm_.options().timeout);
+  reducing_ = false;
+}
+
+}  // namespace ddp::comm

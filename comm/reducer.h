@@ -1,0 +1,127 @@
+// Reducer: bucketed gradient all-reduce that overlaps the backward pass.
+//
+// Any model that can say "this gradient is final" can use it: it knows
+// gradients only as (name, element count), never the trainer's types.
+//
+// Note [Reducer state machine]
+// Built once (collective): gradients are assigned to buckets in reverse
+// registration order (the order backward produces them), the first bucket
+// capped at options.firstBucketBytes and the rest at options.bucketCapBytes
+// (a bucket closes once it reaches its cap, so a gradient larger than the cap
+// gets a bucket of its own; a cap of 0 gives every gradient its own bucket;
+// kSingleBucket puts every gradient in one bucket, the first-bucket cap
+// included, so nothing overlaps backward).
+// Every rank computes the layout from the same specs and checks that all
+// ranks got the same one. Each bucket is one contiguous range of storage that
+// the communicator allocated; gradient(i) is a view into it, so backward
+// writes gradients in place and nothing is copied in or out.
+// Per backward pass:
+//   prepareForBackward(reduce)   every bucket pending, nothing launched
+//   markReady(i) ...             gradient i is final; when it completes its
+//                                bucket, that bucket's all-reduce is issued
+//                                (asynchronously) if every earlier bucket
+//                                has been issued too, so all ranks issue
+//                                buckets in the same order
+//   finalize()                   waits for every bucket; afterwards the
+//                                gradients hold the mean over ranks and the
+//                                optimizer may step
+// With reduce = false (gradient accumulation, PyTorch's no_sync()) markReady
+// and finalize do nothing: gradients only accumulate locally.
+//
+// Threading: one thread (the training thread) calls everything. Frozen
+// gradients (requiresGrad = false) are in no bucket and never communicated.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace ddp::comm {
+
+struct GradientSpec {
+  std::string name;          // for error messages ("layers.2.weight")
+  std::size_t numel = 0;     // float32 elements
+  bool requiresGrad = true;  // false: frozen, never reduced
+};
+
+// A bucket cap meaning "one bucket for everything" (no overlap).
+inline constexpr std::size_t kSingleBucket = static_cast<std::size_t>(-1);
+
+struct ReducerOptions {
+  std::size_t firstBucketBytes = std::size_t{1} << 20;
+  std::size_t bucketCapBytes = std::size_t{25} << 20;  // 0: one bucket per gradient
+  // true: the caller scaled its loss by 1/world, so a sum is the mean (Note
+  // [Averaging by pre-scaling] in trainer/trainer.cc); false: the Reducer
+  // averages.
+  bool gradientsPreScaled = false;
+};
+
+struct Bucket {
+  std::vector<std::size_t> gradients;  // indices into the specs, in storage order
+  std::size_t offset = 0;              // first element in the storage
+  std::size_t count = 0;               // elements
+};
+
+// The bucket layout for `gradients` (a pure function, the same on every rank).
+std::vector<Bucket> computeBucketLayout(const std::vector<GradientSpec>& gradients,
+                                        std::size_t firstBucketBytes, std::size_t bucketCapBytes);
+
+class Reducer {
+ public:
+  // Collective over `comm`. Throws MismatchError if the ranks' layouts differ.
+  Reducer(Communicator& comm, std::vector<GradientSpec> gradients, ReducerOptions options);
+  // Waits (bounded by the communicator's timeout) for buckets still in flight,
+  // so the storage is not freed under a running all-reduce. Never throws.
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Gradient `index`'s storage (numel floats inside its bucket), valid for the
+  // Reducer's life; empty for a frozen gradient.
+  std::span<float> gradient(std::size_t index);
+  // Keeps the storage alive for views handed out (e.g. as tensor owners).
+  const std::shared_ptr<void>& storage() const { return storage_; }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  const std::vector<GradientSpec>& gradients() const { return specs_; }
+
+  void prepareForBackward(bool reduce = true);
+  void markReady(std::size_t index);
+  void finalize();
+
+  // The Work of each bucket in the last reducing backward pass (launch order),
+  // with the time markReady issued it. For traces and tests.
+  struct Launch {
+    std::size_t bucket = 0;
+    std::chrono::steady_clock::time_point issued;
+    WorkPtr work;
+  };
+  const std::vector<Launch>& launches() const { return launches_; }
+
+ private:
+  void launchReadyBuckets();
+
+  struct Location {
+    std::size_t bucket = 0;
+    std::size_t offset = 0;  // elements from the bucket's start
+  };
+
+  Communicator& comm_;
+  std::vector<GradientSpec> specs_;
+  ReducerOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<Location> locations_;  // per gradient; frozen ones unused
+  std::shared_ptr<void> storage_;
+  // Per backward pass:
+  bool reducing_ = false;
+  std::vector<std::size_t> pending_;  // per bucket: gradients not yet ready
+  std::vector<bool> ready_;           // per gradient
+  std::size_t nextLaunch_ = 0;        // buckets issued so far
+  std::vector<Launch> launches_;
+};
+
+}  // namespace ddp::comm

@@ -1,0 +1,138 @@
+// The Reducer under mpirun: averaged gradients with closed-form values, the
+// layout check across ranks, and overlap shown by ordering (a bucket's
+// all-reduce starts before backward of the first layer ends), not by timing.
+#include "comm/reducer.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "comm/mpi/mpi_communicator.h"
+#include "runtime/error.h"
+#include "trainer/cross_entropy.h"
+#include "trainer/mlp.h"
+#include "trainer/random.h"
+
+namespace ddp::comm {
+namespace {
+
+std::unique_ptr<MpiCommunicator> makeComm() {
+  CommOptions options;
+  options.timeout = std::chrono::seconds(60);
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
+}
+
+class ReducerCaps : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(ReducerCaps, EveryBucketEndsWithTheMeanOverRanks) {
+  auto comm = makeComm();
+  const int n = comm->size(), r = comm->rank();
+  std::vector<GradientSpec> specs = {
+      {"a", 1000}, {"b", 7}, {"c", 300000}, {"d", 1}, {"frozen", 50, false}};
+  Reducer reducer(*comm, specs, {GetParam(), GetParam(), false});
+  for (int step = 0; step < 3; ++step) {
+    reducer.prepareForBackward(true);
+    for (std::size_t g = specs.size(); g-- > 0;) {
+      if (!specs[g].requiresGrad) continue;
+      for (std::size_t i = 0; i < specs[g].numel; ++i) {
+        reducer.gradient(g)[i] = static_cast<float>(r + step) + static_cast<float>(g);
+      }
+      reducer.markReady(g);
+    }
+    reducer.finalize();
+    for (std::size_t g = 0; g < specs.size(); ++g) {
+      if (!specs[g].requiresGrad) continue;
+      const float mean = static_cast<float>(n - 1) / 2 + static_cast<float>(step + g);
+      for (float v : reducer.gradient(g))
+        ASSERT_FLOAT_EQ(v, mean) << specs[g].name;
+    }
+  }
+  EXPECT_TRUE(reducer.gradient(4).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Caps, ReducerCaps,
+                         ::testing::Values(0, 4096, std::size_t{1} << 20, kSingleBucket),
+                         [](const auto& info) {
+                           return info.param == kSingleBucket ? std::string("single")
+                                                              : "cap" + std::to_string(info.param);
+                         });
+
+TEST(Reducer, NoSyncPassesDoNotCommunicate) {
+  auto comm = makeComm();
+  const int r = comm->rank();
+  Reducer reducer(*comm, {{"w", 16}}, {});
+  reducer.prepareForBackward(false);
+  reducer.gradient(0)[0] = static_cast<float>(r);
+  reducer.markReady(0);
+  reducer.finalize();
+  EXPECT_EQ(reducer.gradient(0)[0], static_cast<float>(r));  // untouched: no all-reduce
+  EXPECT_TRUE(reducer.launches().empty());
+}
+
+TEST(Reducer, AGradientNeverMarkedReadyIsNamed) {
+  auto comm = makeComm();
+  Reducer reducer(*comm, {{"used", 4}, {"unused", 4}}, {0, 0, false});
+  reducer.prepareForBackward(true);
+  reducer.markReady(0);
+  try {
+    reducer.finalize();
+    FAIL() << "finalize() accepted a missing gradient";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("'unused'"), std::string::npos) << e.what();
+  }
+  // Bucket of "used" (issued first) completes; nothing hangs.
+}
+
+TEST(Reducer, RanksWithDifferentModelsFailFastOnEveryRank) {
+  auto comm = makeComm();
+  if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
+  std::vector<GradientSpec> specs = {{"w", 100}, {"b", 10}};
+  if (comm->rank() == 1) specs[0].numel = 101;  // rank 1 built another model
+  EXPECT_THROW(Reducer(*comm, specs, {}), MismatchError);
+}
+
+TEST(Reducer, BucketAllreduceStartsBeforeBackwardOfTheFirstLayerEnds) {
+  auto comm = makeComm();
+  // A large first layer makes its backward long; cap 0 gives each parameter
+  // its own bucket, so the last layer's buckets are issued early.
+  auto model = trainer::buildMlp(2048, {2048, 64}, 10, 1);
+  std::vector<GradientSpec> specs;
+  for (auto* p : model->parameters())
+    specs.push_back({p->name, p->value.numel()});
+  Reducer reducer(*comm, specs, {0, 0, false});
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    auto* p = model->parameters()[i];
+    p->grad =
+        trainer::Tensor::view(reducer.gradient(i).data(), p->value.shape(), reducer.storage());
+  }
+  trainer::Tensor x({256, 2048});
+  trainer::Random random(3);
+  for (float& v : x.span())
+    v = random.normal();
+  std::vector<std::int32_t> labels(256, 1);
+  trainer::SoftmaxCrossEntropy loss;
+  loss.forward(model->forward(x), labels);
+
+  std::chrono::steady_clock::time_point firstLayerDone{};
+  reducer.prepareForBackward(true);
+  model->backward(loss.backward(), trainer::GradMode::kOverwrite,
+                  [&](std::size_t layer, trainer::Layer& l) {
+                    std::size_t index = 0;
+                    for (auto* p : model->parameters()) {
+                      for (auto* q : l.parameters()) {
+                        if (p == q) reducer.markReady(index);
+                      }
+                      ++index;
+                    }
+                    if (layer == 0) firstLayerDone = std::chrono::steady_clock::now();
+                  });
+  reducer.finalize();
+  ASSERT_EQ(reducer.launches().size(), specs.size());
+  const auto firstStart = reducer.launches().front().work->startedAt();
+  EXPECT_EQ(reducer.launches().front().bucket, 0u);
+  EXPECT_LT(firstStart, firstLayerDone)
+      << "the first bucket's all-reduce did not start during backward";
+}
+
+}  // namespace
+}  // namespace ddp::comm
