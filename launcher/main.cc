@@ -16,6 +16,7 @@
 #include "launcher/progress.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/memory.h"
 #include "runtime/world.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/mlp.h"
@@ -129,6 +130,9 @@ int train(const Options& o) {
     printBuckets(trainer.reducer(), o);
     trainer.broadcastParameters();
     trainer.run(*progress);
+    log::info(str("peak resident memory ",
+                  fixed(static_cast<double>(peakResidentBytes()) / (1 << 20), 1),
+                  " MiB (VmHWM, this rank)"));
 
     comm::agree(comm, [&] {
       if (world.rank() == 0 && !o.saveModel.empty()) {
