@@ -12,6 +12,8 @@ const char* dataTypeName(DataType type) {
       return "int32";
     case DataType::kInt64:
       return "int64";
+    case DataType::kUInt8:
+      return "uint8";
   }
   return "unknown";
 }

@@ -6,7 +6,8 @@
 
 namespace ddp::comm {
 
-enum class DataType { kFloat32, kFloat64, kInt32, kInt64 };
+// kUInt8 carries bytes (text, flags); it supports sum, max and min.
+enum class DataType { kFloat32, kFloat64, kInt32, kInt64, kUInt8 };
 
 // Sum and average are what gradients need; max and min serve agreement checks
 // (any rank failed? the largest step?). Average is defined for floating types.
@@ -22,6 +23,8 @@ constexpr std::size_t sizeOf(DataType type) {
       return 8;
     case DataType::kInt64:
       return 8;
+    case DataType::kUInt8:
+      return 1;
   }
   return 0;
 }
@@ -47,6 +50,10 @@ constexpr DataType dataTypeOf<std::int32_t>() {
 template <>
 constexpr DataType dataTypeOf<std::int64_t>() {
   return DataType::kInt64;
+}
+template <>
+constexpr DataType dataTypeOf<std::uint8_t>() {
+  return DataType::kUInt8;
 }
 
 }  // namespace ddp::comm

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "comm/agreement.h"
+#include "comm/consistency.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/reducer.h"
 #include "launcher/options.h"
@@ -70,6 +71,37 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
 // --bucket-cap-mb at or above this (or inf): one bucket, no overlap.
 constexpr double kSingleBucketMb = 1 << 20;
 
+// What every rank must agree on before the first step: each parameter (name,
+// dtype, shape, frozen) and each option that changes the computation.
+comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model) {
+  comm::ConsistencyItems items;
+  for (trainer::Parameter* p : model.parameters()) {
+    items.emplace_back(
+        str("parameter ", p->name),
+        str("float32 ", trainer::shapeString(p->value.shape()), p->trainable ? "" : " frozen"));
+  }
+  const std::vector<std::pair<const char*, std::string>> options = {
+      {"dataset", o.dataset},
+      {"model", o.model},
+      {"hidden", join(o.hidden, ",")},
+      {"batch-size", str(o.batchSize)},
+      {"grad-accum", str(o.gradAccum)},
+      {"bucket-cap-mb", str(o.bucketCapMb)},
+      {"epochs", str(o.epochs)},
+      {"max-steps", str(o.maxSteps)},
+      {"lr", str(o.lr)},
+      {"lr-schedule", o.lrSchedule},
+      {"momentum", str(o.momentum)},
+      {"weight-decay", str(o.weightDecay)},
+      {"seed", str(o.seed)},
+      {"no-shuffle", str(o.noShuffle)},
+      {"drop-last", str(o.dropLast)},
+      {"synthetic-samples", str(o.syntheticSamples)}};
+  for (const auto& [name, value] : options)
+    items.emplace_back(str("option --", name), value);
+  return items;
+}
+
 void printBuckets(const comm::Reducer& reducer, const Options& o) {
   std::vector<std::string> sizes;
   std::size_t frozen = 0;
@@ -110,6 +142,7 @@ int train(const Options& o) {
       if (world.rank() == 0 && !o.initFrom.empty()) trainer::loadModel(o.initFrom, *model);
       progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics);
     });
+    comm::verifySameOnAllRanks(comm, consistencyItems(o, *model));
     printSummary(world, comm, o, threads, *model, data);
 
     trainer::Sgd sgd(model->parameters(), {static_cast<float>(o.lr), static_cast<float>(o.momentum),

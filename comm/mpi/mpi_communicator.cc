@@ -22,6 +22,8 @@ MPI_Datatype mpiType(DataType type) {
       return MPI_INT32_T;
     case DataType::kInt64:
       return MPI_INT64_T;
+    case DataType::kUInt8:
+      return MPI_UINT8_T;
   }
   throw InternalError("unknown DataType");
 }
@@ -113,7 +115,7 @@ void MpiCommunicator::loop() {
 }
 
 WorkPtr MpiCommunicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
-  if (op == ReduceOp::kAvg && (type == DataType::kInt32 || type == DataType::kInt64)) {
+  if (op == ReduceOp::kAvg && type != DataType::kFloat32 && type != DataType::kFloat64) {
     throw UsageError("allreduce: average is defined for floating-point types only");
   }
   const int n = mpiCount(count);

@@ -203,6 +203,9 @@ void SharedRegion::allreduce(void* data, std::size_t count, DataType type, Reduc
     case DataType::kInt64:
       run(static_cast<std::int64_t*>(nullptr));
       break;
+    case DataType::kUInt8:
+      run(static_cast<std::uint8_t*>(nullptr));
+      break;
   }
   barrier("shared-memory all-reduce, completion");  // every chunk is reduced and stored everywhere
 }

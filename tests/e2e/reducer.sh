@@ -40,10 +40,18 @@ if "$COMPARE_WEIGHTS" "$WORK/init.safetensors" "$WORK/frozen0.safetensors" --rto
 fi
 echo "freeze: ok"
 
-# Ranks that build different models stop together with a message, not a hang.
-rc=0
-timeout 60 mpirun -q -np 1 "$DDP_TRAIN" --hidden 64 --max-steps 5 --threads 1 : \
-  -np 1 "$DDP_TRAIN" --hidden 32 --max-steps 5 --threads 1 > "$WORK/out" 2> "$WORK/err" || rc=$?
-[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { cat "$WORK/err"; fail "mismatched models: exit $rc"; }
-grep -q "buckets differ between rank 0 and rank 1" "$WORK/err" || { cat "$WORK/err"; fail "mismatch not explained"; }
-echo "mismatch: ok (exit $rc)"
+# Ranks with different models or options stop together before the first
+# step, the differing rank naming the first difference; nothing hangs.
+mismatch() {  # expected-message, then the second rank's extra options
+  local expected=$1 rc=0; shift
+  timeout 60 mpirun -q -np 1 "$DDP_TRAIN" --hidden 64 --max-steps 5 --threads 1 : \
+    -np 1 "$DDP_TRAIN" --max-steps 5 --threads 1 "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { cat "$WORK/err"; fail "mismatch ($*): exit $rc"; }
+  grep -qF "$expected" "$WORK/err" || { cat "$WORK/err"; fail "mismatch ($*) not explained"; }
+  grep -q "^\[r0\] error: stopping: rank 1 holds a different model" "$WORK/err" || { cat "$WORK/err"; fail "rank 0 did not name rank 1"; }
+  echo "mismatch ($*): exit $rc, '$expected'"
+}
+mismatch "[r1] error: rank 1: parameter layers.0.weight is float32 [32, 784] here but float32 [64, 784] on rank 0" --hidden 32
+mismatch "[r1] error: rank 1: option --batch-size is 16 here but 64 on rank 0" --hidden 64 --batch-size 16
+mismatch "[r1] error: rank 1: option --bucket-cap-mb is 5 here but 25 on rank 0" --hidden 64 --bucket-cap-mb 5
+mismatch "[r1] error: rank 1: parameter layers.0.weight is float32 [64, 784] frozen here but float32 [64, 784] on rank 0" --hidden 64 --freeze 0
