@@ -54,6 +54,8 @@ ProgressPrinter::ProgressPrinter(int rank, std::size_t epochs, std::size_t logEv
 
 void ProgressPrinter::onStep(const trainer::StepReport& r) {
   if (!enabled_) return;
+  sinceLine_ += r.times;
+  ++stepsSinceLine_;
   // Decide first, format only what is printed: this runs every step, on the
   // rank the others wait for in the next all-reduce.
   const bool last = r.stepInEpoch == r.stepsInEpoch;
@@ -66,9 +68,17 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
   }
   const double eta = r.epochSeconds / static_cast<double>(r.stepInEpoch) *
                      static_cast<double>(r.stepsInEpoch - std::min(r.stepInEpoch, r.stepsInEpoch));
+  // The mean step since the previous line, split into its phases.
+  const double n = static_cast<double>(stepsSinceLine_);
+  auto ms = [n](double seconds) { return fixed(seconds / n * 1e3, 2); };
+  const trainer::PhaseTimes& t = sinceLine_;
   const std::string line =
       str("epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/", r.stepsInEpoch, "  loss ",
-          fixed(r.loss, 4), "  ", fixed(r.samplesPerSecond, 0), " samples/s  ETA ", duration(eta));
+          fixed(r.loss, 4), "  ", fixed(r.samplesPerSecond, 0), " samples/s  ETA ", duration(eta),
+          "  | step ", ms(t.total()), " ms: fwd ", ms(t.forward), " bwd ", ms(t.backward), " comm ",
+          ms(t.comm), " opt ", ms(t.optimizer));
+  sinceLine_ = {};
+  stepsSinceLine_ = 0;
   if (terminal_) {
     log::raw("\r\033[K" + line);
     lineOpen_ = true;

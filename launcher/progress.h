@@ -2,9 +2,10 @@
 // and the --metrics JSON-lines file. Rank 0 prints (every rank with
 // --log-all-ranks, as plain lines); only rank 0 writes the metrics file.
 //
-// On a terminal, one live line redraws itself (step, loss, samples/s, ETA) at
-// most ten times a second; otherwise (a log file, Slurm output) a plain line is
-// printed every --log-every steps, so logs stay readable.
+// On a terminal, one live line redraws itself (step, loss, samples/s, ETA, and
+// the mean step since the last line split into forward, backward, exposed
+// communication and optimizer) at most ten times a second; otherwise (a log
+// file, Slurm output) a plain line is printed every --log-every steps.
 #pragma once
 
 #include <chrono>
@@ -33,6 +34,8 @@ class ProgressPrinter final : public trainer::TrainObserver {
   std::string metricsPath_;
   std::chrono::steady_clock::time_point lastDraw_;
   bool lineOpen_ = false;
+  trainer::PhaseTimes sinceLine_;  // summed over the steps since the last progress line
+  std::size_t stepsSinceLine_ = 0;
 };
 
 }  // namespace ddp::launcher
