@@ -18,6 +18,7 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/memory.h"
+#include "runtime/trace.h"
 #include "runtime/world.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/mlp.h"
@@ -162,12 +163,21 @@ int train(const Options& o) {
     trainer::Trainer trainer(comm, *model, sgd, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
     trainer.broadcastParameters();
+    // Steps 6 to 15: past the first, slower steps, and few enough to read.
+    constexpr std::size_t kTraceFirstStep = 5, kTraceSteps = 10;
+    Trace trace(world.rank());
+    if (!o.trace.empty()) trainer.setTrace(&trace, kTraceFirstStep, kTraceSteps);
     trainer.run(*progress);
     log::info(str("peak resident memory ",
                   fixed(static_cast<double>(peakResidentBytes()) / (1 << 20), 1),
                   " MiB (VmHWM, this rank)"));
 
     comm::agree(comm, [&] {
+      if (!o.trace.empty()) {
+        const std::string path = str(o.trace, ".rank", world.rank(), ".json");
+        trace.write(path);
+        log::info(str("wrote trace ", path, world.size() > 1 ? " (and one per other rank)" : ""));
+      }
       if (world.rank() == 0 && !o.saveModel.empty()) {
         trainer::saveModel(o.saveModel, *model);
         log::info(str("saved weights to ", o.saveModel));

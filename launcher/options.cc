@@ -91,9 +91,12 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "log-every", po::value(&raw.logEvery)->value_name("N")->default_value(raw.logEvery),
       "progress line every N steps when stdout is not a terminal")(
       "log-all-ranks", po::bool_switch(&o.logAllRanks),
-      "every rank prints its log lines, not only rank 0")("metrics",
-                                                          po::value(&o.metrics)->value_name("FILE"),
-                                                          "append one JSON line per epoch to FILE");
+      "every rank prints its log lines, not only rank 0")(
+      "trace", po::value(&o.trace)->value_name("PREFIX"),
+      "write a Chrome trace of steps 6-15 per rank to PREFIX.rank<N>.json (forward, each layer's "
+      "backward, each bucket's all-reduce); merge them with benchmarks/merge_traces.py")(
+      "metrics", po::value(&o.metrics)->value_name("FILE"),
+      "append one JSON line per epoch to FILE");
   po::options_description all(kHelpWidth, kHelpWidth / 2);
   all.add(general).add(data).add(model).add(optimisation).add(distributed).add(runtime);
   return all;

@@ -45,6 +45,7 @@ struct Options {
   std::size_t logEvery = 50;
   bool logAllRanks = false;
   std::string metrics;
+  std::string trace;  // prefix: rank r writes <trace>.rank<r>.json
 };
 
 // Parses and validates. Throws UsageError with one line naming the option.

@@ -89,6 +89,8 @@ double Trainer::step(std::span<const std::size_t> batchIndices) {
     return seconds;
   };
   lastTimes_ = PhaseTimes{};
+  const bool tracing =
+      trace_ != nullptr && globalStep_ >= traceFirst_ && globalStep_ < traceFirst_ + traceSteps_;
   // Micro-batches of batchSize; only the last backward reduces (no_sync for
   // the others). Micro-batch j's loss gradient is scaled by its share of the
   // step's samples and by 1/world, so the reduced gradient is the mean over
@@ -104,22 +106,42 @@ double Trainer::step(std::span<const std::size_t> batchIndices) {
     labels_.resize(size);
     train_.gather(batchIndices.subspan(begin, size), features_.data(), labels_.data());
     lastTimes_.data += lap();
+    const auto forwardStart = mark;
     const LossResult result = loss_.forward(model_.forward(features_), labels_);
     loss += share * result.loss;
     lastTimes_.forward += lap();
+    if (tracing) trace_->span("forward", "forward", Trace::kCompute, forwardStart, mark);
     reducer_->prepareForBackward(/*reduce=*/last);
+    auto layerStart = mark;
     model_.backward(loss_.backward(share / world),
                     begin == 0 ? GradMode::kOverwrite : GradMode::kAccumulate,
-                    [this](std::size_t layer, Layer&) {
+                    [&](std::size_t layer, Layer&) {
                       for (std::size_t g : layerGradients_[layer])
                         reducer_->markReady(g);
+                      if (!tracing) return;
+                      const auto now = Clock::now();
+                      trace_->span(str("backward layers.", layer), "backward", Trace::kCompute,
+                                   layerStart, now);
+                      layerStart = now;
                     });
     lastTimes_.backward += lap();
   }
+  const auto waitStart = mark;
   reducer_->finalize();
   lastTimes_.comm = lap();
+  const auto optimizerStart = mark;
   optimizer_.step();
   lastTimes_.optimizer = lap();
+  if (tracing) {
+    trace_->span("wait for all-reduce", "comm", Trace::kCompute, waitStart, optimizerStart);
+    trace_->span("optimizer", "optimizer", Trace::kCompute, optimizerStart, mark);
+    for (const comm::Reducer::Launch& launch : reducer_->launches()) {
+      const comm::Bucket& bucket = reducer_->buckets()[launch.bucket];
+      trace_->span(str("all-reduce bucket ", launch.bucket, " (",
+                       fixed(bucket.count * 4.0 / (1 << 20), 2), " MiB)"),
+                   "comm", Trace::kComm, launch.work->startedAt(), launch.work->completedAt());
+    }
+  }
   ++globalStep_;
   return loss;
 }

@@ -19,6 +19,7 @@
 
 #include "comm/communicator.h"
 #include "comm/reducer.h"
+#include "runtime/trace.h"
 #include "trainer/cross_entropy.h"
 #include "trainer/dataset.h"
 #include "trainer/distributed_sampler.h"
@@ -108,6 +109,14 @@ class Trainer {
   const PhaseTimes& lastStepTimes() const { return lastTimes_; }
 
   std::size_t globalStep() const { return globalStep_; }
+  // Records steps [first, first + steps) (0-based global steps) into `trace`:
+  // forward, each layer's backward, each bucket's all-reduce, the wait after
+  // backward and the optimizer. `trace` must outlive the Trainer.
+  void setTrace(Trace* trace, std::size_t first, std::size_t steps) {
+    trace_ = trace;
+    traceFirst_ = first;
+    traceSteps_ = steps;
+  }
   // Steps run() will take in all (epochs x steps per epoch, capped by maxSteps).
   std::size_t plannedSteps() const;
 
@@ -128,6 +137,9 @@ class Trainer {
   std::vector<std::int32_t> labels_;
   std::size_t globalStep_ = 0;
   PhaseTimes lastTimes_;
+  Trace* trace_ = nullptr;
+  std::size_t traceFirst_ = 0;
+  std::size_t traceSteps_ = 0;
   double baseLr_;
 };
 

@@ -55,3 +55,21 @@ mismatch "[r1] error: rank 1: parameter layers.0.weight is float32 [32, 784] her
 mismatch "[r1] error: rank 1: option --batch-size is 16 here but 64 on rank 0" --hidden 64 --batch-size 16
 mismatch "[r1] error: rank 1: option --bucket-cap-mb is 5 here but 25 on rank 0" --hidden 64 --bucket-cap-mb 5
 mismatch "[r1] error: rank 1: parameter layers.0.weight is float32 [64, 784] frozen here but float32 [64, 784] on rank 0" --hidden 64 --freeze 0
+
+# --trace: one Chrome trace per rank with every layer's backward and every
+# bucket's all-reduce; the merge tool combines them.
+run 2 "${common[@]}" --batch-size 32 --bucket-cap-mb 0 --trace "$WORK/trace" > /dev/null
+python3 "$(dirname "$0")/../../benchmarks/merge_traces.py" "$WORK"/trace.rank*.json -o "$WORK/merged.json"
+python3 - "$WORK/merged.json" <<'PY'
+import json, sys
+spans = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+for rank in (0, 1):
+    names = {e["name"] for e in spans if e["pid"] == rank}
+    for needed in ("forward", "backward layers.0", "backward layers.4", "optimizer", "wait for all-reduce"):
+        assert needed in names, (rank, needed)
+    comm = [e for e in spans if e["pid"] == rank and e["tid"] == 1]
+    # cap 0: six buckets per step, ten traced steps
+    assert len(comm) == 60, (rank, len(comm))
+    assert all(e["dur"] >= 0 for e in spans)
+print("trace: ok")
+PY
