@@ -10,19 +10,14 @@
 #include "comm/agreement.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "runtime/error.h"
+#include "test_comm.h"
 
 namespace ddp::comm {
 namespace {
 
-std::unique_ptr<MpiCommunicator> makeComm() {
-  CommOptions options;
-  options.timeout = std::chrono::seconds(60);
-  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
-}
-
 class CollectivesTest : public ::testing::TestWithParam<std::size_t> {
  protected:
-  void SetUp() override { comm_ = makeComm(); }
+  void SetUp() override { comm_ = makeTestComm(); }
   std::unique_ptr<MpiCommunicator> comm_;
   std::chrono::milliseconds timeout_{60000};
 };
@@ -90,7 +85,7 @@ INSTANTIATE_TEST_SUITE_P(Sizes, CollectivesTest, ::testing::Values(1, 7, 1000, 1
                          [](const auto& info) { return "n" + std::to_string(info.param); });
 
 TEST(Collectives, ManyInFlightCompleteInIssueOrder) {
-  auto comm = makeComm();
+  auto comm = makeTestComm();
   const int n = comm->size();
   std::vector<std::vector<float>> buffers(32, std::vector<float>(1024));
   std::vector<WorkPtr> works;
@@ -108,13 +103,13 @@ TEST(Collectives, ManyInFlightCompleteInIssueOrder) {
 }
 
 TEST(Collectives, AverageOfIntegersIsRejected) {
-  auto comm = makeComm();
+  auto comm = makeTestComm();
   std::vector<std::int32_t> data(4, 1);
   EXPECT_THROW(comm->allreduce(std::span<std::int32_t>(data), ReduceOp::kAvg), UsageError);
 }
 
 TEST(Agreement, OneFailingRankStopsEveryRankAndIsNamed) {
-  auto comm = makeComm();
+  auto comm = makeTestComm();
   const int failing = comm->size() - 1;
   try {
     agree(*comm, [&] {
@@ -133,7 +128,7 @@ TEST(Agreement, OneFailingRankStopsEveryRankAndIsNamed) {
 }
 
 TEST(Agreement, SuccessEverywhereReturnsNormally) {
-  auto comm = makeComm();
+  auto comm = makeTestComm();
   int ran = 0;
   EXPECT_NO_THROW(agree(*comm, [&] { ++ran; }));
   EXPECT_EQ(ran, 1);
@@ -167,7 +162,7 @@ namespace {
 class SharedMemoryAllreduce : public ::testing::TestWithParam<std::size_t> {};
 
 TEST_P(SharedMemoryAllreduce, SumAverageMaxAtAnOffsetInsideTheAllocation) {
-  auto comm = makeComm();
+  auto comm = makeTestComm();
   const std::size_t count = GetParam();
   const int n = comm->size(), r = comm->rank();
   auto memory = comm->allocate((count + 40) * sizeof(float));
@@ -203,7 +198,7 @@ INSTANTIATE_TEST_SUITE_P(Sizes, SharedMemoryAllreduce, ::testing::Values(1, 3, 1
                          [](const auto& info) { return "n" + std::to_string(info.param); });
 
 TEST(SharedMemoryAllreduce, RanksThatDisagreeGetAMismatchErrorNotGarbage) {
-  auto comm = makeComm();
+  auto comm = makeTestComm();
   if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
   auto memory = comm->allocate(64 * sizeof(float));
   float* data = static_cast<float*>(memory.get());
@@ -226,9 +221,7 @@ namespace ddp::comm {
 namespace {
 
 TEST(SharedMemoryAllreduce, APeerThatNeverArrivesIsATimeoutNotAHang) {
-  CommOptions options;
-  options.timeout = std::chrono::milliseconds(300);
-  auto comm = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
+  auto comm = makeTestComm(std::chrono::milliseconds(300));
   if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
   auto memory = comm->allocate(1024 * sizeof(float));
   const bool absent = comm->rank() == comm->size() - 1;  // this rank skips the collective

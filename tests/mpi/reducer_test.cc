@@ -9,6 +9,7 @@
 
 #include "comm/mpi/mpi_communicator.h"
 #include "runtime/error.h"
+#include "test_comm.h"
 #include "trainer/cross_entropy.h"
 #include "trainer/mlp.h"
 #include "trainer/random.h"
@@ -16,16 +17,10 @@
 namespace ddp::comm {
 namespace {
 
-std::unique_ptr<MpiCommunicator> makeComm() {
-  CommOptions options;
-  options.timeout = std::chrono::seconds(60);
-  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
-}
-
 class ReducerCaps : public ::testing::TestWithParam<std::size_t> {};
 
 TEST_P(ReducerCaps, EveryBucketEndsWithTheMeanOverRanks) {
-  auto comm = makeComm();
+  auto comm = makeTestComm();
   const int n = comm->size(), r = comm->rank();
   std::vector<GradientSpec> specs = {
       {"a", 1000}, {"b", 7}, {"c", 300000}, {"d", 1}, {"frozen", 50, false}};
@@ -58,7 +53,7 @@ INSTANTIATE_TEST_SUITE_P(Caps, ReducerCaps,
                          });
 
 TEST(Reducer, NoSyncPassesDoNotCommunicate) {
-  auto comm = makeComm();
+  auto comm = makeTestComm();
   const int r = comm->rank();
   Reducer reducer(*comm, {{"w", 16}}, {});
   reducer.prepareForBackward(false);
@@ -70,7 +65,7 @@ TEST(Reducer, NoSyncPassesDoNotCommunicate) {
 }
 
 TEST(Reducer, AGradientNeverMarkedReadyIsNamed) {
-  auto comm = makeComm();
+  auto comm = makeTestComm();
   Reducer reducer(*comm, {{"used", 4}, {"unused", 4}}, {0, 0, false});
   reducer.prepareForBackward(true);
   reducer.markReady(0);
@@ -84,7 +79,7 @@ TEST(Reducer, AGradientNeverMarkedReadyIsNamed) {
 }
 
 TEST(Reducer, RanksWithDifferentModelsFailFastOnEveryRank) {
-  auto comm = makeComm();
+  auto comm = makeTestComm();
   if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
   std::vector<GradientSpec> specs = {{"w", 100}, {"b", 10}};
   if (comm->rank() == 1) specs[0].numel = 101;  // rank 1 built another model
@@ -92,7 +87,7 @@ TEST(Reducer, RanksWithDifferentModelsFailFastOnEveryRank) {
 }
 
 TEST(Reducer, BucketAllreduceStartsBeforeBackwardOfTheFirstLayerEnds) {
-  auto comm = makeComm();
+  auto comm = makeTestComm();
   // A large first layer makes its backward long; cap 0 gives each parameter
   // its own bucket, so the last layer's buckets are issued early.
   auto model = trainer::buildMlp(2048, {2048, 64}, 10, 1);
