@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "comm/bfloat16.h"
 #include "runtime/error.h"
 
 namespace ddp::comm {
@@ -92,6 +93,9 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
     }
   }
   storage_ = comm_.allocate(total * sizeof(float));
+  if (options_.compression == GradCompression::kBf16) {
+    compressed_ = comm_.allocate(total * sizeof(std::uint16_t));
+  }
 }
 
 Reducer::~Reducer() {
@@ -142,8 +146,15 @@ void Reducer::launchReadyBuckets() {
   while (nextLaunch_ < buckets_.size() && pending_[nextLaunch_] == 0) {
     const Bucket& bucket = buckets_[nextLaunch_];
     float* data = static_cast<float*>(storage_.get()) + bucket.offset;
-    launches_.push_back(Launch{nextLaunch_, std::chrono::steady_clock::now(),
-                               comm_.allreduce(data, bucket.count, DataType::kFloat32, op)});
+    WorkPtr work;
+    if (compressed_) {  // the bf16 hook: round into the staging buffer and reduce that
+      std::uint16_t* wire = static_cast<std::uint16_t*>(compressed_.get()) + bucket.offset;
+      toBFloat16(data, wire, bucket.count);
+      work = comm_.allreduce(wire, bucket.count, DataType::kBFloat16, op);
+    } else {
+      work = comm_.allreduce(data, bucket.count, DataType::kFloat32, op);
+    }
+    launches_.push_back(Launch{nextLaunch_, std::chrono::steady_clock::now(), std::move(work)});
     ++nextLaunch_;
   }
 }
@@ -160,8 +171,13 @@ void Reducer::finalize() {
       }
     }
   }
-  for (Launch& launch : launches_)
+  for (Launch& launch : launches_) {
     launch.work->wait(comm_.options().timeout);
+    if (!compressed_) continue;
+    const Bucket& bucket = buckets_[launch.bucket];  // widen the mean back into the gradients
+    fromBFloat16(static_cast<const std::uint16_t*>(compressed_.get()) + bucket.offset,
+                 static_cast<float*>(storage_.get()) + bucket.offset, bucket.count);
+  }
   reducing_ = false;
 }
 

@@ -52,6 +52,16 @@ struct GradientSpec {
 // A bucket cap meaning "one bucket for everything" (no overlap).
 inline constexpr std::size_t kSingleBucket = static_cast<std::size_t>(-1);
 
+// Communication hook: what goes over the wire for each bucket.
+//   kNone: the float32 gradients themselves.
+//   kBf16: each bucket is rounded to bfloat16 into a staging buffer, reduced
+//          with float32 accumulation, and widened back: half the bytes. Each
+//          rank's values are rounded once (2^-8 relative) and the mean once
+//          more, so an element of the mean is off by at most about
+//          2^-7 x (the largest |gradient| among the ranks) (tested in
+//          tests/mpi/reducer_test.cc).
+enum class GradCompression { kNone, kBf16 };
+
 struct ReducerOptions {
   std::size_t firstBucketBytes = std::size_t{1} << 20;
   std::size_t bucketCapBytes = std::size_t{25} << 20;  // 0: one bucket per gradient
@@ -59,6 +69,7 @@ struct ReducerOptions {
   // [Averaging by pre-scaling] in trainer/trainer.cc); false: the Reducer
   // averages.
   bool gradientsPreScaled = false;
+  GradCompression compression = GradCompression::kNone;
 };
 
 struct Bucket {
@@ -116,6 +127,7 @@ class Reducer {
   std::vector<Bucket> buckets_;
   std::vector<Location> locations_;  // per gradient; frozen ones unused
   std::shared_ptr<void> storage_;
+  std::shared_ptr<void> compressed_;  // bfloat16 staging, one slot per element (kBf16 only)
   // Per backward pass:
   bool reducing_ = false;
   std::vector<std::size_t> pending_;  // per bucket: gradients not yet ready

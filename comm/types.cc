@@ -14,6 +14,8 @@ const char* dataTypeName(DataType type) {
       return "int64";
     case DataType::kUInt8:
       return "uint8";
+    case DataType::kBFloat16:
+      return "bfloat16";
   }
   return "unknown";
 }

@@ -7,7 +7,8 @@
 namespace ddp::comm {
 
 // kUInt8 carries bytes (text, flags); it supports sum, max and min.
-enum class DataType { kFloat32, kFloat64, kInt32, kInt64, kUInt8 };
+// kBFloat16 (comm/bfloat16.h) supports sum and average, accumulated in float32.
+enum class DataType { kFloat32, kFloat64, kInt32, kInt64, kUInt8, kBFloat16 };
 
 // Sum and average are what gradients need; max and min serve agreement checks
 // (any rank failed? the largest step?). Average is defined for floating types.
@@ -25,6 +26,8 @@ constexpr std::size_t sizeOf(DataType type) {
       return 8;
     case DataType::kUInt8:
       return 1;
+    case DataType::kBFloat16:
+      return 2;
   }
   return 0;
 }

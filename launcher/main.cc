@@ -87,6 +87,7 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
       {"hidden", join(o.hidden, ",")},
       {"batch-size", str(o.batchSize)},
       {"grad-accum", str(o.gradAccum)},
+      {"grad-compression", o.gradCompression},
       {"bucket-cap-mb", str(o.bucketCapMb)},
       {"epochs", str(o.epochs)},
       {"max-steps", str(o.maxSteps)},
@@ -116,7 +117,8 @@ void printBuckets(const comm::Reducer& reducer, const Options& o) {
       reducer.buckets().size() == 1 ? "" : "s", " of [", join(sizes, ", "), "] MiB (cap ",
       o.bucketCapMb, " MiB, the first capped at 1 MiB)",
       frozen > 0 ? str(", ", frozen, " frozen parameter tensors not communicated") : std::string(),
-      o.gradAccum > 1 ? str(", ", o.gradAccum, " micro-batches per step") : std::string()));
+      o.gradAccum > 1 ? str(", ", o.gradAccum, " micro-batches per step") : std::string(),
+      o.gradCompression == "bf16" ? ", sent as bfloat16" : ""));
 }
 
 int train(const Options& o) {
@@ -153,6 +155,8 @@ int train(const Options& o) {
     trainOptions.maxSteps = o.maxSteps;
     trainOptions.batchSize = o.batchSize;
     trainOptions.gradAccum = o.gradAccum;
+    trainOptions.compression =
+        o.gradCompression == "bf16" ? comm::GradCompression::kBf16 : comm::GradCompression::kNone;
     trainOptions.bucketCapBytes = o.bucketCapMb >= kSingleBucketMb
                                       ? comm::kSingleBucket
                                       : static_cast<std::size_t>(o.bucketCapMb * (1 << 20));

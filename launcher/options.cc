@@ -77,6 +77,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "gradient bucket size: each bucket's all-reduce starts as soon as backward has written it "
       "(the first "
       "bucket is capped at 1 MiB; 0: one bucket per parameter; inf: one bucket, no overlap)")(
+      "grad-compression",
+      po::value(&o.gradCompression)->value_name("NAME")->default_value(o.gradCompression),
+      "none | bf16: all-reduce gradients as bfloat16 (half the bytes; float32 accumulation)")(
       "grad-accum", po::value(&raw.gradAccum)->value_name("K")->default_value(raw.gradAccum),
       "micro-batches of --batch-size per step; only the last one communicates (PyTorch's no_sync)")(
       "freeze", po::value(&raw.freeze)->value_name("LAYER,..."),
@@ -213,6 +216,10 @@ Options parseOptions(int argc, const char* const argv[]) {
   if (!(o.bucketCapMb >= 0))
     throw UsageError(str("--bucket-cap-mb must be >= 0 (got ", o.bucketCapMb, ")"));
   o.freezeLayers = parseFreeze(raw.freeze, o.hidden.size());
+  if (o.gradCompression != "none" && o.gradCompression != "bf16") {
+    throw UsageError(
+        str("--grad-compression: unknown '", o.gradCompression, "' (known: none, bf16)"));
+  }
   if (!(o.lr > 0)) throw UsageError(str("--lr must be positive (got ", o.lr, ")"));
   if (!(o.momentum >= 0 && o.momentum < 1)) {
     throw UsageError(str("--momentum must be in [0, 1) (got ", o.momentum, ")"));

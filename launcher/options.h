@@ -37,6 +37,7 @@ struct Options {
   std::size_t gradAccum = 1;
   // distributed
   double bucketCapMb = 25;                // 0: one bucket per parameter
+  std::string gradCompression = "none";   // none | bf16
   std::vector<std::size_t> freezeLayers;  // indices into the Sequential
   // runtime
   int threads = 0;  // 0: cores on this node / ranks on this node

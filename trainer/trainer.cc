@@ -45,7 +45,8 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, co
   comm::ReducerOptions reducerOptions;
   reducerOptions.firstBucketBytes = options_.firstBucketBytes;
   reducerOptions.bucketCapBytes = options_.bucketCapBytes;
-  reducerOptions.gradientsPreScaled = true;  // Note [Averaging by pre-scaling]
+  reducerOptions.gradientsPreScaled = true;
+  reducerOptions.compression = options_.compression;  // Note [Averaging by pre-scaling]
   reducer_ = std::make_unique<comm::Reducer>(comm_, std::move(specs), reducerOptions);
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (!parameters[i]->trainable) continue;

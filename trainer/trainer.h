@@ -36,6 +36,7 @@ struct TrainOptions {
   std::size_t gradAccum = 1;   // micro-batches per step; only the last one communicates
   std::size_t firstBucketBytes = std::size_t{1} << 20;
   std::size_t bucketCapBytes = std::size_t{25} << 20;  // 0: one bucket per parameter
+  comm::GradCompression compression = comm::GradCompression::kNone;
   std::size_t evalBatchSize = 1000;
   LrSchedule lrSchedule = LrSchedule::kConstant;  // from the optimizer's initial lr
   SamplerOptions sampler;

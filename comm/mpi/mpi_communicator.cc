@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "comm/bfloat16.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/mpi_check.h"
@@ -24,6 +25,8 @@ MPI_Datatype mpiType(DataType type) {
       return MPI_INT64_T;
     case DataType::kUInt8:
       return MPI_UINT8_T;
+    case DataType::kBFloat16:
+      return MPI_UINT16_T;  // summed by bfloat16SumOp(), never by MPI's own ops
   }
   throw InternalError("unknown DataType");
 }
@@ -39,6 +42,23 @@ MPI_Op mpiOp(ReduceOp op) {
       return MPI_MIN;
   }
   throw InternalError("unknown ReduceOp");
+}
+
+// MPI has no bfloat16: a user op that adds in float32 and rounds once.
+void bfloat16Sum(void* in, void* inout, int* length, MPI_Datatype*) {
+  const auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *length; ++i)
+    b[i] = toBFloat16(fromBFloat16(a[i]) + fromBFloat16(b[i]));
+}
+
+MPI_Op bfloat16SumOp() {
+  static const MPI_Op op = [] {
+    MPI_Op created = MPI_OP_NULL;
+    DDP_MPI_CHECK(MPI_Op_create(&bfloat16Sum, /*commute=*/1, &created));
+    return created;
+  }();
+  return op;
 }
 
 int mpiCount(std::size_t count) {
@@ -115,8 +135,13 @@ void MpiCommunicator::loop() {
 }
 
 WorkPtr MpiCommunicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
-  if (op == ReduceOp::kAvg && type != DataType::kFloat32 && type != DataType::kFloat64) {
+  const bool floating =
+      type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kBFloat16;
+  if (op == ReduceOp::kAvg && !floating) {
     throw UsageError("allreduce: average is defined for floating-point types only");
+  }
+  if (type == DataType::kBFloat16 && op != ReduceOp::kSum && op != ReduceOp::kAvg) {
+    throw UsageError("allreduce: bfloat16 supports sum and average only");
   }
   const int n = mpiCount(count);
   const std::uint64_t sequence = sequence_;
@@ -127,8 +152,14 @@ WorkPtr MpiCommunicator::allreduce(void* data, std::size_t count, DataType type,
           region->allreduce(data, count, type, op, sequence, options().timeout);
           return;
         }
-        DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, mpiType(type), mpiOp(op), comm_));
+        const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
+        DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, mpiType(type), mpiReduce, comm_));
         if (op != ReduceOp::kAvg || size_ == 1) return;
+        if (type == DataType::kBFloat16) {
+          auto* values = static_cast<std::uint16_t*>(data);
+          for (std::size_t i = 0; i < count; ++i)
+            values[i] = toBFloat16(fromBFloat16(values[i]) / static_cast<float>(size_));
+        }
         if (type == DataType::kFloat32) scale<float>(data, count, 1.0 / size_);
         if (type == DataType::kFloat64) scale<double>(data, count, 1.0 / size_);
       });

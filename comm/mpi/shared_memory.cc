@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 
+#include "comm/bfloat16.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/mpi_check.h"
@@ -68,6 +69,30 @@ void reduceChunk(const std::vector<T*>& buffers, std::size_t begin, std::size_t 
     }
     for (T* destination : buffers)
       std::copy(acc, acc + length, destination + block);
+  }
+}
+
+// The bfloat16 version: sources are converted and summed in float32 (the
+// scratch block), and only the stored result is rounded to bfloat16.
+void reduceChunkBFloat16(const std::vector<std::uint16_t*>& buffers, std::size_t begin,
+                         std::size_t end, ReduceOp op, int world) {
+  static thread_local std::vector<float> scratch(kBlock);
+  float* acc = scratch.data();
+  const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world) : 1.0f;
+  for (std::size_t block = begin; block < end; block += kBlock) {
+    const std::size_t length = std::min(end, block + kBlock) - block;
+    fromBFloat16(buffers[0] + block, acc, length);
+    for (std::size_t s = 1; s < buffers.size(); ++s) {
+      const std::uint16_t* c = buffers[s] + block;
+      for (std::size_t i = 0; i < length; ++i)
+        acc[i] += fromBFloat16(c[i]);
+    }
+    for (std::size_t i = 0; i < length; ++i)
+      acc[i] *= scale;
+    toBFloat16(acc, buffers[0] + block, length);
+    for (std::size_t s = 1; s < buffers.size(); ++s) {
+      std::copy(buffers[0] + block, buffers[0] + block + length, buffers[s] + block);
+    }
   }
 }
 
@@ -206,6 +231,14 @@ void SharedRegion::allreduce(void* data, std::size_t count, DataType type, Reduc
     case DataType::kUInt8:
       run(static_cast<std::uint8_t*>(nullptr));
       break;
+    case DataType::kBFloat16: {
+      std::vector<std::uint16_t*> buffers;
+      for (void* segment : segments_) {
+        buffers.push_back(reinterpret_cast<std::uint16_t*>(static_cast<char*>(segment) + offset));
+      }
+      reduceChunkBFloat16(buffers, begin, end, op, size_);
+      break;
+    }
   }
   barrier("shared-memory all-reduce, completion");  // every chunk is reduced and stored everywhere
 }

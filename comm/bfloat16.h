@@ -1,0 +1,41 @@
+// bfloat16: the top 16 bits of an IEEE float32 (8 exponent bits, 7 mantissa
+// bits). Used to halve the bytes a gradient all-reduce moves; sums are always
+// accumulated in float32 and only the values on the wire are bfloat16.
+// Rounding is to nearest, ties to even; with 8 significant bits, one
+// conversion is off by at most 2^-8 relative.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace ddp::comm {
+
+inline std::uint16_t toBFloat16(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0) {
+    return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);  // NaN stays a (quiet) NaN
+  }
+  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest, ties to even
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+inline float fromBFloat16(std::uint16_t value) {
+  const std::uint32_t bits = std::uint32_t{value} << 16;
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+inline void toBFloat16(const float* in, std::uint16_t* out, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = toBFloat16(in[i]);
+}
+
+inline void fromBFloat16(const std::uint16_t* in, float* out, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = fromBFloat16(in[i]);
+}
+
+}  // namespace ddp::comm
