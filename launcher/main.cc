@@ -172,9 +172,12 @@ int train(const Options& o) {
     Trace trace(world.rank());
     if (!o.trace.empty()) trainer.setTrace(&trace, kTraceFirstStep, kTraceSteps);
     trainer.run(*progress);
-    log::info(str("peak resident memory ",
-                  fixed(static_cast<double>(peakResidentBytes()) / (1 << 20), 1),
-                  " MiB (VmHWM, this rank)"));
+    const auto mib = [](std::size_t bytes) {
+      return fixed(static_cast<double>(bytes) / (1 << 20), 1);
+    };
+    log::info(str("memory: peak resident ", mib(peakResidentBytes()),
+                  " MiB (VmHWM), proportional now ", mib(proportionalBytes()),
+                  " MiB (PSS: shared pages split between the ranks)"));
 
     comm::agree(comm, [&] {
       if (!o.trace.empty()) {

@@ -5,18 +5,31 @@
 
 namespace ddp {
 
-std::size_t peakResidentBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  while (status >> key) {
-    if (key == "VmHWM:") {
+namespace {
+
+// The value of the "<key> <n> kB" line of a /proc file, in bytes.
+std::size_t procKilobytes(const char* path, const std::string& key) {
+  std::ifstream file(path);
+  std::string word;
+  while (file >> word) {
+    if (word == key) {
       std::size_t kib = 0;
-      status >> kib;
+      file >> kib;
       return kib * 1024;
     }
-    status.ignore(1 << 12, '\n');
+    file.ignore(1 << 12, '\n');
   }
   return 0;
+}
+
+}  // namespace
+
+std::size_t peakResidentBytes() {
+  return procKilobytes("/proc/self/status", "VmHWM:");
+}
+
+std::size_t proportionalBytes() {
+  return procKilobytes("/proc/self/smaps_rollup", "Pss:");
 }
 
 }  // namespace ddp

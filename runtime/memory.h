@@ -9,4 +9,9 @@ namespace ddp {
 // Shared-memory pages this process touched count in full.
 std::size_t peakResidentBytes();
 
+// Proportional set size now (Pss in /proc/self/smaps_rollup) in bytes: pages
+// shared by k processes count 1/k, so the ranks' values add up to the node's
+// real use. 0 where not available.
+std::size_t proportionalBytes();
+
 }  // namespace ddp
