@@ -29,8 +29,4 @@ void setBlasThreads(int threads) {
   if (threads > 0) openblas_set_num_threads(threads);
 }
 
-int blasThreads() {
-  return openblas_get_num_threads();
-}
-
 }  // namespace ddp::trainer

@@ -18,6 +18,5 @@ std::unique_ptr<Sequential> buildMlp(std::size_t inputDim, const std::vector<std
 
 // Sets the number of BLAS threads this process uses (OpenBLAS). 0 leaves the default.
 void setBlasThreads(int threads);
-int blasThreads();
 
 }  // namespace ddp::trainer

@@ -106,8 +106,6 @@ class Trainer {
   // One step on the given samples (gradAccum micro-batches of batchSize);
   // returns this rank's loss. Exposed for tests.
   double step(std::span<const std::size_t> batchIndices);
-  // The phases of the last step().
-  const PhaseTimes& lastStepTimes() const { return lastTimes_; }
 
   std::size_t globalStep() const { return globalStep_; }
   // Records steps [first, first + steps) (0-based global steps) into `trace`:
