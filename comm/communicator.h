@@ -37,6 +37,12 @@ class Communicator {
   virtual std::string backendName() const = 0;
   const CommOptions& options() const { return options_; }
 
+  // What the caller is doing ("step 1200, bucket 2 of 3"). Every collective
+  // issued afterwards carries it in its description, so a timeout or failure
+  // report says where the program was. Issuing thread only.
+  void setContext(std::string context) { context_ = std::move(context); }
+  const std::string& context() const { return context_; }
+
   // In place: every rank ends with op over all ranks' `count` elements.
   virtual WorkPtr allreduce(void* data, std::size_t count, DataType type, ReduceOp op) = 0;
   // In place: every rank ends with `root`'s `count` elements.
@@ -87,6 +93,7 @@ class Communicator {
 
  private:
   CommOptions options_;
+  std::string context_;
 };
 
 }  // namespace ddp::comm

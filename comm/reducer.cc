@@ -92,6 +92,11 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
                               specs_.size(), " gradients in ", buckets_.size(), " buckets)"));
     }
   }
+  if (options_.compression == GradCompression::kBf16 && comm_.backendName() != "mpi") {
+    throw UsageError(
+        str("bfloat16 gradient compression runs on the MPI backend (CPU) only, not on ",
+            comm_.backendName()));
+  }
   storage_ = comm_.allocate(total * sizeof(float));
   if (options_.compression == GradCompression::kBf16) {
     compressed_ = comm_.allocate(total * sizeof(std::uint16_t));
@@ -147,6 +152,9 @@ void Reducer::launchReadyBuckets() {
     const Bucket& bucket = buckets_[nextLaunch_];
     float* data = static_cast<float*>(storage_.get()) + bucket.offset;
     WorkPtr work;
+    const std::string outer = comm_.context();
+    comm_.setContext(
+        str(outer, outer.empty() ? "" : ", ", "bucket ", nextLaunch_, " of ", buckets_.size()));
     if (compressed_) {  // the bf16 hook: round into the staging buffer and reduce that
       std::uint16_t* wire = static_cast<std::uint16_t*>(compressed_.get()) + bucket.offset;
       toBFloat16(data, wire, bucket.count);
@@ -154,6 +162,7 @@ void Reducer::launchReadyBuckets() {
     } else {
       work = comm_.allreduce(data, bucket.count, DataType::kFloat32, op);
     }
+    comm_.setContext(outer);
     launches_.push_back(Launch{nextLaunch_, std::chrono::steady_clock::now(), std::move(work)});
     ++nextLaunch_;
   }
@@ -172,8 +181,11 @@ void Reducer::finalize() {
     }
   }
   for (Launch& launch : launches_) {
+    if (!compressed_) {
+      launch.work->synchronize(comm_.options().timeout);  // device backends: no host wait
+      continue;
+    }
     launch.work->wait(comm_.options().timeout);
-    if (!compressed_) continue;
     const Bucket& bucket = buckets_[launch.bucket];  // widen the mean back into the gradients
     fromBFloat16(static_cast<const std::uint16_t*>(compressed_.get()) + bucket.offset,
                  static_cast<float*>(storage_.get()) + bucket.offset, bucket.count);

@@ -21,6 +21,7 @@ class Work {
   // `description` names the collective for error reports, e.g.
   // "allreduce #12 (float32 x 1048576, avg)".
   explicit Work(std::string description) : description_(std::move(description)) {}
+  virtual ~Work() = default;
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
 
@@ -29,6 +30,14 @@ class Work {
   // timeout (the collective may still be running: the job must then abort,
   // since the buffer is still in use). Any thread may call it.
   void wait(std::chrono::milliseconds timeout);
+
+  // Makes the result visible to whatever the caller does next, as cheaply as
+  // the backend can. Host backends (MPI): the same as wait(). Device backends
+  // (NCCL): the caller's compute stream waits for the collective and the host
+  // does not block (Note [NCCL stream ordering] in comm/nccl); a hang is then
+  // caught by the backend's watchdog instead of `timeout`. Rethrows a stored
+  // error, as wait() does.
+  virtual void synchronize(std::chrono::milliseconds timeout) { wait(timeout); }
 
   // True once the collective finished (successfully or not). Never blocks.
   bool isCompleted() const;

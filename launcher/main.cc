@@ -11,9 +11,9 @@
 
 #include "comm/agreement.h"
 #include "comm/consistency.h"
-#include "comm/mpi/mpi_communicator.h"
 #include "comm/reducer.h"
 #include "launcher/options.h"
+#include "launcher/placement.h"
 #include "launcher/progress.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -53,13 +53,16 @@ int blasThreadsFor(const Options& o, const World& world) {
 }
 
 void printSummary(const World& world, const comm::Communicator& comm, const Options& o, int threads,
-                  trainer::Sequential& model, const Data& data) {
+                  const Placement& placement, trainer::Sequential& model, const Data& data) {
   const std::size_t params = model.parameterCount();
+  const std::string device =
+      placement.device == trainer::Device::kCuda
+          ? placement.summary
+          : str("cpu (", threads, " BLAS thread", threads > 1 ? "s" : "", " per rank)");
   log::info(str("ddp_train: ", world.size(), " rank", world.size() > 1 ? "s" : "", " on ",
                 world.nodeCount(), " node", world.nodeCount() > 1 ? "s" : "", " (",
                 world.localSize(), " per node), launcher ", launcherName(world.launcher()),
-                ", backend ", comm.backendName(), ", device cpu (", threads, " BLAS thread",
-                threads > 1 ? "s" : "", " per rank)"));
+                ", backend ", comm.backendName(), ", device ", device));
   log::info(str("model ", o.model, ": ", model.describe(), ": ", params, " parameters (",
                 fixed(static_cast<double>(params) * 4 / (1 << 20), 1), " MiB)"));
   const std::size_t global = o.batchSize * static_cast<std::size_t>(world.size());
@@ -98,7 +101,8 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
       {"seed", str(o.seed)},
       {"no-shuffle", str(o.noShuffle)},
       {"drop-last", str(o.dropLast)},
-      {"synthetic-samples", str(o.syntheticSamples)}};
+      {"synthetic-samples", str(o.syntheticSamples)},
+      {"device", o.device}};
   for (const auto& [name, value] : options)
     items.emplace_back(str("option --", name), value);
   return items;
@@ -124,9 +128,21 @@ void printBuckets(const comm::Reducer& reducer, const Options& o) {
 int train(const Options& o) {
   World world;
   log::setAllRanks(o.logAllRanks);
+  const Placement placement = choosePlacement(o, world);
+  if (!placement.error.empty()) {
+    if (placement.printsError) log::error(str("ddp_train: ", placement.error));
+    return kExitUsage;
+  }
+  if (placement.device == trainer::Device::kCuda) printPlacements(placement, world);
   comm::CommOptions commOptions;
   commOptions.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeoutSeconds * 1000));
-  comm::MpiCommunicator comm(world.comm(), commOptions);
+  // A collective the NCCL watchdog gave up on: peers may be stuck, end the job.
+  std::unique_ptr<comm::Communicator> communicator =
+      makeCommunicator(placement, world, commOptions, [&world](const std::string& report) {
+        log::error(report);
+        world.abort(kExitFailure);
+      });
+  comm::Communicator& comm = *communicator;
   const int threads = blasThreadsFor(o, world);
   trainer::setBlasThreads(threads);
 
@@ -146,7 +162,8 @@ int train(const Options& o) {
       progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics);
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model));
-    printSummary(world, comm, o, threads, *model, data);
+    printSummary(world, comm, o, threads, placement, *model, data);
+    model->to(placement.device);  // rank 0's --init-from weights go with it, then broadcast
 
     trainer::Sgd sgd(model->parameters(), {static_cast<float>(o.lr), static_cast<float>(o.momentum),
                                            static_cast<float>(o.weightDecay), false});
@@ -164,6 +181,7 @@ int train(const Options& o) {
         std::min<std::size_t>(std::size_t{1} << 20, trainOptions.bucketCapBytes);
     trainOptions.lrSchedule = trainer::parseLrSchedule(o.lrSchedule);
     trainOptions.sampler = {!o.noShuffle, o.dropLast, o.seed};
+    trainOptions.lossReadEvery = o.logEvery;
     trainer::Trainer trainer(comm, *model, sgd, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
     trainer.broadcastParameters();

@@ -10,6 +10,7 @@
 #include "runtime/str.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/tensor.h"
 
 namespace ddp::launcher {
 namespace po = boost::program_options;
@@ -85,9 +86,12 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "freeze", po::value(&raw.freeze)->value_name("LAYER,..."),
       "layers whose parameters do not train and are never communicated, e.g. layers.0 or 0");
   po::options_description runtime("Runtime and output", kHelpWidth, kHelpWidth / 2);
-  runtime.add_options()("threads",
-                        po::value(&raw.threads)->value_name("N")->default_value(raw.threads),
-                        "BLAS threads per rank (0: cores on the node / ranks on the node)")(
+  runtime.add_options()(
+      "device", po::value(&o.device)->value_name("NAME")->default_value(o.device),
+      "auto | cpu | cuda: where each rank trains (auto: CUDA when a GPU is visible; one GPU per "
+      "rank, NCCL between them)")(
+      "threads", po::value(&raw.threads)->value_name("N")->default_value(raw.threads),
+      "BLAS threads per rank (0: cores on the node / ranks on the node)")(
       "timeout",
       po::value(&o.timeoutSeconds)->value_name("SECONDS")->default_value(o.timeoutSeconds, "300"),
       "report a collective as hung after this long")(
@@ -219,6 +223,14 @@ Options parseOptions(int argc, const char* const argv[]) {
   if (o.gradCompression != "none" && o.gradCompression != "bf16") {
     throw UsageError(
         str("--grad-compression: unknown '", o.gradCompression, "' (known: none, bf16)"));
+  }
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda") {
+    throw UsageError(str("--device: unknown '", o.device, "' (known: auto, cpu, cuda)"));
+  }
+  if (o.device == "cuda" && !trainer::cudaBuild()) {
+    throw UsageError(
+        "--device cuda: this ddp_train was built without CUDA (the CUDA toolkit or NCCL was not "
+        "found; see the summary of `meson setup`)");
   }
   if (!(o.lr > 0)) throw UsageError(str("--lr must be positive (got ", o.lr, ")"));
   if (!(o.momentum >= 0 && o.momentum < 1)) {

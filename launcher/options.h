@@ -40,7 +40,8 @@ struct Options {
   std::string gradCompression = "none";   // none | bf16
   std::vector<std::size_t> freezeLayers;  // indices into the Sequential
   // runtime
-  int threads = 0;  // 0: cores on this node / ranks on this node
+  std::string device = "auto";  // auto | cpu | cuda
+  int threads = 0;              // 0: cores on this node / ranks on this node
   double timeoutSeconds = 300;
   // output
   std::size_t logEvery = 50;

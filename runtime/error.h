@@ -5,8 +5,8 @@
 //     disagree). Their message is the whole story: one line, no stack.
 //   * internal errors: a broken invariant inside ddp. The message names the
 //     condition and file:line so a bug report can point at it.
-// Library failures (MPI, later CUDA/NCCL) are CommError: they name the call,
-// file:line, rank and the library's own message.
+// Library failures are CommError (MPI, NCCL) or DeviceError (CUDA, cuBLAS):
+// they name the call, file:line, rank and the library's own message.
 #pragma once
 
 #include <stdexcept>
@@ -42,6 +42,12 @@ class MismatchError : public Error {
 
 // A communication library call failed.
 class CommError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A CUDA runtime or cuBLAS call failed (runtime/cuda/cuda_check.h).
+class DeviceError : public Error {
  public:
   using Error::Error;
 };

@@ -1,5 +1,6 @@
 // Linear: y = x W^T + b, with W stored [out, in] as PyTorch's nn.Linear.
-// GEMMs on BLAS (OpenBLAS on CPU).
+// GEMMs on OpenBLAS for CPU tensors, on cuBLAS for CUDA tensors (the layer
+// runs where its input and parameters are).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,10 @@ class Linear final : public Layer {
   const Tensor* input_ = nullptr;
   Tensor output_;
   Tensor gradInput_;
+  Tensor ones_;  // CUDA: the bias gradient is dY^T x ones (a cuBLAS GEMV)
+
+  void forwardCuda(const Tensor& input);
+  void backwardCuda(const Tensor& gradOutput, float beta, bool needInputGrad);
 };
 
 }  // namespace ddp::trainer

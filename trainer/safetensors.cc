@@ -160,8 +160,14 @@ SafetensorsFile loadSafetensors(const std::string& path) {
 
 void saveModel(const std::string& path, Sequential& model) {
   std::vector<std::pair<std::string, const Tensor*>> tensors;
-  for (Parameter* p : model.parameters())
-    tensors.emplace_back(p->name, &p->value);
+  std::vector<Tensor> hostCopies;  // of parameters on a device
+  const std::vector<Parameter*> parameters = model.parameters();
+  hostCopies.reserve(parameters.size());
+  for (Parameter* p : parameters) {
+    const Tensor* value = &p->value;
+    if (value->onCuda()) value = &hostCopies.emplace_back(value->to(Device::kCpu));
+    tensors.emplace_back(p->name, value);
+  }
   saveSafetensors(path, tensors, {{"format", "pt"}, {"producer", "ddp"}});
 }
 
@@ -189,8 +195,7 @@ void loadModel(const std::string& path, Sequential& model) {
   }
   // Everything checked: now copy, so a bad file never leaves a half-loaded model.
   for (Parameter* p : model.parameters()) {
-    const Tensor& source = file.tensors.at(p->name);
-    std::copy(source.data(), source.data() + source.numel(), p->value.data());
+    p->value.copyFrom(file.tensors.at(p->name));
   }
 }
 

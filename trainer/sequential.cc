@@ -40,6 +40,18 @@ std::size_t Sequential::parameterCount() {
   return n;
 }
 
+void Sequential::to(Device device) {
+  for (Parameter* p : parameters()) {
+    p->value = p->value.to(device);
+    p->grad = p->grad.to(device);
+  }
+}
+
+Device Sequential::device() {
+  const std::vector<Parameter*> all = parameters();
+  return all.empty() ? Device::kCpu : all.front()->value.device();
+}
+
 std::string Sequential::describe() const {
   std::vector<std::string> parts;
   for (const auto& layer : layers_)

@@ -2,6 +2,11 @@
 
 #include <cstring>
 
+#include "ddp_config.h"
+#if DDP_WITH_CUDA
+#include "trainer/cuda/kernels.h"
+#endif
+
 namespace ddp::trainer {
 
 Sgd::Sgd(std::vector<Parameter*> parameters, SgdOptions options)
@@ -15,6 +20,16 @@ void Sgd::step() {
     float* p = param.value.data();
     const float* grad = param.grad.data();
     const std::size_t n = param.value.numel();
+    if (param.value.onCuda()) {
+#if DDP_WITH_CUDA
+      Tensor& buffer = buffers_[i];
+      const bool first = buffer.empty();
+      if (first && mu != 0.0f) buffer = Tensor(param.value.shape(), Device::kCuda);
+      cuda::sgdUpdate(p, grad, mu != 0.0f ? buffer.data() : nullptr, n, lr, mu, wd,
+                      options_.nesterov, first);
+#endif
+      continue;
+    }
     if (mu == 0.0f) {
       for (std::size_t j = 0; j < n; ++j)
         p[j] -= lr * (grad[j] + wd * p[j]);
@@ -22,7 +37,7 @@ void Sgd::step() {
     }
     Tensor& buffer = buffers_[i];
     const bool first = buffer.empty();
-    if (first) buffer = Tensor(param.value.shape());
+    if (first) buffer = Tensor(param.value.shape(), param.value.device());
     float* buf = buffer.data();
     for (std::size_t j = 0; j < n; ++j) {
       const float g = grad[j] + wd * p[j];

@@ -5,7 +5,8 @@
 //   buf = momentum * buf + g      afterwards
 //   g = nesterov ? g + momentum * buf : buf
 //   p -= lr * g
-// Frozen (non-trainable) parameters are skipped.
+// Frozen (non-trainable) parameters are skipped. Parameters on a CUDA device
+// are updated there, one fused kernel per tensor.
 #pragma once
 
 #include <vector>

@@ -1,4 +1,8 @@
-// Tensor: a dense, row-major float32 array in host memory.
+// Tensor: a dense, row-major float32 array in host or device memory.
+//
+// Device memory exists only in builds with the `cuda` feature; a CUDA tensor's
+// data() is a device pointer, for kernels, cuBLAS and NCCL, never for host
+// code. Moving data between devices is explicit (to(), copyFrom()).
 //
 // A Tensor either owns its storage (64-byte aligned, zero-initialised) or is a
 // view into storage owned by someone else, kept alive by a shared owner. Views
@@ -18,16 +22,23 @@ namespace ddp::trainer {
 
 using Shape = std::vector<std::size_t>;
 
+enum class Device { kCpu, kCuda };
+const char* deviceName(Device device);  // "cpu", "cuda"
+// Whether this build can place tensors on CUDA devices.
+bool cudaBuild();
+
 std::size_t numelOf(const Shape& shape);
 std::string shapeString(const Shape& shape);  // "[1024, 784]"
 
 class Tensor {
  public:
   Tensor() = default;
-  // Owns numel(shape) zeroed floats.
-  explicit Tensor(Shape shape);
-  // A view of `data` (numel(shape) floats) kept alive by `owner`.
-  static Tensor view(float* data, Shape shape, std::shared_ptr<void> owner);
+  // Owns numel(shape) zeroed floats on `device`. Throws UsageError for kCuda in
+  // a build without CUDA.
+  explicit Tensor(Shape shape, Device device = Device::kCpu);
+  // A view of `data` (numel(shape) floats on `device`) kept alive by `owner`.
+  static Tensor view(float* data, Shape shape, std::shared_ptr<void> owner,
+                     Device device = Device::kCpu);
 
   float* data() { return data_; }
   const float* data() const { return data_; }
@@ -37,19 +48,28 @@ class Tensor {
   std::size_t dim(std::size_t axis) const { return shape_.at(axis); }
   std::size_t numel() const { return numel_; }
   bool empty() const { return numel_ == 0; }
+  Device device() const { return device_; }
+  bool onCuda() const { return device_ == Device::kCuda; }
 
   // Reallocates (zeroed) unless the shape already matches: lets layers keep
   // their activation buffers across steps and reallocate only when the batch
   // size changes (the last, smaller batch of an epoch).
+  // The tensor stays on its device.
   void resize(const Shape& shape);
+  void resize(const Shape& shape, Device device);
   Tensor clone() const;
   void fill(float value);
+  // A copy of this tensor on `device` (waits for device copies to finish).
+  Tensor to(Device device) const;
+  // Copies `source`'s values (same element count, any device) into this tensor.
+  void copyFrom(const Tensor& source);
 
  private:
   std::shared_ptr<void> owner_;
   float* data_ = nullptr;
   Shape shape_;
   std::size_t numel_ = 0;
+  Device device_ = Device::kCpu;
 };
 
 }  // namespace ddp::trainer

@@ -2,9 +2,30 @@
 
 #include <chrono>
 
+#include "ddp_config.h"
 #include "runtime/error.h"
+#if DDP_WITH_CUDA
+#include "trainer/cuda/device_batches.h"
+#include "trainer/cuda/step_timer.h"
+#endif
 
 namespace ddp::trainer {
+
+// The phases of PhaseTimes, in order, for the GPU's step timer.
+enum Phase : std::size_t { kDataPhase, kForwardPhase, kBackwardPhase, kCommPhase, kOptimizerPhase };
+
+#if DDP_WITH_CUDA
+struct Trainer::Gpu {
+  cuda::DeviceBatches batches;
+  cuda::StepTimer timer;
+  void mark(Phase phase) { timer.mark(static_cast<cuda::StepTimer::Phase>(phase)); }
+};
+static_assert(static_cast<std::size_t>(cuda::StepTimer::kOptimizer) == kOptimizerPhase);
+#else
+struct Trainer::Gpu {
+  void mark(Phase) {}
+};
+#endif
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -33,8 +54,12 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, co
       test_(test),
       options_(options),
       sampler_(train.size(), comm.size(), comm.rank(), options.sampler),
+      device_(model.device()),
+      trainTotals_(device_),
       baseLr_(optimizer.options().lr) {
   DDP_CHECK(options_.batchSize > 0 && options_.evalBatchSize > 0, "batch sizes must be positive");
+  DDP_CHECK(options_.lossReadEvery > 0, "lossReadEvery must be positive");
+  if (device_ == Device::kCuda) gpu_ = std::make_unique<Gpu>();
   DDP_CHECK(options_.gradAccum > 0, "gradient accumulation needs at least one micro-batch");
   // Every trainable gradient becomes a view into its Reducer bucket: backward
   // writes it in place, and nothing is copied into or out of a fusion buffer.
@@ -51,7 +76,7 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, co
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (!parameters[i]->trainable) continue;
     parameters[i]->grad = Tensor::view(reducer_->gradient(i).data(), parameters[i]->value.shape(),
-                                       reducer_->storage());
+                                       reducer_->storage(), device_);
   }
   // Which gradients each layer finishes, for Reducer::markReady.
   std::size_t next = 0;
@@ -64,12 +89,47 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, co
   }
 }
 
+Trainer::~Trainer() = default;
+
 void Trainer::broadcastParameters() {
   std::vector<comm::WorkPtr> pending;
   for (Parameter* p : model_.parameters())
     pending.push_back(comm_.broadcast(p->value.span(), 0));
   for (auto& work : pending)
     work->wait(comm_.options().timeout);
+}
+
+double Trainer::step(std::span<const std::size_t> batchIndices) {
+  runStep(batchIndices);
+#if DDP_WITH_CUDA
+  if (gpu_) gpu_->timer.take();
+#endif
+  return trainTotals_.take().first;
+}
+
+const Tensor& Trainer::forwardBatch(const Dataset& data, std::span<const std::size_t> indices,
+                                    double weight, LossTotals& totals, SoftmaxCrossEntropy& loss,
+                                    bool training) {
+#if DDP_WITH_CUDA
+  if (gpu_) {
+    const cuda::DeviceBatches::Batch batch = gpu_->batches.load(data, indices);
+    if (training) gpu_->mark(kDataPhase);
+    const Tensor& logits = model_.forward(batch.features);
+    loss.forward(logits, batch.labels, weight, totals);
+    return logits;
+  }
+#endif
+  features_.resize({indices.size(), data.featureDim()});
+  labels_.resize(indices.size());
+  data.gather(indices, features_.data(), labels_.data());
+  if (training) {
+    lastTimes_.data += secondsSince(phaseMark_);
+    phaseMark_ = Clock::now();
+  }
+  const Tensor& logits = model_.forward(features_);
+  const LossResult result = loss.forward(logits, labels_);
+  totals.add(weight * result.loss, static_cast<double>(result.correct));
+  return logits;
 }
 
 // Note [Averaging by pre-scaling]
@@ -81,39 +141,41 @@ void Trainer::broadcastParameters() {
 // cost. (Horovod calls this a prescale factor.) The reported loss is not
 // scaled. For a power-of-two world size the two are bit-identical; otherwise
 // they differ by float rounding only.
-double Trainer::step(std::span<const std::size_t> batchIndices) {
-  auto mark = Clock::now();
-  auto lap = [&mark] {
+void Trainer::runStep(std::span<const std::size_t> batchIndices) {
+  phaseMark_ = Clock::now();
+  auto lap = [this] {
     const auto now = Clock::now();
-    const double seconds = std::chrono::duration<double>(now - mark).count();
-    mark = now;
+    const double seconds = std::chrono::duration<double>(now - phaseMark_).count();
+    phaseMark_ = now;
     return seconds;
   };
   lastTimes_ = PhaseTimes{};
-  const bool tracing =
-      trace_ != nullptr && globalStep_ >= traceFirst_ && globalStep_ < traceFirst_ + traceSteps_;
+  comm_.setContext(str("step ", globalStep_ + 1));
+#if DDP_WITH_CUDA
+  if (gpu_) gpu_->timer.beginStep();
+#endif
+  auto gpuMark = [this](Phase phase) {
+    if (gpu_) gpu_->mark(phase);
+  };
+  const bool tracing = !gpu_ && trace_ != nullptr && globalStep_ >= traceFirst_ &&
+                       globalStep_ < traceFirst_ + traceSteps_;
   // Micro-batches of batchSize; only the last backward reduces (no_sync for
   // the others). Micro-batch j's loss gradient is scaled by its share of the
   // step's samples and by 1/world, so the reduced gradient is the mean over
   // every sample of the step on every rank (Note [Averaging by pre-scaling]).
   const std::size_t total = batchIndices.size();
   const float world = static_cast<float>(comm_.size());
-  double loss = 0.0;
   for (std::size_t begin = 0; begin < total; begin += options_.batchSize) {
     const std::size_t size = std::min(options_.batchSize, total - begin);
     const bool last = begin + size == total;
     const float share = static_cast<float>(size) / static_cast<float>(total);
-    features_.resize({size, train_.featureDim()});
-    labels_.resize(size);
-    train_.gather(batchIndices.subspan(begin, size), features_.data(), labels_.data());
-    lastTimes_.data += lap();
-    const auto forwardStart = mark;
-    const LossResult result = loss_.forward(model_.forward(features_), labels_);
-    loss += share * result.loss;
+    const auto forwardStart = Clock::now();
+    forwardBatch(train_, batchIndices.subspan(begin, size), share, trainTotals_, loss_, true);
     lastTimes_.forward += lap();
-    if (tracing) trace_->span("forward", "forward", Trace::kCompute, forwardStart, mark);
+    gpuMark(kForwardPhase);
+    if (tracing) trace_->span("forward", "forward", Trace::kCompute, forwardStart, phaseMark_);
     reducer_->prepareForBackward(/*reduce=*/last);
-    auto layerStart = mark;
+    auto layerStart = phaseMark_;
     model_.backward(loss_.backward(share / world),
                     begin == 0 ? GradMode::kOverwrite : GradMode::kAccumulate,
                     [&](std::size_t layer, Layer&) {
@@ -126,16 +188,19 @@ double Trainer::step(std::span<const std::size_t> batchIndices) {
                       layerStart = now;
                     });
     lastTimes_.backward += lap();
+    gpuMark(kBackwardPhase);
   }
-  const auto waitStart = mark;
+  const auto waitStart = phaseMark_;
   reducer_->finalize();
   lastTimes_.comm = lap();
-  const auto optimizerStart = mark;
+  gpuMark(kCommPhase);
+  const auto optimizerStart = phaseMark_;
   optimizer_.step();
   lastTimes_.optimizer = lap();
+  gpuMark(kOptimizerPhase);
   if (tracing) {
     trace_->span("wait for all-reduce", "comm", Trace::kCompute, waitStart, optimizerStart);
-    trace_->span("optimizer", "optimizer", Trace::kCompute, optimizerStart, mark);
+    trace_->span("optimizer", "optimizer", Trace::kCompute, optimizerStart, phaseMark_);
     for (const comm::Reducer::Launch& launch : reducer_->launches()) {
       const comm::Bucket& bucket = reducer_->buckets()[launch.bucket];
       trace_->span(str("all-reduce bucket ", launch.bucket, " (",
@@ -144,7 +209,6 @@ double Trainer::step(std::span<const std::size_t> batchIndices) {
     }
   }
   ++globalStep_;
-  return loss;
 }
 
 std::size_t Trainer::plannedSteps() const {
@@ -167,21 +231,51 @@ void Trainer::run(TrainObserver& observer) {
     double lossSum = 0.0;
     std::size_t steps = 0, samples = 0;
     PhaseTimes phaseSum;
+    // Steps whose loss has not been read yet (on the CPU, never more than one).
+    std::vector<StepReport> unread;
+    auto reportUnread = [&] {
+      if (unread.empty()) return;
+      const double loss = trainTotals_.take().first;  // waits for the device
+      lossSum += loss;
+#if DDP_WITH_CUDA
+      if (gpu_) {
+        const std::vector<cuda::StepTimer::Durations> times = gpu_->timer.take();
+        DDP_CHECK(times.size() == unread.size(), "step timer out of step with the trainer");
+        for (std::size_t i = 0; i < unread.size(); ++i) {
+          const auto& t = times[i];
+          unread[i].times = {t[kDataPhase], t[kForwardPhase], t[kBackwardPhase], t[kCommPhase],
+                             t[kOptimizerPhase]};
+        }
+      }
+#endif
+      const double elapsed = secondsSince(epochStart);
+      for (StepReport& r : unread) {
+        r.loss = loss / static_cast<double>(unread.size());
+        r.epochSeconds = elapsed;
+        r.samplesPerSecond = world * static_cast<double>(samples) / elapsed;
+        phaseSum += r.times;
+        observer.onStep(r);
+      }
+      unread.clear();
+    };
     for (std::size_t begin = 0; begin < shard.size(); begin += samplesPerStep()) {
       if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
       const std::size_t end = std::min(shard.size(), begin + samplesPerStep());
       optimizer_.setLearningRate(static_cast<float>(
           learningRateAt(options_.lrSchedule, baseLr_, globalStep_, totalSteps)));
-      const double loss = step(std::span(shard).subspan(begin, end - begin));
-      lossSum += loss;
-      phaseSum += lastTimes_;
+      runStep(std::span(shard).subspan(begin, end - begin));
       ++steps;
       samples += end - begin;
-      const double elapsed = secondsSince(epochStart);
-      observer.onStep(StepReport{epoch, steps, stepsPerEpoch, globalStep_, loss,
-                                 world * static_cast<double>(samples) / elapsed, elapsed,
-                                 lastTimes_});
+      StepReport step;
+      step.epoch = epoch;
+      step.stepInEpoch = steps;
+      step.stepsInEpoch = stepsPerEpoch;
+      step.globalStep = globalStep_;
+      step.times = lastTimes_;
+      unread.push_back(step);
+      if (!gpu_ || unread.size() >= options_.lossReadEvery) reportUnread();
     }
+    reportUnread();
     const double trainSeconds = secondsSince(epochStart);
     double totals[2] = {lossSum, static_cast<double>(steps)};
     comm_.allreduceSync(std::span<double>(totals), comm::ReduceOp::kSum);
@@ -206,21 +300,15 @@ void Trainer::run(TrainObserver& observer) {
 
 EvalResult Trainer::evaluate() {
   const std::vector<std::size_t> shard = evaluationShard(test_.size(), comm_.size(), comm_.rank());
-  Tensor features;
-  std::vector<std::int32_t> labels;
   SoftmaxCrossEntropy loss;
-  double totals[3] = {0.0, 0.0, 0.0};  // loss sum, correct, samples
+  LossTotals sums(device_);
   for (std::size_t begin = 0; begin < shard.size(); begin += options_.evalBatchSize) {
     const std::size_t end = std::min(shard.size(), begin + options_.evalBatchSize);
     const auto indices = std::span(shard).subspan(begin, end - begin);
-    features.resize({indices.size(), test_.featureDim()});
-    labels.resize(indices.size());
-    test_.gather(indices, features.data(), labels.data());
-    const LossResult result = loss.forward(model_.forward(features), labels);
-    totals[0] += result.loss * static_cast<double>(indices.size());
-    totals[1] += static_cast<double>(result.correct);
-    totals[2] += static_cast<double>(indices.size());
+    forwardBatch(test_, indices, static_cast<double>(indices.size()), sums, loss, false);
   }
+  const auto [lossSum, correct] = sums.take();  // waits for the device
+  double totals[3] = {lossSum, correct, static_cast<double>(shard.size())};
   comm_.allreduceSync(std::span<double>(totals), comm::ReduceOp::kSum);
   EvalResult result;
   result.samples = static_cast<std::size_t>(totals[2]);

@@ -13,6 +13,7 @@
 // metrics files) belongs to the launcher.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -40,6 +41,10 @@ struct TrainOptions {
   std::size_t evalBatchSize = 1000;
   LrSchedule lrSchedule = LrSchedule::kConstant;  // from the optimizer's initial lr
   SamplerOptions sampler;
+  // GPU: the host reads the loss (and the step timings) every this many
+  // steps and at the end of each epoch; reading waits for the device, so a
+  // step never does. CPU steps always report their own loss.
+  std::size_t lossReadEvery = 50;
 };
 
 // Where a step's time goes, in seconds (this rank).
@@ -53,6 +58,10 @@ struct PhaseTimes {
   PhaseTimes& operator+=(const PhaseTimes& other);
 };
 
+// On the GPU, reports are delivered in groups when the loss is read
+// (TrainOptions::lossReadEvery): each report of a group carries the group's
+// mean loss, its own device-measured phase times, and the throughput at the
+// time of reading.
 struct StepReport {
   std::size_t epoch = 0;        // 1-based
   std::size_t stepInEpoch = 0;  // 1-based
@@ -92,8 +101,12 @@ class Trainer {
  public:
   // All references must outlive the Trainer. Collective: every rank constructs
   // one with equal options.
+  // The model may be on the CPU or on a CUDA device (Sequential::to); data are
+  // then copied there batch by batch. `comm` must reduce memory where the
+  // model is (MPI: host, NCCL: device).
   Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, const Dataset& train,
           const Dataset& test, TrainOptions options);
+  ~Trainer();
 
   // Makes every rank's parameters equal to rank 0's.
   void broadcastParameters();
@@ -104,7 +117,7 @@ class Trainer {
   // The Reducer that owns the gradients (its buckets, its last launches).
   const comm::Reducer& reducer() const { return *reducer_; }
   // One step on the given samples (gradAccum micro-batches of batchSize);
-  // returns this rank's loss. Exposed for tests.
+  // returns this rank's loss (on the GPU this waits for the step). For tests.
   double step(std::span<const std::size_t> batchIndices);
 
   std::size_t globalStep() const { return globalStep_; }
@@ -121,6 +134,16 @@ class Trainer {
 
  private:
   std::size_t samplesPerStep() const { return options_.batchSize * options_.gradAccum; }
+  // Issues one step; its loss goes into trainTotals_, its times into
+  // lastTimes_ (CPU) or the GPU's step timer.
+  void runStep(std::span<const std::size_t> batchIndices);
+  // Forward and loss of one micro-batch (or evaluation batch), into `totals`
+  // with `weight` x its mean loss.
+  // `training`: time it as a step's data phase.
+  const Tensor& forwardBatch(const Dataset& data, std::span<const std::size_t> indices,
+                             double weight, LossTotals& totals, SoftmaxCrossEntropy& loss,
+                             bool training);
+  struct Gpu;  // the GPU path's state (trainer.cc); null on the CPU
 
   comm::Communicator& comm_;
   Sequential& model_;
@@ -130,12 +153,16 @@ class Trainer {
   TrainOptions options_;
   DistributedSampler sampler_;
   SoftmaxCrossEntropy loss_;
+  Device device_;
+  LossTotals trainTotals_;
+  std::unique_ptr<Gpu> gpu_;
   std::unique_ptr<comm::Reducer> reducer_;
   std::vector<std::vector<std::size_t>> layerGradients_;  // per layer: its trainable gradients
   Tensor features_;
   std::vector<std::int32_t> labels_;
   std::size_t globalStep_ = 0;
   PhaseTimes lastTimes_;
+  std::chrono::steady_clock::time_point phaseMark_;  // end of the last timed phase (CPU)
   Trace* trace_ = nullptr;
   std::size_t traceFirst_ = 0;
   std::size_t traceSteps_ = 0;

@@ -104,7 +104,9 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 WorkPtr MpiCommunicator::enqueue(std::string what, std::function<void()> run) {
-  auto work = std::make_shared<Work>(str(what, " #", sequence_++, " on rank ", rank_));
+  auto work = std::make_shared<Work>(str(what, " #", sequence_++, " on rank ", rank_,
+                                         context().empty() ? "" : " (", context(),
+                                         context().empty() ? "" : ")"));
   {
     std::lock_guard lock(mutex_);
     DDP_CHECK(!stopping_, "collective issued on a communicator being destroyed");

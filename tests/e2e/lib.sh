@@ -8,7 +8,7 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,va
 export OMPI_MCA_btl_vader_single_copy_mechanism=none  # works in containers without CMA
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-FMNIST=/usr/share/datasets/fashion-mnist
+FMNIST=${DDP_DATA_DIR:-/usr/share/datasets/fashion-mnist}  # ddp_train reads DDP_DATA_DIR too
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # run NP [ddp_train args...]: quiet mpirun under a 120 s bound

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The GPU check: build ddp with CUDA, run the GPU tests, and benchmark one GPU
+# against PyTorch, in one go (about 5 minutes on a one-GPU machine with 16
+# cores, build included). Everything it reports goes to $OUT (default
+# ./gpu-check-out): gpu_check.log, the test log, gpu_bench.md.
+#
+#   bash benchmarks/gpu_check.sh
+#
+# Needs CUDA with nvcc, NCCL, a C++ compiler, python3 with PyTorch, meson
+# and ninja. ddp's Debian dependencies (Open MPI, Boost, GoogleTest, OpenBLAS,
+# ...) and Fashion-MNIST come from the system, or from .deps/ when it exists
+# (benchmarks/gpu_sysroot.sh packs them on a Debian machine, for GPU machines
+# that have none of them and no network).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-check-out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/gpu_check.log") 2>&1
+started=$(date +%s)
+stage() { echo "== $(($(date +%s) - started)) s: $*"; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none MALLOC_PERTURB_=0
+export PYTHONUNBUFFERED=1
+
+stage "machine"
+nvidia-smi -L 2>&1 | head -4
+nvcc --version | tail -2
+${CXX:-g++} --version | head -1
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
+
+if [ -f .deps/sysroot.tar.xz ]; then
+  stage "unpacking .deps (Debian 12 dependencies) into /tmp/ddp-sysroot"
+  S=/tmp/ddp-sysroot
+  rm -rf "$S" && mkdir -p "$S" && tar -C "$S" -xJf .deps/sysroot.tar.xz
+  lib=$S/usr/lib/x86_64-linux-gnu
+  ln -sf orterun "$S/usr/bin/mpirun"
+  export PATH=$S/usr/bin:$PATH
+  export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread:$lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PKG_CONFIG_PATH=$lib/pkgconfig:$lib/openblas-pthread/pkgconfig:$lib/openmpi/lib/pkgconfig:$S/usr/share/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=$S
+  export OPAL_PREFIX=$S/usr OPAL_LIBDIR=$lib/openmpi/lib PMIX_INSTALL_PREFIX=$S/usr
+  export OMPI_MCA_mca_base_component_path=$lib/openmpi/lib/openmpi3
+  export BOOST_INCLUDEDIR=$S/usr/include BOOST_LIBRARYDIR=$lib
+fi
+[ -d .deps/fashion-mnist ] && export DDP_DATA_DIR=$PWD/.deps/fashion-mnist
+
+# NCCL next to the toolkit, or from the nvidia-nccl Python wheel.
+nccl_option=()
+if ! ls /usr/local/cuda/lib64/libnccl.so* /usr/local/cuda/lib/libnccl.so* > /dev/null 2>&1; then
+  wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null ||
+          python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "nccl"))' 2>/dev/null)
+  if [ -n "$wheel" ] && [ -f "$wheel/include/nccl.h" ]; then
+    mkdir -p /tmp/ddp-nccl/lib
+    ln -sfn "$wheel/include" /tmp/ddp-nccl/include
+    ln -sf "$(ls "$wheel"/lib/libnccl.so* | head -1)" /tmp/ddp-nccl/lib/libnccl.so
+    nccl_option=(-Dnccl_home=/tmp/ddp-nccl)
+    export LD_LIBRARY_PATH=$wheel/lib:${LD_LIBRARY_PATH:-}
+    echo "NCCL from the Python wheel: $wheel"
+  fi
+fi
+
+stage "configure and build"
+rm -rf build-gpu
+meson setup build-gpu -Dcuda=enabled -Dwerror=false "${nccl_option[@]}" > "$OUT/meson-setup.log" 2>&1 ||
+  { tail -40 "$OUT/meson-setup.log"; cp build-gpu/meson-logs/meson-log.txt "$OUT/" 2>/dev/null; exit 1; }
+grep -A12 '^  ddp' "$OUT/meson-setup.log"
+ninja -C build-gpu > "$OUT/build.log" 2>&1 || { grep -B2 -A8 -m5 'error' "$OUT/build.log"; exit 1; }
+
+stage "GPU tests"
+meson test -C build-gpu --suite cuda gpu_train --print-errorlogs --num-processes 1 \
+  > "$OUT/tests.log" 2>&1
+tests=$?
+grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):' "$OUT/tests.log"
+cp build-gpu/meson-logs/testlog.txt "$OUT/testlog.txt" 2>/dev/null
+
+stage "one-GPU step time: ddp_train vs PyTorch"
+timeout 240 python3 benchmarks/gpu_bench.py --build build-gpu --repeats 3 --markdown "$OUT/gpu_bench.md"
+bench=$?
+
+stage "done (tests exit $tests, benchmark exit $bench)"
+[ "$tests" = 0 ] && [ "$bench" = 0 ]

@@ -1,0 +1,274 @@
+#include "comm/nccl/nccl_communicator.h"
+
+#include "comm/nccl/nccl_check.h"
+#include "runtime/cuda/device.h"
+#include "runtime/cuda/memory.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+namespace ddp::detail {
+
+void throwNcclError(ncclResult_t code, ncclComm_t comm, const char* call, const char* file,
+                    int line) {
+  const char* last = ncclGetLastError(comm);
+  throw CommError(str(call, " failed on rank ", log::processRank(), " at ", file, ":", line, ": ",
+                      ncclGetErrorString(code),
+                      last != nullptr && *last != '\0' ? str(" (", last, ")") : std::string()));
+}
+
+}  // namespace ddp::detail
+
+namespace ddp::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+ncclDataType_t ncclType(DataType type) {
+  switch (type) {
+    case DataType::kFloat32:
+      return ncclFloat32;
+    case DataType::kFloat64:
+      return ncclFloat64;
+    case DataType::kInt32:
+      return ncclInt32;
+    case DataType::kInt64:
+      return ncclInt64;
+    case DataType::kUInt8:
+      return ncclUint8;
+    case DataType::kBFloat16:
+      return ncclBfloat16;
+  }
+  throw InternalError("unknown DataType");
+}
+
+ncclRedOp_t ncclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+  }
+  throw InternalError("unknown ReduceOp");
+}
+
+}  // namespace
+
+// A collective on the communication stream (Note [NCCL stream ordering]).
+class NcclCommunicator::DeviceWork final : public Work {
+ public:
+  DeviceWork(std::string description, cudaStream_t compute)
+      : Work(std::move(description)), compute_(compute) {}
+
+  void synchronize(std::chrono::milliseconds) override {
+    if (isCompleted()) wait(0ms);  // rethrows the error the watchdog stored, if any
+    done.makeWait(compute_);
+  }
+
+  cuda::Event ready;  // on the compute stream: the buffer is written
+  cuda::Event done;   // on the communication stream: the collective ran
+  std::chrono::steady_clock::time_point issuedAt = std::chrono::steady_clock::now();
+
+ private:
+  cudaStream_t compute_;
+};
+
+NcclCommunicator::NcclCommunicator(MPI_Comm base, int device, cudaStream_t computeStream,
+                                   CommOptions options)
+    : Communicator(options), device_(device), compute_(computeStream) {
+  host_ = std::make_unique<MpiCommunicator>(base, options);
+  rank_ = host_->rank();
+  size_ = host_->size();
+  ncclUniqueId id{};
+  if (rank_ == 0) DDP_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+  host_->broadcast(&id, sizeof id, DataType::kUInt8, 0)->wait(options.timeout);
+  DDP_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_), nullptr);
+  watchdog_ = std::thread([this] { watch(); });
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  std::vector<std::shared_ptr<DeviceWork>> pending;
+  {
+    std::lock_guard lock(mutex_);
+    pending = inFlight_;
+  }
+  for (auto& work : pending) {
+    try {
+      work->wait(options().timeout + 1s);  // the watchdog completes or fails it
+    } catch (...) {  // reported by whoever waited for it first, or by the watchdog
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  if (comm_ != nullptr) {
+    if (failed_ || !inFlight_.empty()) {
+      (void)ncclCommAbort(comm_);
+    } else {
+      (void)cudaStreamSynchronize(stream_.get());
+      (void)ncclCommDestroy(comm_);
+    }
+  }
+}
+
+void NcclCommunicator::setFatalHandler(FatalHandler handler) {
+  std::lock_guard lock(mutex_);
+  onFatal_ = std::move(handler);
+}
+
+std::string NcclCommunicator::version() {
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess) return "unknown";
+  return str(code / 10000, ".", code % 10000 / 100, ".", code % 100);
+}
+
+void NcclCommunicator::throwIfFailed() const {
+  if (!failed_) return;
+  std::lock_guard lock(mutex_);
+  if (failedByTimeout_) throw CommTimeoutError(failure_);
+  throw CommError(failure_);
+}
+
+WorkPtr NcclCommunicator::issue(std::string what, const std::function<void(cudaStream_t)>& call) {
+  throwIfFailed();
+  auto work =
+      std::make_shared<DeviceWork>(str(what, " #", sequence_++, " on rank ", rank_, " (GPU ",
+                                       device_, ")", context().empty() ? "" : str(", ", context())),
+                                   compute_);
+  work->ready.record(compute_);
+  work->ready.makeWait(stream_.get());
+  {
+    // Held while NCCL is called, so the watchdog never aborts the
+    // communicator in the middle of a call.
+    std::lock_guard lock(mutex_);
+    if (failed_) {
+      throw failedByTimeout_ ? CommTimeoutError(failure_) : CommError(failure_);
+    }
+    call(stream_.get());
+    work->done.record(stream_.get());
+    work->markStarted();
+    inFlight_.push_back(work);
+  }
+  wake_.notify_one();
+  return work;
+}
+
+void NcclCommunicator::watch() {
+  try {
+    cuda::setDevice(device_);
+  } catch (const Error& e) {
+    log::warn(str("NCCL watchdog: ", e.what()));
+  }
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, inFlight_.empty() ? 100ms : 1ms);
+    if (failed_ || comm_ == nullptr) continue;
+    std::string report;
+    bool timedOut = false;
+    try {
+      std::erase_if(inFlight_, [](const std::shared_ptr<DeviceWork>& work) {
+        if (!work->done.query()) return false;
+        work->complete();
+        return true;
+      });
+    } catch (const Error& e) {
+      report = str("rank ", rank_, " (GPU ", device_,
+                   "): the device failed while collectives ran: ", e.what());
+    }
+    ncclResult_t async = ncclSuccess;
+    if (report.empty() && ncclCommGetAsyncError(comm_, &async) == ncclSuccess &&
+        async != ncclSuccess && async != ncclInProgress) {
+      const char* last = ncclGetLastError(comm_);
+      report = str(
+          "rank ", rank_, " (GPU ", device_,
+          "): NCCL reported an asynchronous error: ", ncclGetErrorString(async),
+          last != nullptr ? str(" (", last, ")") : "",
+          inFlight_.empty() ? std::string() : str(" during ", inFlight_.front()->description()));
+    }
+    if (report.empty() && !inFlight_.empty() &&
+        std::chrono::steady_clock::now() - inFlight_.front()->issuedAt > options().timeout) {
+      timedOut = true;
+      report = str("rank ", rank_, ": ", inFlight_.front()->description(),
+                   " did not complete within ", options().timeout.count() / 1000.0,
+                   " s (--timeout): a peer rank may have died, stalled or diverged; the NCCL "
+                   "communicator was aborted");
+    }
+    if (report.empty()) continue;
+
+    failure_ = report;
+    failedByTimeout_ = timedOut;
+    failed_ = true;
+    (void)ncclCommAbort(comm_);  // the stuck kernels return; nothing may use comm_ now
+    comm_ = nullptr;
+    std::vector<std::shared_ptr<DeviceWork>> abandoned;
+    abandoned.swap(inFlight_);
+    FatalHandler handler = onFatal_;
+    lock.unlock();
+    const std::exception_ptr error = timedOut ? std::make_exception_ptr(CommTimeoutError(report))
+                                              : std::make_exception_ptr(CommError(report));
+    for (auto& work : abandoned)
+      work->complete(error);
+    if (handler) handler(report);
+    lock.lock();
+  }
+}
+
+WorkPtr NcclCommunicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
+  if (!cuda::isDevicePointer(data)) {
+    host_->setContext(context());
+    return host_->allreduce(data, count, type, op);
+  }
+  const bool floating =
+      type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kBFloat16;
+  if (op == ReduceOp::kAvg && !floating) {
+    throw UsageError("allreduce: average is defined for floating-point types only");
+  }
+  return issue(str("ncclAllReduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
+               [&](cudaStream_t stream) {
+                 DDP_NCCL_CHECK(
+                     ncclAllReduce(data, data, count, ncclType(type), ncclOp(op), comm_, stream),
+                     comm_);
+               });
+}
+
+WorkPtr NcclCommunicator::broadcast(void* data, std::size_t count, DataType type, int root) {
+  if (!cuda::isDevicePointer(data)) {
+    host_->setContext(context());
+    return host_->broadcast(data, count, type, root);
+  }
+  return issue(str("ncclBroadcast(", dataTypeName(type), " x ", count, ", root ", root, ")"),
+               [&](cudaStream_t stream) {
+                 DDP_NCCL_CHECK(
+                     ncclBroadcast(data, data, count, ncclType(type), root, comm_, stream), comm_);
+               });
+}
+
+WorkPtr NcclCommunicator::allgather(const void* send, void* recv, std::size_t count,
+                                    DataType type) {
+  if (!cuda::isDevicePointer(recv)) {
+    host_->setContext(context());
+    return host_->allgather(send, recv, count, type);
+  }
+  return issue(
+      str("ncclAllGather(", dataTypeName(type), " x ", count, ")"), [&](cudaStream_t stream) {
+        DDP_NCCL_CHECK(ncclAllGather(send, recv, count, ncclType(type), comm_, stream), comm_);
+      });
+}
+
+WorkPtr NcclCommunicator::barrier() {
+  throwIfFailed();
+  return host_->barrier();
+}
+
+std::shared_ptr<void> NcclCommunicator::allocate(std::size_t bytes) {
+  throwIfFailed();
+  return cuda::allocateDevice(bytes);
+}
+
+}  // namespace ddp::comm

@@ -1,0 +1,117 @@
+// The NCCL backend of Communicator, for device memory.
+//
+// Note [NCCL stream ordering]
+// The caller computes on one stream (Note [One compute stream] in
+// runtime/cuda/context.h). NCCL runs on a communication stream of its own, so
+// an all-reduce overlaps whatever the compute stream runs next. Per collective:
+//   1. `ready` is recorded on the compute stream: the kernels that wrote the
+//      buffer are ahead of it;
+//   2. the communication stream waits on `ready`;
+//   3. the NCCL call is issued on the communication stream;
+//   4. `done` is recorded on the communication stream.
+// Work::synchronize() makes the compute stream wait on `done`, so the
+// kernels that read the result (the optimizer) run after it, and the host
+// never blocks. Work::wait() blocks the host until the watchdog has seen
+// `done` complete.
+//
+// Host memory (loss and accuracy sums, the Reducer's layout check) goes
+// through an MPI communicator that this one owns: NCCL wants device memory,
+// and Debian's Open MPI is not CUDA-aware. Each kind keeps its own issue
+// order, identical on every rank because every rank runs the same program.
+//
+// Note [NCCL watchdog]
+// A collective waiting for a dead or stalled peer never returns, and with
+// host-free ordering nothing on the host would notice until the next
+// synchronisation hangs too. A watchdog thread polls, every millisecond, the
+// `done` events of the collectives in flight and ncclCommGetAsyncError. On an
+// asynchronous error, or a collective older than the timeout, it aborts the
+// communicator (ncclCommAbort: the stuck kernels return), fails every Work in
+// flight with a report naming the rank, GPU, collective and context (step,
+// bucket), and calls the fatal handler (ddp_train's logs the report and ends
+// the job). Afterwards every call on this communicator throws that report.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "runtime/cuda/stream.h"
+
+namespace ddp::comm {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Collective over `base`: rank 0 creates the NCCL unique id, MPI broadcasts
+  // it, every rank joins with ncclCommInitRank. `device` must be the calling
+  // thread's current CUDA device (cuda::setDevice), one per rank;
+  // `computeStream` is the stream whose kernels write and read the buffers.
+  // Throws CommError (NCCL) or DeviceError (CUDA).
+  NcclCommunicator(MPI_Comm base, int device, cudaStream_t computeStream, CommOptions options);
+  // Waits for the collectives in flight (bounded by the watchdog), stops the
+  // watchdog and destroys (or, after a failure, aborts) the communicator.
+  // Never throws.
+  ~NcclCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backendName() const override { return "nccl"; }
+
+  // Device buffers: NCCL on the communication stream (Note [NCCL stream
+  // ordering]); host buffers: the owned MPI communicator.
+  WorkPtr allreduce(void* data, std::size_t count, DataType type, ReduceOp op) override;
+  WorkPtr broadcast(void* data, std::size_t count, DataType type, int root) override;
+  WorkPtr allgather(const void* send, void* recv, std::size_t count, DataType type) override;
+  WorkPtr barrier() override;  // every rank reached it (through MPI)
+  // Zeroed device memory on this rank's GPU.
+  std::shared_ptr<void> allocate(std::size_t bytes) override;
+
+  using Communicator::allgather;
+  using Communicator::allreduce;
+  using Communicator::broadcast;
+
+  // Called once, on the watchdog thread, with the report of a failed or timed
+  // out collective (Note [NCCL watchdog]). It may end the process.
+  using FatalHandler = std::function<void(const std::string& report)>;
+  void setFatalHandler(FatalHandler handler);
+
+  // The NCCL version in use ("2.28.9").
+  static std::string version();
+
+ private:
+  class DeviceWork;
+  WorkPtr issue(std::string what, const std::function<void(cudaStream_t)>& call);
+  void watch();
+  void fail(const std::string& report, bool timedOut);
+  void throwIfFailed() const;
+
+  int rank_ = 0;
+  int size_ = 1;
+  int device_ = 0;
+  cudaStream_t compute_;
+  std::unique_ptr<MpiCommunicator> host_;
+  ncclComm_t comm_ = nullptr;
+  cuda::Stream stream_;  // the communication stream
+  std::uint64_t sequence_ = 0;
+
+  mutable std::mutex mutex_;  // guards everything below
+  std::condition_variable wake_;
+  std::vector<std::shared_ptr<DeviceWork>> inFlight_;
+  std::string failure_;  // the report, once failed
+  bool failedByTimeout_ = false;
+  FatalHandler onFatal_;
+  bool stopping_ = false;
+  std::atomic<bool> failed_{false};
+  std::thread watchdog_;
+};
+
+}  // namespace ddp::comm

@@ -1,0 +1,169 @@
+// Every CUDA layer, the loss and the optimizer against the CPU implementation
+// (the reference) on random inputs.
+//
+// Each comparison runs the same computation on a CPU copy and a CUDA copy of
+// the same layer. Device outputs are poisoned first (NaN), so a kernel that
+// skips an element cannot pass by leaving an old value: gradients are filled
+// with NaN before an overwriting backward, and every layer first runs a
+// forward and backward on NaN inputs so its activation buffers hold NaN.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "trainer/cross_entropy.h"
+#include "trainer/linear.h"
+#include "trainer/random.h"
+#include "trainer/relu.h"
+#include "trainer/sgd.h"
+
+namespace ddp::trainer {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+Tensor randomTensor(Shape shape, std::uint64_t seed) {
+  Tensor t(std::move(shape));
+  Random random(seed);
+  for (float& v : t.span())
+    v = random.normal();
+  return t;
+}
+
+// |gpu - cpu| <= tolerance x max(1, |cpu|) for every element, no NaN anywhere.
+void expectClose(const Tensor& cpu, const Tensor& gpu, double tolerance, const std::string& what) {
+  ASSERT_EQ(cpu.shape(), gpu.shape()) << what;
+  ASSERT_FALSE(cpu.onCuda()) << what;
+  const Tensor device = gpu.to(Device::kCpu);
+  for (std::size_t i = 0; i < cpu.numel(); ++i) {
+    const double expected = cpu.data()[i], actual = device.data()[i];
+    ASSERT_FALSE(std::isnan(actual)) << what << " element " << i << " was never written";
+    ASSERT_NEAR(actual, expected, tolerance * std::max(1.0, std::abs(expected)))
+        << what << " element " << i;
+  }
+}
+
+struct LinearCase {
+  std::size_t batch, in, out;
+};
+
+class LinearOnGpu : public ::testing::TestWithParam<LinearCase> {};
+
+TEST_P(LinearOnGpu, ForwardAndBackwardMatchTheCpu) {
+  const auto [batch, in, out] = GetParam();
+  Linear cpu(in, out, "layers.0.", 7), gpu(in, out, "layers.0.", 7);
+  for (Parameter* p : gpu.parameters()) {
+    p->value = p->value.to(Device::kCuda);
+    p->grad = Tensor(p->value.shape(), Device::kCuda);
+  }
+  const Tensor x = randomTensor({batch, in}, 1);
+  const Tensor dy = randomTensor({batch, out}, 2);
+  const Tensor xGpu = x.to(Device::kCuda), dyGpu = dy.to(Device::kCuda);
+
+  Tensor poison({batch, in}, Device::kCuda);
+  poison.fill(kNaN);
+  Tensor poisonGrad({batch, out}, Device::kCuda);
+  poisonGrad.fill(kNaN);
+  gpu.forward(poison);
+  gpu.backward(poisonGrad, GradMode::kOverwrite, true);  // every buffer now holds NaN
+  for (Parameter* p : gpu.parameters())
+    p->grad.fill(kNaN);
+
+  expectClose(cpu.forward(x), gpu.forward(xGpu), 1e-4, "forward");
+  const Tensor* dxCpu = cpu.backward(dy, GradMode::kOverwrite, true);
+  const Tensor* dxGpu = gpu.backward(dyGpu, GradMode::kOverwrite, true);
+  expectClose(*dxCpu, *dxGpu, 1e-4, "input gradient");
+  expectClose(cpu.parameters()[0]->grad, gpu.parameters()[0]->grad, 1e-4, "weight gradient");
+  expectClose(cpu.parameters()[1]->grad, gpu.parameters()[1]->grad, 1e-4, "bias gradient");
+
+  // Accumulation adds a second micro-batch's gradient to the first.
+  const Tensor dy2 = randomTensor({batch, out}, 3);
+  cpu.backward(dy2, GradMode::kAccumulate, false);
+  EXPECT_EQ(gpu.backward(dy2.to(Device::kCuda), GradMode::kAccumulate, false), nullptr);
+  expectClose(cpu.parameters()[0]->grad, gpu.parameters()[0]->grad, 1e-4, "accumulated weight");
+  expectClose(cpu.parameters()[1]->grad, gpu.parameters()[1]->grad, 1e-4, "accumulated bias");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LinearOnGpu,
+                         ::testing::Values(LinearCase{1, 1, 1}, LinearCase{3, 5, 4},
+                                           LinearCase{64, 784, 1024}, LinearCase{257, 1024, 10},
+                                           LinearCase{4096, 33, 17}));
+
+TEST(ReluOnGpu, ForwardAndBackwardMatchTheCpu) {
+  for (std::size_t n : {1ul, 1000ul, 1ul << 20}) {
+    Relu cpu, gpu;
+    const Tensor x = randomTensor({n, 1}, 4), dy = randomTensor({n, 1}, 5);
+    Tensor poison({n, 1}, Device::kCuda);
+    poison.fill(kNaN);
+    gpu.forward(poison);
+    gpu.backward(poison, GradMode::kOverwrite, true);
+    expectClose(cpu.forward(x), gpu.forward(x.to(Device::kCuda)), 0.0, "relu forward");
+    expectClose(*cpu.backward(dy, GradMode::kOverwrite, true),
+                *gpu.backward(dy.to(Device::kCuda), GradMode::kOverwrite, true), 0.0,
+                "relu backward");
+  }
+}
+
+TEST(CrossEntropyOnGpu, LossAccuracyAndGradientMatchTheCpu) {
+  for (std::size_t batch : {1ul, 7ul, 1000ul}) {
+    for (std::size_t classes : {2ul, 10ul, 45ul}) {
+      const Tensor logits = randomTensor({batch, classes}, 6 + batch + classes);
+      std::vector<std::int32_t> labels(batch);
+      Random random(batch * classes);
+      for (auto& label : labels)
+        label = static_cast<std::int32_t>(random.below(classes));
+      // A tie for the maximum: both sides must pick the first one.
+      Tensor tied = logits.clone();
+      if (classes > 2) tied.data()[2] = tied.data()[1] = 50.0f;
+
+      SoftmaxCrossEntropy cpu, gpu;
+      const LossResult expected = cpu.forward(tied, labels);
+      Tensor deviceLabels({batch}, Device::kCuda);  // int32 bits in float storage
+      auto* labelBits = reinterpret_cast<const float*>(labels.data());
+      Tensor hostLabelBits({batch});
+      std::copy(labelBits, labelBits + batch, hostLabelBits.data());
+      deviceLabels.copyFrom(hostLabelBits);
+      LossTotals totals(Device::kCuda);
+      gpu.forward(tied.to(Device::kCuda),
+                  reinterpret_cast<const std::int32_t*>(deviceLabels.data()), 2.0, totals);
+      const auto [loss, correct] = totals.take();
+      EXPECT_NEAR(loss, 2.0 * expected.loss, 1e-5 * std::max(1.0, expected.loss));
+      EXPECT_EQ(correct, static_cast<double>(expected.correct));
+      EXPECT_EQ(totals.take().first, 0.0) << "take() resets the totals";
+      expectClose(cpu.backward(0.5f), gpu.backward(0.5f), 1e-5, "loss gradient");
+    }
+  }
+}
+
+TEST(SgdOnGpu, UpdatesMatchTheCpu) {
+  for (const SgdOptions options :
+       {SgdOptions{0.1f, 0.0f, 0.0f, false}, SgdOptions{0.05f, 0.9f, 1e-4f, false},
+        SgdOptions{0.05f, 0.9f, 1e-3f, true}}) {
+    Parameter cpu{"p", randomTensor({1000, 3}, 8), randomTensor({1000, 3}, 9), true};
+    Parameter gpu{"p", cpu.value.to(Device::kCuda), cpu.grad.to(Device::kCuda), true};
+    Parameter frozen{"f", randomTensor({5}, 10), randomTensor({5}, 11), false};
+    const Tensor frozenBefore = frozen.value.clone();
+    Sgd cpuSgd({&cpu, &frozen}, options), gpuSgd({&gpu}, options);
+    for (int step = 0; step < 3; ++step) {
+      cpuSgd.step();
+      gpuSgd.step();
+      expectClose(cpu.value, gpu.value, 1e-5, "parameters after step " + std::to_string(step));
+    }
+    expectClose(frozenBefore, frozen.value, 0.0, "frozen parameter");
+  }
+}
+
+TEST(TensorOnGpu, CopiesRoundTripAndFill) {
+  const Tensor host = randomTensor({123, 45}, 12);
+  const Tensor device = host.to(Device::kCuda);
+  EXPECT_TRUE(device.onCuda());
+  expectClose(host, device.clone(), 0.0, "device clone");
+  Tensor filled({1000}, Device::kCuda);
+  filled.fill(3.5f);
+  Tensor expected({1000});
+  expected.fill(3.5f);
+  expectClose(expected, filled, 0.0, "fill");
+}
+
+}  // namespace
+}  // namespace ddp::trainer

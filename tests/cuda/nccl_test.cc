@@ -1,0 +1,186 @@
+// The NCCL backend under mpirun (np = number of GPUs; the GPU check runs np=1):
+// collectives on device memory with closed-form results, host buffers routed
+// through MPI, the Reducer on NCCL against the Reducer on MPI, and the
+// watchdog turning a collective that cannot complete into a report.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/nccl/nccl_communicator.h"
+#include "comm/reducer.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/device.h"
+#include "runtime/cuda/memory.h"
+#include "runtime/error.h"
+
+namespace ddp::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<NcclCommunicator> makeNccl(std::chrono::milliseconds timeout = 60s) {
+  CommOptions options;
+  options.timeout = timeout;
+  return std::make_unique<NcclCommunicator>(MPI_COMM_WORLD, cuda::currentDevice(),
+                                            cuda::computeStream(), options);
+}
+
+template <class T>
+std::vector<T> toHost(const std::shared_ptr<void>& device, std::size_t count) {
+  std::vector<T> host(count);
+  cuda::copyToHost(host.data(), device.get(), count * sizeof(T));
+  return host;
+}
+
+template <class T>
+void toDevice(const std::shared_ptr<void>& device, const std::vector<T>& host) {
+  cuda::copyToDevice(device.get(), host.data(), host.size() * sizeof(T));
+}
+
+TEST(Nccl, AllReduceSumAverageAndMaxOnDeviceMemory) {
+  auto comm = makeNccl();
+  const int n = comm->size(), r = comm->rank();
+  for (std::size_t count : {1ul, 1000ul, 3ul << 20}) {
+    auto buffer = comm->allocate(count * sizeof(float));
+    std::vector<float> values(count);
+    for (std::size_t i = 0; i < count; ++i)
+      values[i] = static_cast<float>(r) + static_cast<float>(i % 7);
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
+      toDevice(buffer, values);
+      comm->allreduce(buffer.get(), count, DataType::kFloat32, op)->wait(60s);
+      const std::vector<float> out = toHost<float>(buffer, count);
+      for (std::size_t i = 0; i < count; ++i) {
+        const float base = static_cast<float>(i % 7);
+        const float expected = op == ReduceOp::kSum   ? n * base + n * (n - 1) / 2.0f
+                               : op == ReduceOp::kAvg ? base + (n - 1) / 2.0f
+                                                      : base + static_cast<float>(n - 1);
+        ASSERT_FLOAT_EQ(out[i], expected) << reduceOpName(op) << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(Nccl, BroadcastAndAllGatherOnDeviceMemory) {
+  auto comm = makeNccl();
+  const int n = comm->size(), r = comm->rank();
+  auto buffer = comm->allocate(100 * sizeof(std::int32_t));
+  toDevice(buffer, std::vector<std::int32_t>(100, r == 0 ? 42 : -1));
+  comm->broadcast(buffer.get(), 100, DataType::kInt32, 0)->wait(60s);
+  for (std::int32_t v : toHost<std::int32_t>(buffer, 100))
+    ASSERT_EQ(v, 42);
+  auto send = comm->allocate(3 * sizeof(float));
+  auto receive = comm->allocate(3 * static_cast<std::size_t>(n) * sizeof(float));
+  toDevice(send, std::vector<float>{float(r), float(r) + 0.5f, float(10 * r)});
+  comm->allgather(send.get(), receive.get(), 3, DataType::kFloat32)->wait(60s);
+  const std::vector<float> all = toHost<float>(receive, 3 * static_cast<std::size_t>(n));
+  for (int q = 0; q < n; ++q) {
+    EXPECT_EQ(all[3 * q], float(q));
+    EXPECT_EQ(all[3 * q + 1], float(q) + 0.5f);
+    EXPECT_EQ(all[3 * q + 2], float(10 * q));
+  }
+}
+
+TEST(Nccl, HostBuffersGoThroughMpi) {
+  auto comm = makeNccl();
+  const int n = comm->size(), r = comm->rank();
+  double totals[2] = {1.0 * r, 2.0};
+  comm->allreduceSync(std::span<double>(totals), ReduceOp::kSum);
+  EXPECT_EQ(totals[0], n * (n - 1) / 2.0);
+  EXPECT_EQ(totals[1], 2.0 * n);
+}
+
+TEST(Nccl, SynchronizeOrdersTheComputeStreamWithoutBlocking) {
+  auto comm = makeNccl();
+  const int n = comm->size();
+  auto buffer = comm->allocate(1 << 20);
+  toDevice(buffer, std::vector<float>(1 << 18, 1.0f));
+  WorkPtr work = comm->allreduce(buffer.get(), 1 << 18, DataType::kFloat32, ReduceOp::kSum);
+  work->synchronize(60s);  // the compute stream waits; the copy below runs after it
+  const std::vector<float> out = toHost<float>(buffer, 1 << 18);
+  for (float v : out)
+    ASSERT_EQ(v, static_cast<float>(n));
+  work->wait(60s);
+  EXPECT_TRUE(work->isCompleted());
+}
+
+// The same gradients, reduced by the Reducer on NCCL (device buffers) and on
+// MPI (host buffers), with several buckets: identical means.
+TEST(Nccl, ReducerMatchesTheMpiReducer) {
+  auto nccl = makeNccl();
+  CommOptions options;
+  options.timeout = 60s;
+  MpiCommunicator mpi(MPI_COMM_WORLD, options);
+  const int r = nccl->rank();
+  const std::vector<GradientSpec> specs = {{"layers.0.weight", 300000},
+                                           {"layers.0.bias", 1000},
+                                           {"frozen", 64, false},
+                                           {"layers.2.weight", 70000},
+                                           {"layers.2.bias", 10}};
+  for (std::size_t cap : {std::size_t{0}, std::size_t{256} << 10, kSingleBucket}) {
+    Reducer onDevice(*nccl, specs, {cap, cap, false});
+    Reducer onHost(mpi, specs, {cap, cap, false});
+    ASSERT_EQ(onDevice.buckets().size(), onHost.buckets().size());
+    for (int step = 0; step < 2; ++step) {
+      onDevice.prepareForBackward(true);
+      onHost.prepareForBackward(true);
+      for (std::size_t g = specs.size(); g-- > 0;) {
+        if (!specs[g].requiresGrad) continue;
+        std::vector<float> values(specs[g].numel);
+        for (std::size_t i = 0; i < values.size(); ++i)
+          values[i] = 0.001f * static_cast<float>((i * 31 + g * 7 + r * 13 + step) % 1000);
+        std::copy(values.begin(), values.end(), onHost.gradient(g).begin());
+        cuda::copyToDevice(onDevice.gradient(g).data(), values.data(), values.size() * 4);
+        onDevice.markReady(g);
+        onHost.markReady(g);
+      }
+      onDevice.finalize();
+      onHost.finalize();
+      for (std::size_t g = 0; g < specs.size(); ++g) {
+        if (!specs[g].requiresGrad) continue;
+        std::vector<float> device(specs[g].numel);
+        cuda::copyToHost(device.data(), onDevice.gradient(g).data(), device.size() * 4);
+        const std::span<float> host = onHost.gradient(g);
+        for (std::size_t i = 0; i < device.size(); ++i)
+          ASSERT_NEAR(device[i], host[i], 1e-6f) << specs[g].name << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(Nccl, CompressionIsRefusedOnDevices) {
+  auto comm = makeNccl();
+  EXPECT_THROW(Reducer(*comm, {{"w", 10}}, {1 << 20, 1 << 20, false, GradCompression::kBf16}),
+               UsageError);
+}
+
+// A collective that cannot start in time (the compute stream is held by a
+// host function longer than the timeout) is reported by the watchdog, which
+// fails the Work and every later call instead of letting the host hang.
+TEST(Nccl, WatchdogReportsACollectiveThatDoesNotComplete) {
+  auto comm = makeNccl(200ms);
+  std::atomic<bool> reported{false};
+  std::string report;
+  comm->setFatalHandler([&](const std::string& text) {
+    report = text;
+    reported = true;
+  });
+  comm->setContext("step 7, bucket 1 of 2");
+  auto buffer = comm->allocate(4096);
+  cudaLaunchHostFunc(
+      cuda::computeStream(),
+      [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); }, nullptr);
+  WorkPtr work = comm->allreduce(buffer.get(), 1024, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_THROW(work->wait(10s), CommTimeoutError);
+  EXPECT_TRUE(reported.load());
+  EXPECT_NE(report.find("step 7, bucket 1 of 2"), std::string::npos) << report;
+  EXPECT_NE(report.find("did not complete within 0.2 s"), std::string::npos) << report;
+  EXPECT_THROW(comm->allreduce(buffer.get(), 1024, DataType::kFloat32, ReduceOp::kSum),
+               CommTimeoutError);
+  cuda::synchronizeCompute();
+}
+
+}  // namespace
+}  // namespace ddp::comm

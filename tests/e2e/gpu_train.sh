@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# ddp_train on the GPU against the CPU reference. Without a CUDA device it
+# checks the usage error instead and exits 77 (skipped).
+. "$(dirname "$0")/lib.sh"
+need_fmnist
+
+# No device (or no CUDA in this build): one clear line, exit 2, no MPI noise.
+set +e
+run 1 --device cuda --dataset synthetic --max-steps 1 > "$WORK/probe.out" 2> "$WORK/probe.err"
+code=$?
+set -e
+if grep -q -e "no CUDA device is visible" -e "built without CUDA" "$WORK/probe.err"; then
+  [ "$code" = 2 ] || fail "--device cuda without a GPU exited $code, not 2"
+  [ "$(wc -l < "$WORK/probe.err")" = 1 ] || fail "expected one error line: $(cat "$WORK/probe.err")"
+  echo "SKIP: no CUDA device ($(cat "$WORK/probe.err"))"
+  exit 77
+fi
+[ "$code" = 0 ] || fail "--device cuda probe failed ($code): $(cat "$WORK/probe.err")"
+grep -q "backend nccl, device cuda" "$WORK/probe.out" || fail "not on NCCL/CUDA: $(head -3 "$WORK/probe.out")"
+grep -q "local rank 0, GPU 0 " "$WORK/probe.out" || fail "no per-rank GPU line: $(head -3 "$WORK/probe.out")"
+
+# One epoch of Fashion-MNIST: the GPU reaches the CPU's accuracy (same seed,
+# same batches; the arithmetic differs only in rounding).
+epoch=(--epochs 1 --hidden 1024,1024 --batch-size 64 --seed 42)
+run 1 "${epoch[@]}" --device cuda --metrics "$WORK/gpu.jsonl" > "$WORK/gpu.log"
+run 1 "${epoch[@]}" --device cpu --threads 4 --metrics "$WORK/cpu.jsonl" > "$WORK/cpu.log"
+python3 - "$WORK/gpu.jsonl" "$WORK/cpu.jsonl" <<'PY' || fail "GPU accuracy differs from CPU"
+import json, sys
+gpu, cpu = (json.loads(open(p).readline()) for p in sys.argv[1:3])
+print(f"1 epoch: GPU {gpu['test_accuracy']:.4f}, CPU {cpu['test_accuracy']:.4f}")
+assert gpu["test_accuracy"] > 0.80, gpu
+assert abs(gpu["test_accuracy"] - cpu["test_accuracy"]) < 0.01, (gpu, cpu)
+assert gpu["steps"] == cpu["steps"]
+PY
+
+# 30 steps: NCCL on the GPU gives the parameters MPI gives on the CPU.
+short=(--hidden 256,128 --max-steps 30 --lr 0.05 --momentum 0.9 --weight-decay 1e-4 --seed 3)
+run 1 "${short[@]}" --device cuda --save-model "$WORK/gpu.safetensors" > /dev/null
+run 1 "${short[@]}" --device cpu --threads 1 --save-model "$WORK/cpu.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/cpu.safetensors" "$WORK/gpu.safetensors" --rtol 1e-3 ||
+  fail "GPU parameters differ from CPU"
+# The GPU run is deterministic, and gradient accumulation matches a big batch.
+run 1 "${short[@]}" --device cuda --save-model "$WORK/gpu2.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/gpu.safetensors" "$WORK/gpu2.safetensors" --exact ||
+  fail "two GPU runs differ"
+run 1 "${short[@]}" --device cuda --batch-size 32 --grad-accum 2 \
+  --save-model "$WORK/accum.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/gpu.safetensors" "$WORK/accum.safetensors" --rtol 1e-4 ||
+  fail "gradient accumulation on the GPU differs from one big batch"
+
+# More ranks on the node than GPUs: a usage error naming both counts.
+if command -v nvidia-smi > /dev/null; then
+  gpus=$(nvidia-smi -L | grep -c '^GPU')
+  set +e
+  run $((gpus + 1)) --device cuda --dataset synthetic --max-steps 1 > /dev/null 2> "$WORK/many.err"
+  code=$?
+  set -e
+  [ "$code" = 2 ] || fail "too many ranks per GPU exited $code"
+  grep -q "$((gpus + 1)) ranks run on this node but only $gpus GPU" "$WORK/many.err" ||
+    fail "unclear message: $(cat "$WORK/many.err")"
+fi
+echo "gpu_train: ok"

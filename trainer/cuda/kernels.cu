@@ -1,0 +1,206 @@
+#include <cfloat>
+#include <climits>
+
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/cuda_check.h"
+#include "trainer/cuda/kernels.h"
+
+namespace ddp::trainer::cuda {
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr unsigned kWarp = 32;
+
+unsigned blocksFor(std::size_t count) {
+  const std::size_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 65535u * 32u ? (blocks > 0 ? blocks : 1) : 65535u * 32u);
+}
+
+// Grid-stride loops: any count works with a bounded grid.
+__global__ void fillKernel(float* data, std::size_t count, float value) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    data[i] = value;
+}
+
+__global__ void broadcastRowsKernel(const float* bias, float* y, std::size_t rows,
+                                    std::size_t cols) {
+  const std::size_t count = rows * cols;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    y[i] = bias[i % cols];
+}
+
+__global__ void reluForwardKernel(const float* x, float* y, std::size_t count) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__global__ void reluBackwardKernel(const float* y, const float* dy, float* dx, std::size_t count) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+// One warp per row. The arg-max takes the first maximum, as std::max_element
+// does on the CPU.
+__global__ void softmaxRowsKernel(const float* logits, const std::int32_t* labels,
+                                  float* probabilities, double* rowLoss, std::size_t rows,
+                                  std::size_t classes) {
+  const std::size_t row = (blockIdx.x * std::size_t{blockDim.x} + threadIdx.x) / kWarp;
+  const unsigned lane = threadIdx.x % kWarp;
+  if (row >= rows) return;
+  const float* z = logits + row * classes;
+  float* p = probabilities + row * classes;
+  float best = -FLT_MAX;
+  int arg = INT_MAX;
+  for (std::size_t c = lane; c < classes; c += kWarp) {
+    if (z[c] > best) {
+      best = z[c];
+      arg = static_cast<int>(c);
+    }
+  }
+  for (unsigned offset = kWarp / 2; offset > 0; offset /= 2) {
+    const float otherBest = __shfl_xor_sync(0xffffffffu, best, offset);
+    const int otherArg = __shfl_xor_sync(0xffffffffu, arg, offset);
+    if (otherBest > best || (otherBest == best && otherArg < arg)) {
+      best = otherBest;
+      arg = otherArg;
+    }
+  }
+  double sum = 0.0;
+  for (std::size_t c = lane; c < classes; c += kWarp) {
+    const float e = expf(z[c] - best);
+    p[c] = e;
+    sum += e;
+  }
+  for (unsigned offset = kWarp / 2; offset > 0; offset /= 2)
+    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  const float inverse = static_cast<float>(1.0 / sum);
+  for (std::size_t c = lane; c < classes; c += kWarp)
+    p[c] *= inverse;
+  if (lane == 0) {
+    const int label = labels[row];
+    // -log softmax = log(sum) - (z_label - zmax), as on the CPU; then 1 if
+    // the row is classified correctly.
+    rowLoss[2 * row] = log(sum) - static_cast<double>(z[label] - best);
+    rowLoss[2 * row + 1] = arg == label ? 1.0 : 0.0;
+  }
+}
+
+// One block sums the per-row values in a fixed order: deterministic.
+__global__ void sumRowsKernel(const double* rowLoss, std::size_t rows, double weight,
+                              double* lossSum, double* correct) {
+  __shared__ double loss[kThreads];
+  __shared__ double hits[kThreads];
+  double myLoss = 0.0, myHits = 0.0;
+  for (std::size_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    myLoss += rowLoss[2 * r];
+    myHits += rowLoss[2 * r + 1];
+  }
+  loss[threadIdx.x] = myLoss;
+  hits[threadIdx.x] = myHits;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      loss[threadIdx.x] += loss[threadIdx.x + half];
+      hits[threadIdx.x] += hits[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && rows > 0) {
+    *lossSum += weight * loss[0] / static_cast<double>(rows);
+    *correct += hits[0];
+  }
+}
+
+__global__ void softmaxBackwardKernel(const float* probabilities, const std::int32_t* labels,
+                                      float* grad, std::size_t rows, std::size_t classes,
+                                      float scale) {
+  const std::size_t count = rows * classes;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    const std::size_t row = i / classes, c = i % classes;
+    float g = probabilities[i] * scale;
+    if (static_cast<std::size_t>(labels[row]) == c) g -= scale;
+    grad[i] = g;
+  }
+}
+
+__global__ void sgdKernel(float* p, const float* grad, float* buf, std::size_t count, float lr,
+                          float mu, float wd, bool nesterov, bool first) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    const float g = grad[i] + wd * p[i];
+    if (mu == 0.0f) {
+      p[i] -= lr * g;
+      continue;
+    }
+    const float b = first ? g : mu * buf[i] + g;
+    buf[i] = b;
+    p[i] -= lr * (nesterov ? g + mu * b : b);
+  }
+}
+
+}  // namespace
+
+void fill(float* data, std::size_t count, float value) {
+  if (count == 0) return;
+  fillKernel<<<blocksFor(count), kThreads, 0, ddp::cuda::computeStream()>>>(data, count, value);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void broadcastRows(const float* bias, float* y, std::size_t rows, std::size_t cols) {
+  if (rows * cols == 0) return;
+  broadcastRowsKernel<<<blocksFor(rows * cols), kThreads, 0, ddp::cuda::computeStream()>>>(
+      bias, y, rows, cols);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void reluForward(const float* x, float* y, std::size_t count) {
+  if (count == 0) return;
+  reluForwardKernel<<<blocksFor(count), kThreads, 0, ddp::cuda::computeStream()>>>(x, y, count);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void reluBackward(const float* y, const float* dy, float* dx, std::size_t count) {
+  if (count == 0) return;
+  reluBackwardKernel<<<blocksFor(count), kThreads, 0, ddp::cuda::computeStream()>>>(y, dy, dx,
+                                                                                    count);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void softmaxCrossEntropyForward(const float* logits, const std::int32_t* labels,
+                                float* probabilities, double* rowLoss, std::size_t rows,
+                                std::size_t classes, double weight, double* lossSum,
+                                double* correct) {
+  if (rows == 0) return;
+  const cudaStream_t stream = ddp::cuda::computeStream();
+  const std::size_t threads = rows * kWarp;
+  softmaxRowsKernel<<<static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0,
+                      stream>>>(logits, labels, probabilities, rowLoss, rows, classes);
+  DDP_CUDA_CHECK_LAUNCH();
+  sumRowsKernel<<<1, kThreads, 0, stream>>>(rowLoss, rows, weight, lossSum, correct);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void softmaxCrossEntropyBackward(const float* probabilities, const std::int32_t* labels,
+                                 float* grad, std::size_t rows, std::size_t classes,
+                                 float lossScale) {
+  if (rows * classes == 0) return;
+  const float scale = lossScale / static_cast<float>(rows);
+  softmaxBackwardKernel<<<blocksFor(rows * classes), kThreads, 0, ddp::cuda::computeStream()>>>(
+      probabilities, labels, grad, rows, classes, scale);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void sgdUpdate(float* parameter, const float* grad, float* buffer, std::size_t count, float lr,
+               float momentum, float weightDecay, bool nesterov, bool first) {
+  if (count == 0) return;
+  sgdKernel<<<blocksFor(count), kThreads, 0, ddp::cuda::computeStream()>>>(
+      parameter, grad, buffer, count, lr, momentum, weightDecay, nesterov, first);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ddp::trainer::cuda

@@ -1,0 +1,47 @@
+// The CUDA kernels of the trainer's layers, loss and optimizer.
+//
+// Each function launches on the compute stream (Note [One compute stream] in
+// runtime/cuda/context.h) and returns without waiting; pointers are device
+// memory owned by the caller, which keeps it alive until the stream has run
+// (tensors do: their memory is freed with cudaFree, which waits). Shapes are
+// row-major, as in the CPU implementations these kernels mirror: the CPU code
+// is the reference, and tests/cuda compares the two.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ddp::trainer::cuda {
+
+void fill(float* data, std::size_t count, float value);
+
+// y[r][c] = bias[c] for every row: the bias term, before the GEMM adds x W^T.
+void broadcastRows(const float* bias, float* y, std::size_t rows, std::size_t cols);
+
+void reluForward(const float* x, float* y, std::size_t count);
+// dx = y > 0 ? dy : 0 (y is the forward output).
+void reluBackward(const float* y, const float* dy, float* dx, std::size_t count);
+
+// Per row of `logits` [rows, classes]: the softmax into `probabilities`, the
+// loss -log p[label] and whether the arg-max is the label. Then, in a fixed
+// order (deterministic, unlike atomics): *lossSum += weight * (mean loss over
+// the rows) and *correct += rows whose arg-max is the label. `rowLoss` is
+// scratch of 2 x `rows` doubles. Labels must be in [0, classes): the data readers
+// validate them on load.
+void softmaxCrossEntropyForward(const float* logits, const std::int32_t* labels,
+                                float* probabilities, double* rowLoss, std::size_t rows,
+                                std::size_t classes, double weight, double* lossSum,
+                                double* correct);
+
+// grad = scale * (probabilities - onehot(labels)) / rows.
+void softmaxCrossEntropyBackward(const float* probabilities, const std::int32_t* labels,
+                                 float* grad, std::size_t rows, std::size_t classes,
+                                 float lossScale);
+
+// One SGD step with PyTorch's rule (trainer/sgd.h) over `count` elements.
+// `buffer` is the momentum buffer (ignored when momentum is 0); `first`: the
+// buffer is initialised from this gradient.
+void sgdUpdate(float* parameter, const float* grad, float* buffer, std::size_t count, float lr,
+               float momentum, float weightDecay, bool nesterov, bool first);
+
+}  // namespace ddp::trainer::cuda
