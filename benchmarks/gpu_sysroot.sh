@@ -14,7 +14,7 @@
 # device tool carries .deps (name it in `carry`); gpu_check.sh unpacks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.deps/' .git/info/exclude 2>/dev/null || echo '/.deps/' >> .git/info/exclude
+if [ -d .git/info ]; then grep -qx '/.deps/' .git/info/exclude 2>/dev/null || echo '/.deps/' >> .git/info/exclude; fi
 rm -rf .deps && mkdir -p .deps/debs .deps/fashion-mnist
 packages=(
   # Open MPI 4.1 and what its libraries and plugins load
