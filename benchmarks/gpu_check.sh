@@ -40,7 +40,11 @@ if [ -f .deps/sysroot.tar.xz ]; then
   export LD_LIBRARY_PATH=$lib:$S/lib/x86_64-linux-gnu:$lib/openblas-pthread:$lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export PKG_CONFIG_PATH=$lib/pkgconfig:$lib/openblas-pthread/pkgconfig:$lib/openmpi/lib/pkgconfig:$S/usr/share/pkgconfig
   export PKG_CONFIG_SYSROOT_DIR=$S
-  export OPAL_PREFIX=$S/usr OPAL_LIBDIR=$lib/openmpi/lib PMIX_PREFIX=$lib/pmix2 PMIX_INSTALL_PREFIX=$lib/pmix2
+  export OPAL_PREFIX=$S/usr OPAL_LIBDIR=$lib/openmpi/lib
+  # Debian's PMIx has absolute compile-time directories: name each one.
+  p=$lib/pmix2
+  export PMIX_PREFIX=$p PMIX_EXEC_PREFIX=$p PMIX_LIBDIR=$p/lib PMIX_DATADIR=$p/share
+  export PMIX_DATAROOTDIR=$p/share PMIX_PKGDATADIR=$p/share/pmix PMIX_PKGLIBDIR=$p/lib/pmix
   export OMPI_MCA_mca_base_component_path=$lib/openmpi/lib/openmpi3
   export BOOST_INCLUDEDIR=$S/usr/include BOOST_LIBRARYDIR=$lib
 fi

@@ -182,6 +182,7 @@ int train(const Options& o) {
     trainOptions.lrSchedule = trainer::parseLrSchedule(o.lrSchedule);
     trainOptions.sampler = {!o.noShuffle, o.dropLast, o.seed};
     trainOptions.lossReadEvery = o.logEvery;
+    trainOptions.hostThreads = static_cast<unsigned>(threads);  // GPU: batch gathering
     trainer::Trainer trainer(comm, *model, sgd, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
     trainer.broadcastParameters();
@@ -217,6 +218,10 @@ int train(const Options& o) {
     log::error(e.what());
     world.abort(kExitFailure);
   } catch (const InternalError& e) {
+    log::error(e.what());
+    world.abort(kExitFailure);
+  } catch (const DeviceError& e) {
+    // A CUDA failure on this rank's GPU: the peers may be waiting in NCCL.
     log::error(e.what());
     world.abort(kExitFailure);
   } catch (const Error& e) {

@@ -91,7 +91,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "auto | cpu | cuda: where each rank trains (auto: CUDA when a GPU is visible; one GPU per "
       "rank, NCCL between them)")(
       "threads", po::value(&raw.threads)->value_name("N")->default_value(raw.threads),
-      "BLAS threads per rank (0: cores on the node / ranks on the node)")(
+      "BLAS threads per rank; on GPUs, the threads that gather each batch (0: cores on the node / "
+      "ranks on the node)")(
       "timeout",
       po::value(&o.timeoutSeconds)->value_name("SECONDS")->default_value(o.timeoutSeconds, "300"),
       "report a collective as hung after this long")(

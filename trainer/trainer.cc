@@ -16,6 +16,7 @@ enum Phase : std::size_t { kDataPhase, kForwardPhase, kBackwardPhase, kCommPhase
 
 #if DDP_WITH_CUDA
 struct Trainer::Gpu {
+  explicit Gpu(unsigned gatherThreads) : batches(gatherThreads) {}
   cuda::DeviceBatches batches;
   cuda::StepTimer timer;
   void mark(Phase phase) { timer.mark(static_cast<cuda::StepTimer::Phase>(phase)); }
@@ -23,6 +24,7 @@ struct Trainer::Gpu {
 static_assert(static_cast<std::size_t>(cuda::StepTimer::kOptimizer) == kOptimizerPhase);
 #else
 struct Trainer::Gpu {
+  explicit Gpu(unsigned) {}
   void mark(Phase) {}
 };
 #endif
@@ -59,7 +61,7 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, co
       baseLr_(optimizer.options().lr) {
   DDP_CHECK(options_.batchSize > 0 && options_.evalBatchSize > 0, "batch sizes must be positive");
   DDP_CHECK(options_.lossReadEvery > 0, "lossReadEvery must be positive");
-  if (device_ == Device::kCuda) gpu_ = std::make_unique<Gpu>();
+  if (device_ == Device::kCuda) gpu_ = std::make_unique<Gpu>(options_.hostThreads);
   DDP_CHECK(options_.gradAccum > 0, "gradient accumulation needs at least one micro-batch");
   // Every trainable gradient becomes a view into its Reducer bucket: backward
   // writes it in place, and nothing is copied into or out of a fusion buffer.

@@ -45,6 +45,8 @@ struct TrainOptions {
   // steps and at the end of each epoch; reading waits for the device, so a
   // step never does. CPU steps always report their own loss.
   std::size_t lossReadEvery = 50;
+  // GPU: host threads that gather each batch before it is copied to the device.
+  unsigned hostThreads = 1;
 };
 
 // Where a step's time goes, in seconds (this rank).

@@ -28,7 +28,9 @@ namespace ddp::trainer::cuda {
 
 class DeviceBatches {
  public:
-  DeviceBatches();
+  // `gatherThreads`: host threads that gather a large batch (rows split
+  // between them; Dataset::gather is const and thread-compatible).
+  explicit DeviceBatches(unsigned gatherThreads = 1);
 
   struct Batch {
     const Tensor& features;      // [rows, featureDim] on the device
@@ -51,6 +53,7 @@ class DeviceBatches {
   ddp::cuda::Stream copyStream_;
   Slot slots_[2];
   std::size_t loads_ = 0;
+  unsigned gatherThreads_;
 };
 
 }  // namespace ddp::trainer::cuda
