@@ -33,7 +33,10 @@ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.versio
 if [ -f .deps/sysroot.tar.xz ]; then
   stage "unpacking .deps (Debian 12 dependencies) into /tmp/ddp-sysroot"
   S=/tmp/ddp-sysroot
-  rm -rf "$S" && mkdir -p "$S" && tar -C "$S" -xJf .deps/sysroot.tar.xz
+  rm -rf "$S" && mkdir -p "$S"
+  tar -C "$S" -xJf .deps/sysroot.tar.xz 2> /dev/null ||  # no xz: Python reads it too
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      .deps/sysroot.tar.xz "$S"
   lib=$S/usr/lib/x86_64-linux-gnu
   ln -sf orterun "$S/usr/bin/mpirun"
   export PATH=$S/usr/bin:$PATH
