@@ -82,8 +82,15 @@ tests=$?
 grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):' "$OUT/tests.log"
 cp build-gpu/meson-logs/testlog.txt "$OUT/testlog.txt" 2>/dev/null
 
+if command -v compute-sanitizer > /dev/null; then
+  stage "kernels under compute-sanitizer (memcheck; report only)"
+  timeout 120 mpirun -q -np 1 compute-sanitizer --tool memcheck --print-limit 20 \
+    build-gpu/tests/gpu_kernels_test > "$OUT/memcheck.log" 2>&1
+  echo "memcheck exit $?: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+fi
+
 stage "one-GPU step time: ddp_train vs PyTorch"
-timeout 240 python3 benchmarks/gpu_bench.py --build build-gpu --repeats 3 --markdown "$OUT/gpu_bench.md"
+timeout 300 python3 benchmarks/gpu_bench.py --build build-gpu --repeats 3 --markdown "$OUT/gpu_bench.md"
 bench=$?
 
 stage "done (tests exit $tests, benchmark exit $bench)"

@@ -1,12 +1,13 @@
 // gtest main for tests that need a GPU: exits 77 (Meson's "skipped") when no
-// CUDA device is visible, so the suite passes on CPU-only machines and says
-// so. Under mpirun it also starts the World and reduces the result over ranks
-// as tests/mpi/mpi_test_main.cc does.
+// CUDA device is visible to any rank, so the suite passes on CPU-only
+// machines and says so. Otherwise each rank takes its local GPU and the tests
+// run as under tests/mpi/mpi_test_main.cc.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdio>
 
+#include "../mpi/run_on_all_ranks.h"
 #include "runtime/cuda/device.h"
 #include "runtime/world.h"
 
@@ -21,13 +22,5 @@ int main(int argc, char** argv) {
     return 77;
   }
   ddp::cuda::setDevice(world.localRank() % visible);
-  if (world.rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int local = RUN_ALL_TESTS();
-  int worst = local;
-  MPI_Allreduce(&local, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (local != 0) std::fprintf(stderr, "[r%d] had failing tests\n", world.rank());
-  return worst;
+  return ddp::testing::runOnAllRanks(world.rank());
 }
