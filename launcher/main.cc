@@ -5,6 +5,7 @@
 // Exit codes: 0 success, 2 usage error (bad option; reported before MPI starts,
 // by rank 0 only), 1 any other failure (bad data, a failed rank, a hung
 // collective), reported by the rank that saw it.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -18,8 +19,10 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/memory.h"
+#include "runtime/signals.h"
 #include "runtime/trace.h"
 #include "runtime/world.h"
+#include "trainer/checkpoint.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/mlp.h"
 #include "trainer/safetensors.h"
@@ -108,6 +111,28 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
   return items;
 }
 
+// The options a checkpoint records and a resumed run must match: everything
+// that changes what a step computes. Not the run's length (--epochs,
+// --max-steps: a run may be extended; with the cosine schedule the rate then
+// follows the new plan), the world size (the rest of the epoch is re-sharded)
+// or how gradients travel.
+trainer::CheckpointOptions checkpointOptions(const Options& o) {
+  return {{"ddp.option.dataset", o.dataset},
+          {"ddp.option.synthetic-samples", str(o.syntheticSamples)},
+          {"ddp.option.model", o.model},
+          {"ddp.option.hidden", join(o.hidden, ",")},
+          {"ddp.option.freeze", join(o.freezeLayers, ",")},
+          {"ddp.option.batch-size", str(o.batchSize)},
+          {"ddp.option.grad-accum", str(o.gradAccum)},
+          {"ddp.option.lr", str(o.lr)},
+          {"ddp.option.lr-schedule", o.lrSchedule},
+          {"ddp.option.momentum", str(o.momentum)},
+          {"ddp.option.weight-decay", str(o.weightDecay)},
+          {"ddp.option.seed", str(o.seed)},
+          {"ddp.option.no-shuffle", str(o.noShuffle)},
+          {"ddp.option.drop-last", str(o.dropLast)}};
+}
+
 void printBuckets(const comm::Reducer& reducer, const Options& o) {
   std::vector<std::string> sizes;
   std::size_t frozen = 0;
@@ -159,6 +184,14 @@ int train(const Options& o) {
           p->trainable = false;
       }
       if (world.rank() == 0 && !o.initFrom.empty()) trainer::loadModel(o.initFrom, *model);
+      if (world.rank() == 0 && !o.checkpointDir.empty()) {
+        std::error_code error;
+        std::filesystem::create_directories(o.checkpointDir, error);
+        if (error) {
+          throw DataError(
+              str("--checkpoint-dir: cannot create '", o.checkpointDir, "': ", error.message()));
+        }
+      }
       progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics);
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model));
@@ -182,15 +215,56 @@ int train(const Options& o) {
     trainOptions.lrSchedule = trainer::parseLrSchedule(o.lrSchedule);
     trainOptions.sampler = {!o.noShuffle, o.dropLast, o.seed};
     trainOptions.lossReadEvery = o.logEvery;
+    trainOptions.checkpointEvery = o.checkpointEvery;
+    if (!o.checkpointDir.empty()) {
+      // Rank 0 writes; agree() makes a failed write stop every rank cleanly.
+      trainOptions.onCheckpoint = [&](const trainer::TrainPosition& at) {
+        comm::agree(comm, [&] {
+          if (world.rank() != 0) return;
+          const std::string path = trainer::checkpointPath(o.checkpointDir, at.globalStep);
+          trainer::saveCheckpoint(path, *model, sgd, at, checkpointOptions(o));
+          log::info(
+              str("checkpoint: wrote ", path, " (epoch ", at.epoch, ", step ", at.globalStep, ")"));
+        });
+      };
+    }
+    trainOptions.stopRequested = [] { return stopSignal(); };
+    trainer::TrainPosition start;
+    if (!o.resume.empty()) {
+      std::string file;
+      comm::agree(comm, [&] {
+        file = o.resume == "latest" ? trainer::newestCheckpoint(o.checkpointDir) : o.resume;
+        if (!file.empty()) start = trainer::loadCheckpoint(file, *model, sgd, checkpointOptions(o));
+      });
+      if (file.empty()) {
+        log::info(str("resume: no checkpoint in ", o.checkpointDir, " yet; starting fresh"));
+      } else {
+        log::info(
+            str("resume: from ", file, ": epoch ", start.epoch, " with ", start.consumed,
+                " of its samples done, step ", start.globalStep,
+                start.worldSize != world.size()
+                    ? str(" (written by ", start.worldSize,
+                          " ranks; the rest of the epoch is re-sharded over ", world.size(), ")")
+                    : std::string()));
+      }
+    }
     trainOptions.hostThreads = static_cast<unsigned>(threads);  // GPU: batch gathering
     trainer::Trainer trainer(comm, *model, sgd, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
     trainer.broadcastParameters();
+    if (start.globalStep > 0 || start.epoch > 1) trainer.resumeFrom(start);
     // Steps 6 to 15: past the first, slower steps, and few enough to read.
     constexpr std::size_t kTraceFirstStep = 5, kTraceSteps = 10;
     Trace trace(world.rank());
     if (!o.trace.empty()) trainer.setTrace(&trace, kTraceFirstStep, kTraceSteps);
+    installStopHandlers();
     trainer.run(*progress);
+    if (trainer.stoppedBy() != 0) {
+      log::info(str("stopped by signal ", trainer.stoppedBy(), " after step ", trainer.globalStep(),
+                    o.checkpointDir.empty()
+                        ? std::string(" (no --checkpoint-dir: nothing saved to resume from)")
+                        : str("; resume with --checkpoint-dir ", o.checkpointDir, " --resume")));
+    }
     const auto mib = [](std::size_t bytes) {
       return fixed(static_cast<double>(bytes) / (1 << 20), 1);
     };
@@ -209,7 +283,7 @@ int train(const Options& o) {
         log::info(str("saved weights to ", o.saveModel));
       }
     });
-    return kExitOk;
+    return trainer.stoppedBy() != 0 ? 128 + trainer.stoppedBy() : kExitOk;
   } catch (const comm::PeerFailedError& e) {
     log::error(e.what());
     return kExitFailure;

@@ -23,6 +23,7 @@ struct Raw {
   long long epochs = 5, maxSteps = 0, batchSize = 64, seed = 42, threads = 0, logEvery = 50;
   long long syntheticSamples = 8192;
   long long gradAccum = 1;
+  long long checkpointEvery = 0;
   std::string freeze;
 };
 
@@ -53,7 +54,14 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "init-from", po::value(&o.initFrom)->value_name("FILE"),
       "start from these weights (safetensors, PyTorch names) instead of a seeded init")(
       "save-model", po::value(&o.saveModel)->value_name("FILE"),
-      "write the final weights to FILE (safetensors, loadable by PyTorch)");
+      "write the final weights to FILE (safetensors, loadable by PyTorch)")(
+      "checkpoint-dir", po::value(&o.checkpointDir)->value_name("DIR"),
+      "write checkpoints (weights, optimizer state, position) to DIR at the end of each epoch")(
+      "checkpoint-every", po::value(&raw.checkpointEvery)->value_name("N"),
+      "also write a checkpoint every N steps")(
+      "resume", po::value(&o.resume)->value_name("FILE")->implicit_value("latest"),
+      "continue from checkpoint FILE, or without FILE from the newest one in --checkpoint-dir "
+      "(any world size: the rest of the epoch is re-sharded)");
   po::options_description optimisation("Optimisation", kHelpWidth, kHelpWidth / 2);
   optimisation.add_options()("epochs",
                              po::value(&raw.epochs)->value_name("N")->default_value(raw.epochs),
@@ -233,6 +241,13 @@ Options parseOptions(int argc, const char* const argv[]) {
         "--device cuda: this ddp_train was built without CUDA (the CUDA toolkit or NCCL was not "
         "found; see the summary of `meson setup`)");
   }
+  o.checkpointEvery = nonNegative(raw.checkpointEvery, "checkpoint-every");
+  if (o.checkpointEvery > 0 && o.checkpointDir.empty())
+    throw UsageError("--checkpoint-every needs --checkpoint-dir");
+  if (o.resume == "latest" && o.checkpointDir.empty())
+    throw UsageError("--resume without a FILE needs --checkpoint-dir (where to look for one)");
+  if (!o.resume.empty() && !o.initFrom.empty())
+    throw UsageError("--resume and --init-from both set the weights: give one of them");
   if (!(o.lr > 0)) throw UsageError(str("--lr must be positive (got ", o.lr, ")"));
   if (!(o.momentum >= 0 && o.momentum < 1)) {
     throw UsageError(str("--momentum must be in [0, 1) (got ", o.momentum, ")"));

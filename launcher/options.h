@@ -25,6 +25,10 @@ struct Options {
   std::vector<std::size_t> hidden = {1024, 1024};
   std::string initFrom;
   std::string saveModel;
+  // checkpoints
+  std::string checkpointDir;
+  std::size_t checkpointEvery = 0;  // steps; 0: at the end of each epoch only
+  std::string resume;               // "": start fresh; "latest": newest in checkpointDir; or a file
   // optimisation
   std::size_t epochs = 5;
   std::size_t maxSteps = 0;

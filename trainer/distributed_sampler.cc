@@ -15,7 +15,7 @@ DistributedSampler::DistributedSampler(std::size_t datasetSize, int worldSize, i
   perRank_ = options_.dropLast ? size_ / world : (size_ + world - 1) / world;
 }
 
-std::vector<std::size_t> DistributedSampler::indices() const {
+std::vector<std::size_t> DistributedSampler::order() const {
   std::vector<std::size_t> order;
   if (options_.shuffle) {
     order = randomPermutation(size_, options_.seed + epoch_);
@@ -23,18 +23,29 @@ std::vector<std::size_t> DistributedSampler::indices() const {
     order.resize(size_);
     std::iota(order.begin(), order.end(), std::size_t{0});
   }
-  const std::size_t total = totalSize();
-  if (total > size_ && size_ > 0) {  // pad by repeating the head, wrapping if needed
-    order.reserve(total);
-    for (std::size_t i = 0; order.size() < total; ++i)
-      order.push_back(order[i % size_]);
+  return order;
+}
+
+std::vector<std::size_t> DistributedSampler::indices() const {
+  return remainingIndices(0);
+}
+
+std::vector<std::size_t> DistributedSampler::remainingIndices(std::size_t consumed) const {
+  const std::vector<std::size_t> all = order();
+  const auto world = static_cast<std::size_t>(world_);
+  // The positions not yet trained on, cut or padded to a multiple of world.
+  std::vector<std::size_t> rest(
+      all.begin() + static_cast<std::ptrdiff_t>(std::min(consumed, size_)), all.end());
+  if (options_.dropLast) {
+    rest.resize(rest.size() / world * world);
+  } else if (!rest.empty() && size_ > 0) {  // pad by repeating the head, wrapping if needed
+    for (std::size_t i = 0; rest.size() % world != 0; ++i)
+      rest.push_back(all[i % size_]);
   }
   std::vector<std::size_t> shard;
-  shard.reserve(perRank_);
-  for (std::size_t i = static_cast<std::size_t>(rank_); i < total;
-       i += static_cast<std::size_t>(world_)) {
-    shard.push_back(order[i]);
-  }
+  shard.reserve(rest.size() / world);
+  for (std::size_t i = static_cast<std::size_t>(rank_); i < rest.size(); i += world)
+    shard.push_back(rest[i]);
   return shard;
 }
 

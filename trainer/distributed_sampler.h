@@ -33,12 +33,23 @@ class DistributedSampler {
   void setEpoch(std::uint64_t epoch) { epoch_ = epoch; }
   // This rank's sample indices for the current epoch, in order.
   std::vector<std::size_t> indices() const;
+  // This rank's samples for the rest of the current epoch when its first
+  // `consumed` positions (over all ranks, of whatever world size trained
+  // them) were already trained on: resuming from a checkpoint. The rest of
+  // the order is padded (by repeating the order's head, at most world - 1
+  // samples, as every epoch is) or cut (--drop-last) to a multiple of this
+  // world size and sharded strided. With the world size that trained the
+  // first `consumed`, this is exactly the tail of indices(); with another,
+  // every sample not yet trained on this epoch is seen once.
+  std::vector<std::size_t> remainingIndices(std::size_t consumed) const;
   // Samples per rank per epoch (the length of indices()).
   std::size_t samplesPerRank() const { return perRank_; }
   // Samples over all ranks per epoch (with padding, without the dropped tail).
   std::size_t totalSize() const { return perRank_ * static_cast<std::size_t>(world_); }
 
  private:
+  std::vector<std::size_t> order() const;  // this epoch's permutation, unpadded
+
   std::size_t size_;
   int world_;
   int rank_;

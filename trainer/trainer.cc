@@ -220,19 +220,30 @@ std::size_t Trainer::plannedSteps() const {
   return options_.maxSteps > 0 ? std::min(all, options_.maxSteps) : all;
 }
 
+void Trainer::resumeFrom(const TrainPosition& position) {
+  resume_ = position;
+  globalStep_ = position.globalStep;
+}
+
 void Trainer::run(TrainObserver& observer) {
-  const std::size_t perRank = sampler_.samplesPerRank();
-  const std::size_t stepsPerEpoch = (perRank + samplesPerStep() - 1) / samplesPerStep();
   const std::size_t totalSteps = plannedSteps();
   const auto world = static_cast<double>(comm_.size());
-  for (std::size_t epoch = 1; epoch <= options_.epochs; ++epoch) {
+  const std::size_t worldSize = static_cast<std::size_t>(comm_.size());
+  for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
     const auto epochStart = Clock::now();
     sampler_.setEpoch(epoch - 1);
-    const std::vector<std::size_t> shard = sampler_.indices();
-    double lossSum = 0.0;
-    std::size_t steps = 0, samples = 0;
+    // A resumed epoch continues after the samples its first part trained on.
+    const bool resumed = epoch == resume_.epoch && resume_.consumed > 0;
+    const std::vector<std::size_t> shard =
+        resumed ? sampler_.remainingIndices(resume_.consumed) : sampler_.indices();
+    std::size_t consumed = resumed ? resume_.consumed : 0;
+    double lossSum = resumed ? resume_.epochLossSum : 0.0;
+    std::size_t steps = resumed ? resume_.epochSteps : 0, samples = 0;
+    const std::size_t stepsThisEpoch =
+        steps + (shard.size() + samplesPerStep() - 1) / samplesPerStep();
     PhaseTimes phaseSum;
+    std::size_t timedSteps = 0;
     // Steps whose loss has not been read yet (on the CPU, never more than one).
     std::vector<StepReport> unread;
     auto reportUnread = [&] {
@@ -256,10 +267,19 @@ void Trainer::run(TrainObserver& observer) {
         r.epochSeconds = elapsed;
         r.samplesPerSecond = world * static_cast<double>(samples) / elapsed;
         phaseSum += r.times;
+        ++timedSteps;
         observer.onStep(r);
       }
       unread.clear();
     };
+    auto checkpoint = [&](std::size_t atEpoch, std::size_t atConsumed) {
+      if (!options_.onCheckpoint) return;
+      reportUnread();  // the loss so far is part of the position
+      const bool next = atEpoch != epoch;
+      options_.onCheckpoint(TrainPosition{atEpoch, atConsumed, globalStep_, comm_.size(),
+                                          next ? 0.0 : lossSum, next ? 0 : steps});
+    };
+    bool checkpointed = false;
     for (std::size_t begin = 0; begin < shard.size(); begin += samplesPerStep()) {
       if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
       const std::size_t end = std::min(shard.size(), begin + samplesPerStep());
@@ -268,16 +288,39 @@ void Trainer::run(TrainObserver& observer) {
       runStep(std::span(shard).subspan(begin, end - begin));
       ++steps;
       samples += end - begin;
+      consumed += (end - begin) * worldSize;
       StepReport step;
       step.epoch = epoch;
       step.stepInEpoch = steps;
-      step.stepsInEpoch = stepsPerEpoch;
+      step.stepsInEpoch = stepsThisEpoch;
       step.globalStep = globalStep_;
       step.times = lastTimes_;
       unread.push_back(step);
       if (!gpu_ || unread.size() >= options_.lossReadEvery) reportUnread();
+      checkpointed = false;
+      if (options_.checkpointEvery > 0 && globalStep_ % options_.checkpointEvery == 0 &&
+          end < shard.size()) {
+        checkpoint(epoch, consumed);
+        checkpointed = true;
+      }
+      if (options_.stopRequested && globalStep_ % options_.stopCheckEvery == 0) {
+        // Every rank must stop after the same step: agree on the signal.
+        std::int32_t signal = options_.stopRequested();
+        comm_.allreduceSync(std::span<std::int32_t>(&signal, 1), comm::ReduceOp::kMax);
+        if (signal != 0) {
+          stoppedBy_ = signal;
+          reportUnread();
+          if (end < shard.size()) {
+            if (!checkpointed) checkpoint(epoch, consumed);
+          } else {
+            checkpoint(epoch + 1, 0);
+          }
+          return;
+        }
+      }
     }
     reportUnread();
+    const bool finished = samples >= shard.size();
     const double trainSeconds = secondsSince(epochStart);
     double totals[2] = {lossSum, static_cast<double>(steps)};
     comm_.allreduceSync(std::span<double>(totals), comm::ReduceOp::kSum);
@@ -287,8 +330,8 @@ void Trainer::run(TrainObserver& observer) {
     report.steps = steps;
     report.trainLoss = totals[1] > 0 ? totals[0] / totals[1] : 0.0;
     report.trainSeconds = trainSeconds;
-    if (steps > 0) {
-      const double n = static_cast<double>(steps);
+    if (timedSteps > 0) {
+      const double n = static_cast<double>(timedSteps);
       report.meanStep = {phaseSum.data / n, phaseSum.forward / n, phaseSum.backward / n,
                          phaseSum.comm / n, phaseSum.optimizer / n};
     }
@@ -297,6 +340,11 @@ void Trainer::run(TrainObserver& observer) {
     report.test = evaluate();
     report.wallSeconds = secondsSince(epochStart);
     observer.onEpoch(report);
+    if (finished) {
+      checkpoint(epoch + 1, 0);
+    } else if (!checkpointed) {
+      checkpoint(epoch, consumed);  // stopped by maxSteps in mid-epoch
+    }
   }
 }
 

@@ -15,12 +15,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "comm/reducer.h"
 #include "runtime/trace.h"
+#include "trainer/checkpoint.h"
 #include "trainer/cross_entropy.h"
 #include "trainer/dataset.h"
 #include "trainer/distributed_sampler.h"
@@ -47,6 +49,19 @@ struct TrainOptions {
   std::size_t lossReadEvery = 50;
   // GPU: host threads that gather each batch before it is copied to the device.
   unsigned hostThreads = 1;
+  // Called on every rank with the position after every checkpointEvery-th
+  // step (0: never mid-epoch), at the end of each epoch (the position is
+  // then the start of the next) and where maxSteps stops the run. Null: no
+  // checkpoints. It must be collective-safe: every rank calls it at the same
+  // point.
+  std::function<void(const TrainPosition&)> onCheckpoint;
+  std::size_t checkpointEvery = 0;
+  // A graceful stop: every stopCheckEvery steps the ranks agree (one small
+  // all-reduce) whether any rank's stopRequested() returned a signal; if so,
+  // run() writes a checkpoint (onCheckpoint) and returns early, with
+  // stoppedBy() set. Null: never stops early.
+  std::function<int()> stopRequested;
+  std::size_t stopCheckEvery = 10;
 };
 
 // Where a step's time goes, in seconds (this rank).
@@ -114,6 +129,14 @@ class Trainer {
   void broadcastParameters();
   // Trains for options.epochs (or until maxSteps), evaluating after each epoch.
   void run(TrainObserver& observer);
+  // Makes run() continue from `position` (a checkpoint's; parameters and
+  // optimizer state are restored by loadCheckpoint). With the world size that
+  // wrote it, the rest of the run is exactly the uninterrupted run's; with
+  // another, the rest of the epoch is re-sharded
+  // (DistributedSampler::remainingIndices).
+  void resumeFrom(const TrainPosition& position);
+  // The signal that stopped run() early (TrainOptions::stopRequested), or 0.
+  int stoppedBy() const { return stoppedBy_; }
   // Loss and accuracy on the test set, summed over ranks.
   EvalResult evaluate();
   // The Reducer that owns the gradients (its buckets, its last launches).
@@ -169,6 +192,8 @@ class Trainer {
   std::size_t traceFirst_ = 0;
   std::size_t traceSteps_ = 0;
   double baseLr_;
+  TrainPosition resume_;  // where run() starts
+  int stoppedBy_ = 0;
 };
 
 }  // namespace ddp::trainer

@@ -139,5 +139,69 @@ TEST(EvaluationShard, CountsEverySampleExactlyOnce) {
   }
 }
 
+// Resuming mid-epoch (a checkpoint): the same world size continues with
+// exactly the tail of each rank's shard; another world size sees every sample
+// the first part of the epoch did not, once, plus at most world - 1 padding
+// repeats (or, with drop_last, at most world - 1 samples left out).
+using ReshardCase =
+    std::tuple<std::size_t /*size*/, int /*before*/, int /*after*/, bool /*dropLast*/>;
+
+class SamplerReshard : public ::testing::TestWithParam<ReshardCase> {};
+
+TEST_P(SamplerReshard, RemainingSamplesAreCoveredOnce) {
+  const auto [size, before, after, dropLast] = GetParam();
+  const SamplerOptions options{true, dropLast, 11};
+  DistributedSampler first(size, before, 0, options);
+  first.setEpoch(2);
+  for (std::size_t steps :
+       {std::size_t{0}, std::size_t{1}, first.samplesPerRank() / 2, first.samplesPerRank()}) {
+    const std::size_t consumed = steps * static_cast<std::size_t>(before);
+    // What the first run trained on: the first `steps` of every rank's shard.
+    std::multiset<std::size_t> trained;
+    for (int rank = 0; rank < before; ++rank) {
+      DistributedSampler sampler(size, before, rank, options);
+      sampler.setEpoch(2);
+      const auto shard = sampler.indices();
+      trained.insert(shard.begin(), shard.begin() + static_cast<std::ptrdiff_t>(steps));
+      if (after == before) {
+        const auto rest = sampler.remainingIndices(consumed);
+        ASSERT_TRUE(std::equal(rest.begin(), rest.end(),
+                               shard.begin() + static_cast<std::ptrdiff_t>(steps), shard.end()))
+            << "same world size: not the tail of rank " << rank << "'s shard";
+      }
+    }
+    std::multiset<std::size_t> resumed;
+    std::size_t perRank = 0;
+    for (int rank = 0; rank < after; ++rank) {
+      DistributedSampler sampler(size, after, rank, options);
+      sampler.setEpoch(2);
+      const auto rest = sampler.remainingIndices(consumed);
+      if (rank == 0) perRank = rest.size();
+      ASSERT_EQ(rest.size(), perRank) << "ranks must take the same number of steps";
+      resumed.insert(rest.begin(), rest.end());
+    }
+    std::size_t padding = 0, missing = 0;
+    for (std::size_t i = 0; i < size; ++i) {
+      const std::size_t before = trained.count(i) > 0 ? 1 : 0;
+      const std::size_t now = resumed.count(i);
+      if (before == 0 && now == 0) ++missing;
+      if (before + now > 1) padding += before + now - 1;
+    }
+    const auto limit = static_cast<std::size_t>(std::max(before, after) - 1);
+    if (dropLast) {
+      EXPECT_EQ(padding, 0u) << "drop_last never repeats a sample";
+      EXPECT_LE(missing, static_cast<std::size_t>(before + after - 2)) << "steps " << steps;
+    } else {
+      EXPECT_EQ(missing, 0u) << "a sample was skipped after " << steps << " steps";
+      EXPECT_LE(padding, 2 * limit) << "steps " << steps;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, SamplerReshard,
+                         ::testing::Combine(::testing::Values(1000, 1001, 37),
+                                            ::testing::Values(1, 2, 3), ::testing::Values(1, 2, 4),
+                                            ::testing::Bool()));
+
 }  // namespace
 }  // namespace ddp::trainer

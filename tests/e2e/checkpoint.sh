@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Checkpoints: exact resume, re-sharding to another world size, kill -9 while
+# writing, and bad checkpoints refused without touching good files.
+. "$(dirname "$0")/lib.sh"
+c=(--dataset synthetic --synthetic-samples 2000 --hidden 64,32 --batch-size 16 --epochs 3
+   --lr-schedule constant --threads 1)
+ck=$WORK/ck
+
+# 1. Interrupted at step 70 (mid-epoch 2) and resumed: bitwise the uninterrupted run.
+run 2 "${c[@]}" --max-steps 100 --save-model "$WORK/full.safetensors" > /dev/null
+run 2 "${c[@]}" --max-steps 70 --checkpoint-dir "$ck" --checkpoint-every 20 > "$WORK/first.log"
+for step in 20 40 60 63 70; do  # every 20 steps, the end of epoch 1 (63 steps), the stop
+  [ -f "$ck/checkpoint-0000000$step.safetensors" ] || fail "no checkpoint at step $step: $(ls "$ck")"
+done
+run 2 "${c[@]}" --max-steps 100 --checkpoint-dir "$ck" --resume \
+  --save-model "$WORK/resumed.safetensors" > "$WORK/resumed.log"
+grep -q "resume: from .*checkpoint-000000070.safetensors: epoch 2 with 224 of its samples done" \
+  "$WORK/resumed.log" || fail "did not resume from the newest: $(grep resume "$WORK/resumed.log")"
+"$COMPARE_WEIGHTS" "$WORK/full.safetensors" "$WORK/resumed.safetensors" --exact > /dev/null ||
+  fail "resumed run differs from the uninterrupted one"
+
+# 2. Another world size: np=2's checkpoint continues on 4 ranks over the rest of the epoch.
+run 4 "${c[@]}" --max-steps 90 --resume "$ck/checkpoint-000000070.safetensors" > "$WORK/np4.log"
+grep -q "re-sharded over 4" "$WORK/np4.log" || fail "no re-shard: $(grep resume "$WORK/np4.log")"
+grep -q "epoch 2/3" "$WORK/np4.log" || fail "np=4 did not finish epoch 2"
+
+# 3. Bad checkpoints: a clear error, exit 1, and the good files untouched.
+sums=$(sha256sum "$ck"/*.safetensors)
+expect_error() {  # expect_error PATTERN ddp_train-args... (after the common ones)
+  local pattern=$1; shift
+  set +e; run 2 "$@" > "$WORK/bad.out" 2> "$WORK/bad.err"; local code=$?; set -e
+  [ "$code" = 1 ] || fail "exit $code, not 1, for $*"
+  grep -q -- "$pattern" "$WORK/bad.err" || fail "expected '$pattern', got: $(cat "$WORK/bad.err")"
+}
+head -c 3000 "$ck/checkpoint-000000070.safetensors" > "$WORK/truncated.safetensors"
+expect_error "truncated.safetensors" "${c[@]}" --resume "$WORK/truncated.safetensors"
+expect_error "was written with ddp.option.hidden = '64,32' but this run has '128,32'" \
+  "${c[@]/64,32/128,32}" --resume "$ck/checkpoint-000000070.safetensors"
+expect_error "not a ddp checkpoint" "${c[@]}" --resume "$WORK/full.safetensors"
+expect_error "no-such-file" "${c[@]}" --resume "$WORK/no-such-file.safetensors"
+[ "$sums" = "$(sha256sum "$ck"/*.safetensors)" ] || fail "a failed resume changed a checkpoint"
+
+# 4. kill -9 while checkpoints are being written (one per step, 7 MiB each):
+# the newest complete checkpoint still loads, a partial file is ignored.
+big=$WORK/big
+timeout 120 mpirun -q -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 20000 --threads 1 \
+  --epochs 1 --checkpoint-dir "$big" --checkpoint-every 1 > "$WORK/big.log" 2>&1 &
+for _ in $(seq 600); do
+  [ "$(ls "$big" 2>/dev/null | grep -c '^checkpoint-.*safetensors$')" -ge 3 ] && break
+  sleep 0.05
+done
+pkill -9 -f "$DDP_TRAIN.*$big" || true
+wait || true
+newest=$(ls "$big" | grep '^checkpoint-[0-9]*\.safetensors$' | sort | tail -1)
+[ -n "$newest" ] || fail "no checkpoint was written before the kill"
+step=$((10#$(echo "$newest" | tr -dc 0-9)))
+echo "killed after $newest; leftovers: $(ls "$big" | grep -c tmp) partial file(s)"
+head -c 100000 "$big/$newest" > "$big/$newest.tmp.99999"  # a partial write, for certain
+run 2 --dataset synthetic --synthetic-samples 20000 --threads 1 --epochs 1 --checkpoint-dir "$big" \
+  --resume --max-steps $((step + 2)) > "$WORK/after-kill.log" ||
+  fail "cannot resume after kill -9: $(tail -3 "$WORK/after-kill.log")"
+grep -q "resume: from .*$newest" "$WORK/after-kill.log" || fail "did not resume from $newest"
+# 5. SIGTERM to every rank (as Slurm sends on preemption): the ranks agree to
+# stop after the same step, write a checkpoint there and exit 128 + 15.
+term=$WORK/term
+timeout 120 mpirun -q -np 2 "$DDP_TRAIN" "${c[@]/--epochs/--log-every}" --epochs 50 --checkpoint-dir "$term" \
+  > "$WORK/term.log" 2>&1 &
+for _ in $(seq 600); do  # running, past its first checkpoint (the end of epoch 1)
+  ls "$term" 2>/dev/null | grep -q '^checkpoint-.*safetensors$' && break
+  sleep 0.05
+done
+job=$!
+launcher=$(pgrep -P "$job")  # timeout -> mpirun -> the ranks: signal the ranks only
+pkill -TERM -P "$launcher" || fail "no ranks to signal"
+set +e; wait "$job"; code=$?; set -e
+[ "$code" = 143 ] || fail "exit $code after SIGTERM, not 143: $(tail -3 "$WORK/term.log")"
+stopped=$(grep -o "stopped by signal 15 after step [0-9]*" "$WORK/term.log") ||
+  fail "no stop report: $(tail -3 "$WORK/term.log")"
+step=${stopped##* }
+[ -f "$(printf '%s/checkpoint-%09d.safetensors' "$term" "$step")" ] ||
+  fail "no checkpoint at the stop (step $step): $(ls "$term")"
+run 2 "${c[@]/--epochs/--log-every}" --epochs 50 --max-steps $((step + 3)) --checkpoint-dir "$term" --resume \
+  > "$WORK/after-term.log" || fail "cannot resume after SIGTERM"
+echo "checkpoint: ok"

@@ -1,0 +1,174 @@
+#include "trainer/checkpoint.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <vector>
+
+#include "runtime/error.h"
+#include "trainer/safetensors.h"
+
+namespace ddp::trainer {
+namespace {
+
+constexpr const char* kMomentumPrefix = "optimizer.momentum.";
+constexpr const char* kFormat = "ddp-checkpoint-1";
+
+std::size_t parseCount(const std::string& path, const std::map<std::string, std::string>& meta,
+                       const std::string& key) {
+  const auto it = meta.find(key);
+  if (it == meta.end()) throw DataError(str(path, ": checkpoint has no '", key, "'"));
+  try {
+    std::size_t used = 0;
+    const unsigned long long value = std::stoull(it->second, &used);
+    if (used != it->second.size()) throw std::invalid_argument(it->second);
+    return static_cast<std::size_t>(value);
+  } catch (const std::exception&) {
+    throw DataError(str(path, ": checkpoint field '", key, "' is not a count: '", it->second, "'"));
+  }
+}
+
+}  // namespace
+
+std::string checkpointPath(const std::string& dir, std::size_t globalStep) {
+  char name[64];
+  std::snprintf(name, sizeof name, "checkpoint-%09zu.safetensors", globalStep);
+  return (std::filesystem::path(dir) / name).string();
+}
+
+void saveCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
+                    const TrainPosition& position, const CheckpointOptions& options) {
+  const std::vector<Parameter*> parameters = model.parameters();
+  std::vector<Tensor> hostCopies;  // of tensors on a device
+  hostCopies.reserve(2 * parameters.size());
+  auto onHost = [&](const Tensor& t) -> const Tensor* {
+    return t.onCuda() ? &hostCopies.emplace_back(t.to(Device::kCpu)) : &t;
+  };
+  std::vector<std::pair<std::string, const Tensor*>> tensors;
+  for (Parameter* p : parameters)
+    tensors.emplace_back(p->name, onHost(p->value));
+  const std::vector<Tensor>& buffers = optimizer.momentumBuffers();
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (i < buffers.size() && !buffers[i].empty())
+      tensors.emplace_back(kMomentumPrefix + parameters[i]->name, onHost(buffers[i]));
+  }
+  std::map<std::string, std::string> meta = options;
+  meta["format"] = "pt";  // what safetensors.torch expects
+  meta["ddp.format"] = kFormat;
+  meta["ddp.epoch"] = str(position.epoch);
+  meta["ddp.consumed"] = str(position.consumed);
+  meta["ddp.global_step"] = str(position.globalStep);
+  meta["ddp.world_size"] = str(position.worldSize);
+  meta["ddp.epoch_steps"] = str(position.epochSteps);
+  char loss[64];
+  std::snprintf(loss, sizeof loss, "%.17g", position.epochLossSum);
+  meta["ddp.epoch_loss_sum"] = loss;
+  saveSafetensors(path, tensors, meta);
+}
+
+TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
+                             const CheckpointOptions& expected) {
+  SafetensorsFile file = loadSafetensors(path);
+  const auto& meta = file.metadata;
+  const auto format = meta.find("ddp.format");
+  if (format == meta.end() || format->second != kFormat) {
+    throw DataError(str(path, ": not a ddp checkpoint (no ddp.format = ", kFormat,
+                        "; weights alone load with --init-from)"));
+  }
+  for (const auto& [key, value] : expected) {
+    const auto it = meta.find(key);
+    if (it == meta.end() || it->second != value) {
+      throw DataError(str(path, ": was written with ", key, " = '",
+                          it == meta.end() ? std::string("(none)") : it->second,
+                          "' but this run has '", value, "'"));
+    }
+  }
+  TrainPosition position;
+  position.epoch = parseCount(path, meta, "ddp.epoch");
+  position.consumed = parseCount(path, meta, "ddp.consumed");
+  position.globalStep = parseCount(path, meta, "ddp.global_step");
+  position.worldSize = static_cast<int>(parseCount(path, meta, "ddp.world_size"));
+  position.epochSteps = parseCount(path, meta, "ddp.epoch_steps");
+  try {
+    position.epochLossSum = std::stod(meta.at("ddp.epoch_loss_sum"));
+  } catch (const std::exception&) {
+    throw DataError(str(path, ": checkpoint has no valid 'ddp.epoch_loss_sum'"));
+  }
+  if (position.epoch == 0 || position.worldSize <= 0) {
+    throw DataError(str(path, ": checkpoint position is invalid (epoch ", position.epoch,
+                        ", world size ", position.worldSize, ")"));
+  }
+
+  // Validate everything before copying anything.
+  const std::vector<Parameter*> parameters = model.parameters();
+  std::set<std::string> known;
+  std::size_t momentum = 0;
+  for (Parameter* p : parameters) {
+    for (const std::string& name : {p->name, kMomentumPrefix + p->name}) {
+      known.insert(name);
+      const auto it = file.tensors.find(name);
+      if (it == file.tensors.end()) {
+        if (name == p->name) {
+          throw DataError(
+              str(path, ": has no tensor '", name, "' (the model is ", model.describe(), ")"));
+        }
+        continue;
+      }
+      if (it->second.shape() != p->value.shape()) {
+        throw DataError(str(path, ": tensor '", name, "' has shape ",
+                            shapeString(it->second.shape()), " but the model's is ",
+                            shapeString(p->value.shape())));
+      }
+      if (name != p->name) ++momentum;
+    }
+  }
+  for (const auto& entry : file.tensors) {
+    if (!known.contains(entry.first)) {
+      throw DataError(str(path, ": has tensor '", entry.first, "' that the model (",
+                          model.describe(), ") does not have"));
+    }
+  }
+  std::size_t trainable = 0;
+  for (Parameter* p : parameters)
+    trainable += p->trainable ? 1 : 0;
+  const bool usesMomentum = optimizer.options().momentum != 0.0f;
+  if (usesMomentum && position.globalStep > 0 && momentum != trainable) {
+    throw DataError(str(path, ": has ", momentum, " momentum buffers for ", trainable,
+                        " trainable parameters"));
+  }
+
+  for (Parameter* p : parameters)
+    p->value.copyFrom(file.tensors.at(p->name));
+  std::vector<Tensor>& buffers = optimizer.momentumBuffers();
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    const auto it = file.tensors.find(kMomentumPrefix + parameters[i]->name);
+    if (it == file.tensors.end()) {
+      buffers[i] = Tensor();
+      continue;
+    }
+    buffers[i] = Tensor(parameters[i]->value.shape(), parameters[i]->value.device());
+    buffers[i].copyFrom(it->second);
+  }
+  return position;
+}
+
+std::string newestCheckpoint(const std::string& dir) {
+  static const std::regex pattern(R"(checkpoint-(\d{9,})\.safetensors)");
+  std::error_code error;
+  std::string best;
+  unsigned long long bestStep = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    std::smatch match;
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || !std::regex_match(name, match, pattern)) continue;
+    const unsigned long long step = std::stoull(match[1].str());
+    if (best.empty() || step > bestStep) {
+      best = entry.path().string();
+      bestStep = step;
+    }
+  }
+  return best;
+}
+
+}  // namespace ddp::trainer

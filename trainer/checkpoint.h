@@ -1,0 +1,62 @@
+// Checkpoints: everything needed to continue a run exactly where it stopped.
+//
+// One safetensors file per checkpoint, `checkpoint-<global step>.safetensors`:
+//   * the model's parameters under their PyTorch names (layers.0.weight ...),
+//     so `safetensors.torch.load_file` gives a state dict PyTorch can load
+//     (filter out the optimizer's entries, or load with strict=False);
+//   * SGD's momentum buffers as `optimizer.momentum.<name>` (absent before
+//     the first step);
+//   * the training position and the options that must match on resume, as
+//     string metadata (__metadata__).
+// The sample order needs no state: it is a function of seed and epoch
+// (trainer/distributed_sampler.h), so the position (epoch, samples of the
+// epoch already trained on) restores it, for any world size.
+//
+// Written like --save-model: a temporary file, fsynced, renamed, directory
+// fsynced. A crash or kill -9 while writing leaves the temporary file, which
+// newestCheckpoint() ignores, and the previous checkpoint intact.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+
+#include "trainer/sequential.h"
+#include "trainer/sgd.h"
+
+namespace ddp::trainer {
+
+// Where training stands after a step.
+struct TrainPosition {
+  std::size_t epoch = 1;       // 1-based, the epoch being trained
+  std::size_t consumed = 0;    // samples of that epoch trained on, over all ranks
+  std::size_t globalStep = 0;  // steps taken in all
+  int worldSize = 1;           // the world that trained them
+  double epochLossSum = 0.0;   // this rank's batch losses so far this epoch
+  std::size_t epochSteps = 0;  // steps so far this epoch
+};
+
+// Options recorded with the position; on resume every key listed here must
+// have the same value (the caller decides which keys matter).
+using CheckpointOptions = std::map<std::string, std::string>;
+
+// "<dir>/checkpoint-<step, 9 digits>.safetensors"
+std::string checkpointPath(const std::string& dir, std::size_t globalStep);
+
+// Writes atomically (see above). Parameters and buffers on a device are
+// copied to the host first. Throws DataError if it cannot write.
+void saveCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
+                    const TrainPosition& position, const CheckpointOptions& options);
+
+// Reads and validates the whole file before changing anything: the model's
+// tensors (names, shapes), the momentum buffers (all or none), the position
+// and `expected` options. On success, copies values and buffers into
+// `model` and `optimizer` (on the parameters' device) and returns the
+// position. Throws DataError naming the file and the first problem.
+TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
+                             const CheckpointOptions& expected);
+
+// The complete checkpoint with the highest step in `dir`, or "" if none.
+std::string newestCheckpoint(const std::string& dir);
+
+}  // namespace ddp::trainer
