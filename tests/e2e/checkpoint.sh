@@ -45,12 +45,16 @@ expect_error "no-such-file" "${c[@]}" --resume "$WORK/no-such-file.safetensors"
 big=$WORK/big
 timeout 120 mpirun -q -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 20000 --threads 1 \
   --epochs 1 --checkpoint-dir "$big" --checkpoint-every 1 > "$WORK/big.log" 2>&1 &
+job=$!
 for _ in $(seq 600); do
   [ "$(ls "$big" 2>/dev/null | grep -c '^checkpoint-.*safetensors$')" -ge 3 ] && break
   sleep 0.05
 done
-pkill -9 -f "$DDP_TRAIN.*$big" || true
-wait || true
+for launcher in $(children "$job"); do  # timeout -> mpirun -> the ranks
+  ranks=$(children "$launcher")
+  [ -n "$ranks" ] && kill -9 $ranks
+done
+wait "$job" || true
 newest=$(ls "$big" | grep '^checkpoint-[0-9]*\.safetensors$' | sort | tail -1)
 [ -n "$newest" ] || fail "no checkpoint was written before the kill"
 step=$((10#$(echo "$newest" | tr -dc 0-9)))
@@ -70,8 +74,9 @@ for _ in $(seq 600); do  # running, past its first checkpoint (the end of epoch 
   sleep 0.05
 done
 job=$!
-launcher=$(pgrep -P "$job")  # timeout -> mpirun -> the ranks: signal the ranks only
-pkill -TERM -P "$launcher" || fail "no ranks to signal"
+ranks=$(for launcher in $(children "$job"); do children "$launcher"; done)  # timeout -> mpirun -> ranks
+[ -n "$ranks" ] || fail "no ranks to signal"
+kill -TERM $ranks
 set +e; wait "$job"; code=$?; set -e
 [ "$code" = 143 ] || fail "exit $code after SIGTERM, not 143: $(tail -3 "$WORK/term.log")"
 stopped=$(grep -o "stopped by signal 15 after step [0-9]*" "$WORK/term.log") ||

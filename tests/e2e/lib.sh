@@ -14,3 +14,5 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # run NP [ddp_train args...]: quiet mpirun under a 120 s bound
 run() { local np=$1; shift; timeout 120 mpirun -q -np "$np" "$DDP_TRAIN" "$@"; }
 need_fmnist() { [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST in $FMNIST"; exit 77; }; }
+# children PID: the PIDs of PID's child processes (from /proc; no procps needed)
+children() { cat /proc/"$1"/task/*/children 2> /dev/null; }

@@ -23,12 +23,18 @@ stop_cluster() {
   rm -rf "$WORK"
 }
 trap stop_cluster EXIT
+# A failure shows the daemons' logs too.
+fail() {
+  echo "FAIL: $*" >&2
+  for log in "$S"/log/*.log; do [ -f "$log" ] && { echo "--- $log" >&2; tail -15 "$log" >&2; }; done
+  exit 1
+}
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 mungekey --create --keyfile="$S/munge.key" > /dev/null 2>&1
 chmod 600 "$S/munge.key"
 munged --force --socket="$S/munge.sock" --key-file="$S/munge.key" --pid-file="$S/munged.pid" \
-  --log-file="$S/log/munged.log" --seed-file="$S/munge.seed"
+  --log-file="$S/log/munged.log" --seed-file="$S/munge.seed" || fail "munged did not start"
 cat > "$S/slurm.conf" <<CONF
 ClusterName=ddptest
 SlurmctldHost=localhost(127.0.0.1)
@@ -58,8 +64,8 @@ NodeName=localhost NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
 PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
 export SLURM_CONF=$S/slurm.conf
-slurmctld -f "$SLURM_CONF"
-slurmd -f "$SLURM_CONF" -N localhost
+slurmctld -f "$SLURM_CONF" || fail "slurmctld did not start"
+slurmd -f "$SLURM_CONF" -N localhost || fail "slurmd did not start"
 for _ in $(seq 100); do
   [ "$(sinfo -h -N -o %T 2> /dev/null)" = idle ] && break
   sleep 0.2
