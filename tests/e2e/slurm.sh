@@ -9,6 +9,11 @@ for tool in munged mungekey slurmctld slurmd sbatch sinfo sacct scontrol; do
   command -v "$tool" > /dev/null || { echo "SKIP: $tool not installed (bash scripts/setup.sh installs slurm-wlm and munge)"; exit 77; }
 done
 [ "$(id -u)" = 0 ] || { echo "SKIP: the test cluster runs as root"; exit 77; }
+# slurmd (22.05) initialises its cgroup plugin even with proctrack/linuxproc
+# and task/none, and fails where no cgroup file system is mounted (a bare
+# chroot); every VM and container host has one.
+grep -q ' /sys/fs/cgroup' /proc/mounts ||
+  { echo "SKIP: no cgroup file system mounted at /sys/fs/cgroup (slurmd needs one)"; exit 77; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 S=$WORK/slurm
 mkdir -p "$S"/{state,spool,log} && chmod 700 "$S"
