@@ -19,6 +19,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from torch_mlp import build_mlp
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -36,14 +38,8 @@ def main():
     dist.init_process_group("nccl", rank=0, world_size=1)
     device = torch.device("cuda", 0)
 
-    widths = [784] + [int(w) for w in args.hidden.split(",")] + [10]
-    layers = []
-    for i in range(len(widths) - 1):
-        layers.append(nn.Linear(widths[i], widths[i + 1]))
-        if i < len(widths) - 2:
-            layers.append(nn.ReLU())
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(nn.Sequential(*layers).to(device), device_ids=[0])
+    model = nn.parallel.DistributedDataParallel(build_mlp(args.hidden).to(device), device_ids=[0])
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     pool = 8

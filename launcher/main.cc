@@ -78,6 +78,24 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
 // --bucket-cap-mb at or above this (or inf): one bucket, no overlap.
 constexpr double kSingleBucketMb = 1 << 20;
 
+// The options that change what a training step computes.
+std::vector<std::pair<std::string, std::string>> computationOptions(const Options& o) {
+  return {{"dataset", o.dataset},
+          {"synthetic-samples", str(o.syntheticSamples)},
+          {"model", o.model},
+          {"hidden", join(o.hidden, ",")},
+          {"freeze", join(o.freezeLayers, ",")},
+          {"batch-size", str(o.batchSize)},
+          {"grad-accum", str(o.gradAccum)},
+          {"lr", str(o.lr)},
+          {"lr-schedule", o.lrSchedule},
+          {"momentum", str(o.momentum)},
+          {"weight-decay", str(o.weightDecay)},
+          {"seed", str(o.seed)},
+          {"no-shuffle", str(o.noShuffle)},
+          {"drop-last", str(o.dropLast)}};
+}
+
 // What every rank must agree on before the first step: each parameter (name,
 // dtype, shape, frozen) and each option that changes the computation.
 comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model) {
@@ -87,50 +105,27 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
         str("parameter ", p->name),
         str("float32 ", trainer::shapeString(p->value.shape()), p->trainable ? "" : " frozen"));
   }
-  const std::vector<std::pair<const char*, std::string>> options = {
-      {"dataset", o.dataset},
-      {"model", o.model},
-      {"hidden", join(o.hidden, ",")},
-      {"batch-size", str(o.batchSize)},
-      {"grad-accum", str(o.gradAccum)},
-      {"grad-compression", o.gradCompression},
-      {"bucket-cap-mb", str(o.bucketCapMb)},
-      {"epochs", str(o.epochs)},
-      {"max-steps", str(o.maxSteps)},
-      {"lr", str(o.lr)},
-      {"lr-schedule", o.lrSchedule},
-      {"momentum", str(o.momentum)},
-      {"weight-decay", str(o.weightDecay)},
-      {"seed", str(o.seed)},
-      {"no-shuffle", str(o.noShuffle)},
-      {"drop-last", str(o.dropLast)},
-      {"synthetic-samples", str(o.syntheticSamples)},
-      {"device", o.device}};
+  std::vector<std::pair<std::string, std::string>> options = computationOptions(o);
+  options.insert(options.end(), {{"grad-compression", o.gradCompression},
+                                 {"bucket-cap-mb", str(o.bucketCapMb)},
+                                 {"epochs", str(o.epochs)},
+                                 {"max-steps", str(o.maxSteps)},
+                                 {"device", o.device}});
   for (const auto& [name, value] : options)
     items.emplace_back(str("option --", name), value);
   return items;
 }
 
-// The options a checkpoint records and a resumed run must match: everything
-// that changes what a step computes. Not the run's length (--epochs,
+// The options a checkpoint records and a resumed run must match (as
+// "ddp.option.<name>"): computationOptions(), not the run's length (--epochs,
 // --max-steps: a run may be extended; with the cosine schedule the rate then
 // follows the new plan), the world size (the rest of the epoch is re-sharded)
 // or how gradients travel.
 trainer::CheckpointOptions checkpointOptions(const Options& o) {
-  return {{"ddp.option.dataset", o.dataset},
-          {"ddp.option.synthetic-samples", str(o.syntheticSamples)},
-          {"ddp.option.model", o.model},
-          {"ddp.option.hidden", join(o.hidden, ",")},
-          {"ddp.option.freeze", join(o.freezeLayers, ",")},
-          {"ddp.option.batch-size", str(o.batchSize)},
-          {"ddp.option.grad-accum", str(o.gradAccum)},
-          {"ddp.option.lr", str(o.lr)},
-          {"ddp.option.lr-schedule", o.lrSchedule},
-          {"ddp.option.momentum", str(o.momentum)},
-          {"ddp.option.weight-decay", str(o.weightDecay)},
-          {"ddp.option.seed", str(o.seed)},
-          {"ddp.option.no-shuffle", str(o.noShuffle)},
-          {"ddp.option.drop-last", str(o.dropLast)}};
+  trainer::CheckpointOptions recorded;
+  for (const auto& [name, value] : computationOptions(o))
+    recorded.emplace("ddp.option." + name, value);
+  return recorded;
 }
 
 void printBuckets(const comm::Reducer& reducer, const Options& o) {
