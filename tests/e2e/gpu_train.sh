@@ -48,6 +48,17 @@ run 1 "${short[@]}" --device cuda --batch-size 32 --grad-accum 2 \
 "$COMPARE_WEIGHTS" "$WORK/gpu.safetensors" "$WORK/accum.safetensors" --rtol 1e-4 ||
   fail "gradient accumulation on the GPU differs from one big batch"
 
+# A checkpoint written from the GPU resumes exactly (constant rate: the
+# interrupted run's plan is shorter).
+constant=("${short[@]}" --lr-schedule constant --device cuda)
+run 1 "${constant[@]}" --save-model "$WORK/straight.safetensors" > /dev/null
+run 1 "${constant[@]/--max-steps/--log-every}" --max-steps 15 --checkpoint-dir "$WORK/ck" > /dev/null
+run 1 "${constant[@]}" --checkpoint-dir "$WORK/ck" --resume --save-model "$WORK/resumed.safetensors" \
+  > "$WORK/resumed.log"
+grep -q "resume: from" "$WORK/resumed.log" || fail "did not resume on the GPU"
+"$COMPARE_WEIGHTS" "$WORK/straight.safetensors" "$WORK/resumed.safetensors" --exact ||
+  fail "a GPU run resumed from its checkpoint differs from the uninterrupted one"
+
 # More ranks on the node than GPUs: a usage error naming both counts.
 if command -v nvidia-smi > /dev/null; then
   gpus=$(nvidia-smi -L | grep -c '^GPU')
