@@ -63,6 +63,11 @@ class Communicator {
   // offset of the same allocation (as SPMD training code does); ranks that
   // disagree are detected and get a MismatchError.
   virtual std::shared_ptr<void> allocate(std::size_t bytes) = 0;
+  // Where allocate() puts memory: host memory (MPI) or device memory (NCCL).
+  // Code that touches allocated memory on the host (the Reducer's bf16 hook)
+  // asks this instead of the backend's name.
+  enum class Memory { kHost, kDevice };
+  virtual Memory allocatedMemory() const = 0;
 
   // Typed conveniences over the calls above.
   template <class T>

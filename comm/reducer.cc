@@ -92,10 +92,11 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
                               specs_.size(), " gradients in ", buckets_.size(), " buckets)"));
     }
   }
-  if (options_.compression == GradCompression::kBf16 && comm_.backendName() != "mpi") {
-    throw UsageError(
-        str("bfloat16 gradient compression runs on the MPI backend (CPU) only, not on ",
-            comm_.backendName()));
+  if (options_.compression == GradCompression::kBf16 &&
+      comm_.allocatedMemory() != Communicator::Memory::kHost) {
+    // The hook rounds and widens on the host (comm/bfloat16.h).
+    throw UsageError(str("bfloat16 gradient compression needs host memory; the ",
+                         comm_.backendName(), " backend reduces device memory"));
   }
   storage_ = comm_.allocate(total * sizeof(float));
   if (options_.compression == GradCompression::kBf16) {

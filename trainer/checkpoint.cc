@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <regex>
-#include <set>
 #include <vector>
 
 #include "runtime/error.h"
@@ -40,19 +39,15 @@ std::string checkpointPath(const std::string& dir, std::size_t globalStep) {
 void saveCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
                     const TrainPosition& position, const CheckpointOptions& options) {
   const std::vector<Parameter*> parameters = model.parameters();
-  std::vector<Tensor> hostCopies;  // of tensors on a device
-  hostCopies.reserve(2 * parameters.size());
-  auto onHost = [&](const Tensor& t) -> const Tensor* {
-    return t.onCuda() ? &hostCopies.emplace_back(t.to(Device::kCpu)) : &t;
-  };
-  std::vector<std::pair<std::string, const Tensor*>> tensors;
-  for (Parameter* p : parameters)
-    tensors.emplace_back(p->name, onHost(p->value));
+  auto host = hostParameters(model);
   const std::vector<Tensor>& buffers = optimizer.momentumBuffers();
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (i < buffers.size() && !buffers[i].empty())
-      tensors.emplace_back(kMomentumPrefix + parameters[i]->name, onHost(buffers[i]));
+      host.emplace_back(kMomentumPrefix + parameters[i]->name, buffers[i].onHost());
   }
+  std::vector<std::pair<std::string, const Tensor*>> tensors;
+  for (const auto& [name, tensor] : host)
+    tensors.emplace_back(name, &tensor);
   std::map<std::string, std::string> meta = options;
   meta["format"] = "pt";  // what safetensors.torch expects
   meta["ddp.format"] = kFormat;
@@ -102,36 +97,12 @@ TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Sgd& op
 
   // Validate everything before copying anything.
   const std::vector<Parameter*> parameters = model.parameters();
-  std::set<std::string> known;
-  std::size_t momentum = 0;
+  checkHoldsModel(path, file, model, kMomentumPrefix);
+  std::size_t momentum = 0, trainable = 0;
   for (Parameter* p : parameters) {
-    for (const std::string& name : {p->name, kMomentumPrefix + p->name}) {
-      known.insert(name);
-      const auto it = file.tensors.find(name);
-      if (it == file.tensors.end()) {
-        if (name == p->name) {
-          throw DataError(
-              str(path, ": has no tensor '", name, "' (the model is ", model.describe(), ")"));
-        }
-        continue;
-      }
-      if (it->second.shape() != p->value.shape()) {
-        throw DataError(str(path, ": tensor '", name, "' has shape ",
-                            shapeString(it->second.shape()), " but the model's is ",
-                            shapeString(p->value.shape())));
-      }
-      if (name != p->name) ++momentum;
-    }
-  }
-  for (const auto& entry : file.tensors) {
-    if (!known.contains(entry.first)) {
-      throw DataError(str(path, ": has tensor '", entry.first, "' that the model (",
-                          model.describe(), ") does not have"));
-    }
-  }
-  std::size_t trainable = 0;
-  for (Parameter* p : parameters)
+    momentum += file.tensors.contains(kMomentumPrefix + p->name) ? 1 : 0;
     trainable += p->trainable ? 1 : 0;
+  }
   const bool usesMomentum = optimizer.options().momentum != 0.0f;
   if (usesMomentum && position.globalStep > 0 && momentum != trainable) {
     throw DataError(str(path, ": has ", momentum, " momentum buffers for ", trainable,

@@ -15,6 +15,56 @@
 
 namespace ddp::trainer {
 
+#if DDP_WITH_CUDA
+namespace {
+
+// cuBLAS is column-major; a row-major matrix M[r, c] is the column-major
+// M^T[c, r]. So the row-major products below are computed as their
+// transposes: Y = X W^T is Y^T = W X^T, and so on.
+void forwardCuda(const Tensor& input, const Tensor& weight, const Tensor& bias, Tensor& output) {
+  const std::size_t batch = input.dim(0), out = weight.dim(0);
+  const int b = static_cast<int>(batch), in = static_cast<int>(weight.dim(1)),
+            o = static_cast<int>(out);
+  cuda::broadcastRows(bias.data(), output.data(), batch, out);
+  const float one = 1.0f;
+  // Y^T[out, b] = W[out, in] (stored as W^T col-major: transpose it) x X^T[in, b]
+  DDP_CUBLAS_CHECK(cublasSgemm(ddp::cuda::blasHandle(), CUBLAS_OP_T, CUBLAS_OP_N, o, b, in, &one,
+                               weight.data(), in, input.data(), in, &one, output.data(), o));
+}
+
+// dW, db (when trainable; beta 0 overwrites, 1 accumulates) and, when
+// `gradInput` is given, dX.
+void backwardCuda(const Tensor& input, const Tensor& gradOutput, Parameter& weight, Parameter& bias,
+                  float beta, Tensor& ones, Tensor* gradInput) {
+  const std::size_t batch = gradOutput.dim(0);
+  const int b = static_cast<int>(batch), in = static_cast<int>(weight.value.dim(1)),
+            out = static_cast<int>(weight.value.dim(0));
+  const float one = 1.0f, zero = 0.0f;
+  cublasHandle_t blas = ddp::cuda::blasHandle();
+  if (weight.trainable) {
+    // dW^T[in, out] = X^T[in, b] x dY[b, out] (dY stored as dY^T col-major: transpose it)
+    DDP_CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, b, &one, input.data(), in,
+                                 gradOutput.data(), out, &beta, weight.grad.data(), in));
+  }
+  if (bias.trainable) {
+    if (ones.numel() != batch) {
+      ones = Tensor({batch}, Device::kCuda);
+      ones.fill(1.0f);
+    }
+    // db[out] = dY^T[out, b] x ones[b]
+    DDP_CUBLAS_CHECK(cublasSgemv(blas, CUBLAS_OP_N, out, b, &one, gradOutput.data(), out,
+                                 ones.data(), 1, &beta, bias.grad.data(), 1));
+  }
+  if (gradInput == nullptr) return;
+  // dX^T[in, b] = W^T[in, out] x dY^T[out, b]
+  DDP_CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, in, b, out, &one,
+                               weight.value.data(), in, gradOutput.data(), out, &zero,
+                               gradInput->data(), in));
+}
+
+}  // namespace
+#endif
+
 Linear::Linear(std::size_t inFeatures, std::size_t outFeatures, const std::string& prefix,
                std::uint64_t seed)
     : in_(inFeatures), out_(outFeatures) {
@@ -41,10 +91,12 @@ const Tensor& Linear::forward(const Tensor& input) {
   const std::size_t batch = input.dim(0);
   input_ = &input;
   output_.resize({batch, out_}, input.device());
+#if DDP_WITH_CUDA
   if (input.onCuda()) {
-    forwardCuda(input);
+    forwardCuda(input, weight_.value, bias_.value, output_);
     return output_;
   }
+#endif
   // Broadcast the bias into every row, then y += x W^T (beta = 1).
   float* y = output_.data();
   const float* b = bias_.value.data();
@@ -64,10 +116,14 @@ const Tensor* Linear::backward(const Tensor& gradOutput, GradMode mode, bool nee
             "Linear::backward shape mismatch");
   const float beta = mode == GradMode::kAccumulate ? 1.0f : 0.0f;
   const int b = static_cast<int>(batch), in = static_cast<int>(in_), out = static_cast<int>(out_);
+#if DDP_WITH_CUDA
   if (gradOutput.onCuda()) {
-    backwardCuda(gradOutput, beta, needInputGrad);
+    if (needInputGrad) gradInput_.resize({batch, in_}, Device::kCuda);
+    backwardCuda(*input_, gradOutput, weight_, bias_, beta, ones_,
+                 needInputGrad ? &gradInput_ : nullptr);
     return needInputGrad ? &gradInput_ : nullptr;
   }
+#endif
 
   // dW = dY^T X : [out, in]
   if (weight_.trainable) {
@@ -91,56 +147,5 @@ const Tensor* Linear::backward(const Tensor& gradOutput, GradMode mode, bool nee
               weight_.value.data(), in, 0.0f, gradInput_.data(), in);
   return &gradInput_;
 }
-
-#if DDP_WITH_CUDA
-// cuBLAS is column-major; a row-major matrix M[r, c] is the column-major
-// M^T[c, r]. So the row-major products below are computed as their
-// transposes: Y = X W^T is Y^T = W X^T, and so on.
-void Linear::forwardCuda(const Tensor& input) {
-  const int b = static_cast<int>(input.dim(0)), in = static_cast<int>(in_),
-            out = static_cast<int>(out_);
-  cuda::broadcastRows(bias_.value.data(), output_.data(), input.dim(0), out_);
-  const float one = 1.0f;
-  // Y^T[out, b] = W[out, in] (stored as W^T col-major: transpose it) x X^T[in, b]
-  DDP_CUBLAS_CHECK(cublasSgemm(ddp::cuda::blasHandle(), CUBLAS_OP_T, CUBLAS_OP_N, out, b, in, &one,
-                               weight_.value.data(), in, input.data(), in, &one, output_.data(),
-                               out));
-}
-
-void Linear::backwardCuda(const Tensor& gradOutput, float beta, bool needInputGrad) {
-  const std::size_t batch = gradOutput.dim(0);
-  const int b = static_cast<int>(batch), in = static_cast<int>(in_), out = static_cast<int>(out_);
-  const float one = 1.0f, zero = 0.0f;
-  cublasHandle_t blas = ddp::cuda::blasHandle();
-  if (weight_.trainable) {
-    // dW^T[in, out] = X^T[in, b] x dY[b, out] (dY stored as dY^T col-major: transpose it)
-    DDP_CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, b, &one, input_->data(),
-                                 in, gradOutput.data(), out, &beta, weight_.grad.data(), in));
-  }
-  if (bias_.trainable) {
-    if (ones_.numel() != batch || !ones_.onCuda()) {
-      ones_ = Tensor({batch}, Device::kCuda);
-      ones_.fill(1.0f);
-    }
-    // db[out] = dY^T[out, b] x ones[b]
-    DDP_CUBLAS_CHECK(cublasSgemv(blas, CUBLAS_OP_N, out, b, &one, gradOutput.data(), out,
-                                 ones_.data(), 1, &beta, bias_.grad.data(), 1));
-  }
-  if (!needInputGrad) return;
-  gradInput_.resize({batch, in_}, Device::kCuda);
-  // dX^T[in, b] = W^T[in, out] x dY^T[out, b]
-  DDP_CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, in, b, out, &one,
-                               weight_.value.data(), in, gradOutput.data(), out, &zero,
-                               gradInput_.data(), in));
-}
-#else
-void Linear::forwardCuda(const Tensor&) {
-  throw InternalError("a CUDA tensor exists in a build without CUDA");
-}
-
-void Linear::backwardCuda(const Tensor&, float, bool) {
-  throw InternalError("a CUDA tensor exists in a build without CUDA");
-}
-#endif
 
 }  // namespace ddp::trainer

@@ -33,9 +33,6 @@ class Linear final : public Layer {
   Tensor output_;
   Tensor gradInput_;
   Tensor ones_;  // CUDA: the bias gradient is dY^T x ones (a cuBLAS GEMV)
-
-  void forwardCuda(const Tensor& input);
-  void backwardCuda(const Tensor& gradOutput, float beta, bool needInputGrad);
 };
 
 }  // namespace ddp::trainer

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "runtime/error.h"
 #include "runtime/str.h"
@@ -158,45 +157,51 @@ SafetensorsFile loadSafetensors(const std::string& path) {
   return file;
 }
 
+std::vector<std::pair<std::string, Tensor>> hostParameters(Sequential& model) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (Parameter* p : model.parameters())
+    tensors.emplace_back(p->name, p->value.onHost());
+  return tensors;
+}
+
 void saveModel(const std::string& path, Sequential& model) {
+  const auto host = hostParameters(model);
   std::vector<std::pair<std::string, const Tensor*>> tensors;
-  std::vector<Tensor> hostCopies;  // of parameters on a device
-  const std::vector<Parameter*> parameters = model.parameters();
-  hostCopies.reserve(parameters.size());
-  for (Parameter* p : parameters) {
-    const Tensor* value = &p->value;
-    if (value->onCuda()) value = &hostCopies.emplace_back(value->to(Device::kCpu));
-    tensors.emplace_back(p->name, value);
-  }
+  for (const auto& [name, tensor] : host)
+    tensors.emplace_back(name, &tensor);
   saveSafetensors(path, tensors, {{"format", "pt"}, {"producer", "ddp"}});
+}
+
+void checkHoldsModel(const std::string& path, const SafetensorsFile& file, Sequential& model,
+                     const std::string& extraPrefix) {
+  std::map<std::string, const Shape*> allowed;  // name -> the shape it must have
+  for (Parameter* p : model.parameters()) {
+    if (!file.tensors.contains(p->name)) {
+      throw DataError(
+          str(path, ": has no tensor '", p->name, "' (the model is ", model.describe(), ")"));
+    }
+    allowed.emplace(p->name, &p->value.shape());
+    if (!extraPrefix.empty()) allowed.emplace(extraPrefix + p->name, &p->value.shape());
+  }
+  for (const auto& [name, tensor] : file.tensors) {
+    const auto it = allowed.find(name);
+    if (it == allowed.end()) {
+      throw DataError(str(path, ": has tensor '", name, "' that the model (", model.describe(),
+                          ") does not have"));
+    }
+    if (tensor.shape() != *it->second) {
+      throw DataError(str(path, ": tensor '", name, "' has shape ", shapeString(tensor.shape()),
+                          " but the model's is ", shapeString(*it->second)));
+    }
+  }
 }
 
 void loadModel(const std::string& path, Sequential& model) {
   SafetensorsFile file = loadSafetensors(path);
-  std::set<std::string> expected;
-  for (Parameter* p : model.parameters()) {
-    expected.insert(p->name);
-    auto it = file.tensors.find(p->name);
-    if (it == file.tensors.end()) {
-      throw DataError(
-          str(path, ": has no tensor '", p->name, "' (the model is ", model.describe(), ")"));
-    }
-    if (it->second.shape() != p->value.shape()) {
-      throw DataError(str(path, ": tensor '", p->name, "' has shape ",
-                          shapeString(it->second.shape()), " but the model's is ",
-                          shapeString(p->value.shape())));
-    }
-  }
-  for (const auto& entry : file.tensors) {
-    if (!expected.contains(entry.first)) {
-      throw DataError(str(path, ": has tensor '", entry.first, "' that the model (",
-                          model.describe(), ") does not have"));
-    }
-  }
+  checkHoldsModel(path, file, model);
   // Everything checked: now copy, so a bad file never leaves a half-loaded model.
-  for (Parameter* p : model.parameters()) {
+  for (Parameter* p : model.parameters())
     p->value.copyFrom(file.tensors.at(p->name));
-  }
 }
 
 }  // namespace ddp::trainer

@@ -31,6 +31,17 @@ void saveSafetensors(const std::string& path,
 // Throws DataError naming the file and the problem.
 SafetensorsFile loadSafetensors(const std::string& path);
 
+// Checks that `file` (read from `path`) holds every parameter of `model`
+// under its name with its shape, and nothing else except, optionally,
+// `extraPrefix` + a parameter's name with that parameter's shape. Throws
+// DataError naming the file and the first problem.
+void checkHoldsModel(const std::string& path, const SafetensorsFile& file, Sequential& model,
+                     const std::string& extraPrefix = "");
+
+// The model's parameters under their PyTorch names, in host memory (copies
+// of parameters on a device), for saveSafetensors.
+std::vector<std::pair<std::string, Tensor>> hostParameters(Sequential& model);
+
 // The model's parameters, saved under their PyTorch names.
 void saveModel(const std::string& path, Sequential& model);
 // Loads every parameter of `model` from `path`: names, count and shapes must

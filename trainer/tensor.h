@@ -61,6 +61,8 @@ class Tensor {
   void fill(float value);
   // A copy of this tensor on `device` (waits for device copies to finish).
   Tensor to(Device device) const;
+  // This tensor if it is in host memory, else a host copy (for writing files).
+  Tensor onHost() const { return device_ == Device::kCpu ? *this : to(Device::kCpu); }
   // Copies `source`'s values (same element count, any device) into this tensor.
   void copyFrom(const Tensor& source);
 

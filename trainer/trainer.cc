@@ -19,9 +19,9 @@ struct Trainer::Gpu {
   explicit Gpu(unsigned gatherThreads) : batches(gatherThreads) {}
   cuda::DeviceBatches batches;
   cuda::StepTimer timer;
-  void mark(Phase phase) { timer.mark(static_cast<cuda::StepTimer::Phase>(phase)); }
+  void mark(Phase phase) { timer.mark(phase); }
 };
-static_assert(static_cast<std::size_t>(cuda::StepTimer::kOptimizer) == kOptimizerPhase);
+static_assert(cuda::StepTimer::kPhases == kOptimizerPhase + 1);
 #else
 struct Trainer::Gpu {
   explicit Gpu(unsigned) {}

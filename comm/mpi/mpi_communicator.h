@@ -45,6 +45,7 @@ class MpiCommunicator final : public Communicator {
   // Node-shared memory when every rank of this communicator is on one node
   // (Note [Node shared-memory all-reduce]); plain host memory otherwise.
   std::shared_ptr<void> allocate(std::size_t bytes) override;
+  Memory allocatedMemory() const override { return Memory::kHost; }
 
   using Communicator::allgather;
   using Communicator::allreduce;

@@ -57,20 +57,46 @@ ncclRedOp_t ncclOp(ReduceOp op) {
 
 }  // namespace
 
+// `done` events outlive their issue call (the watchdog polls them, the
+// Reducer's finalize waits on them), so they come from a pool instead of one
+// cudaEventCreate/Destroy pair per bucket per step. The pool is shared with
+// the Works, which may outlive the communicator.
+class NcclCommunicator::EventPool {
+ public:
+  static std::shared_ptr<cuda::Event> take(const std::shared_ptr<EventPool>& pool) {
+    std::unique_ptr<cuda::Event> event;
+    {
+      std::lock_guard lock(pool->mutex_);
+      if (!pool->free_.empty()) {
+        event = std::move(pool->free_.back());
+        pool->free_.pop_back();
+      }
+    }
+    if (!event) event = std::make_unique<cuda::Event>();
+    return std::shared_ptr<cuda::Event>(event.release(), [pool](cuda::Event* done) {
+      std::lock_guard lock(pool->mutex_);
+      pool->free_.emplace_back(done);
+    });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<cuda::Event>> free_;
+};
+
 // A collective on the communication stream (Note [NCCL stream ordering]).
 class NcclCommunicator::DeviceWork final : public Work {
  public:
-  DeviceWork(std::string description, cudaStream_t compute)
-      : Work(std::move(description)), compute_(compute) {}
+  DeviceWork(std::string description, cudaStream_t compute, std::shared_ptr<cuda::Event> done)
+      : Work(std::move(description)), done(std::move(done)), compute_(compute) {}
 
   void synchronize(std::chrono::milliseconds) override {
     if (isCompleted()) wait(0ms);  // rethrows the error the watchdog stored, if any
-    done.makeWait(compute_);
+    done->makeWait(compute_);
   }
 
-  cuda::Event ready;  // on the compute stream: the buffer is written
-  cuda::Event done;   // on the communication stream: the collective ran
-  std::chrono::steady_clock::time_point issuedAt = std::chrono::steady_clock::now();
+  const std::shared_ptr<cuda::Event> done;  // on the communication stream: the collective ran
+  const std::chrono::steady_clock::time_point issuedAt = std::chrono::steady_clock::now();
 
  private:
   cudaStream_t compute_;
@@ -78,7 +104,10 @@ class NcclCommunicator::DeviceWork final : public Work {
 
 NcclCommunicator::NcclCommunicator(MPI_Comm base, int device, cudaStream_t computeStream,
                                    CommOptions options)
-    : Communicator(options), device_(device), compute_(computeStream) {
+    : Communicator(options),
+      device_(device),
+      compute_(computeStream),
+      events_(std::make_shared<EventPool>()) {
   host_ = std::make_unique<MpiCommunicator>(base, options);
   rank_ = host_->rank();
   size_ = host_->size();
@@ -140,9 +169,11 @@ WorkPtr NcclCommunicator::issue(std::string what, const std::function<void(cudaS
   auto work =
       std::make_shared<DeviceWork>(str(what, " #", sequence_++, " on rank ", rank_, " (GPU ",
                                        device_, ")", context().empty() ? "" : str(", ", context())),
-                                   compute_);
-  work->ready.record(compute_);
-  work->ready.makeWait(stream_.get());
+                                   compute_, EventPool::take(events_));
+  // One `ready` event serves every collective: the wait below captures its
+  // state now, so recording it again for the next collective is safe.
+  ready_.record(compute_);
+  ready_.makeWait(stream_.get());
   {
     // Held while NCCL is called, so the watchdog never aborts the
     // communicator in the middle of a call.
@@ -151,7 +182,7 @@ WorkPtr NcclCommunicator::issue(std::string what, const std::function<void(cudaS
       throw failedByTimeout_ ? CommTimeoutError(failure_) : CommError(failure_);
     }
     call(stream_.get());
-    work->done.record(stream_.get());
+    work->done->record(stream_.get());
     work->markStarted();
     inFlight_.push_back(work);
   }
@@ -173,7 +204,7 @@ void NcclCommunicator::watch() {
     bool timedOut = false;
     try {
       std::erase_if(inFlight_, [](const std::shared_ptr<DeviceWork>& work) {
-        if (!work->done.query()) return false;
+        if (!work->done->query()) return false;
         work->complete();
         return true;
       });

@@ -74,6 +74,7 @@ class NcclCommunicator final : public Communicator {
   WorkPtr barrier() override;  // every rank reached it (through MPI)
   // Zeroed device memory on this rank's GPU.
   std::shared_ptr<void> allocate(std::size_t bytes) override;
+  Memory allocatedMemory() const override { return Memory::kDevice; }
 
   using Communicator::allgather;
   using Communicator::allreduce;
@@ -89,6 +90,7 @@ class NcclCommunicator final : public Communicator {
 
  private:
   class DeviceWork;
+  class EventPool;
   WorkPtr issue(std::string what, const std::function<void(cudaStream_t)>& call);
   void watch();
   void fail(const std::string& report, bool timedOut);
@@ -101,6 +103,8 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<MpiCommunicator> host_;
   ncclComm_t comm_ = nullptr;
   cuda::Stream stream_;  // the communication stream
+  cuda::Event ready_;    // recorded on the compute stream before each collective
+  std::shared_ptr<EventPool> events_;
   std::uint64_t sequence_ = 0;
 
   mutable std::mutex mutex_;  // guards everything below

@@ -2,8 +2,8 @@
 # Checkpoints: exact resume, re-sharding to another world size, kill -9 while
 # writing, and bad checkpoints refused without touching good files.
 . "$(dirname "$0")/lib.sh"
-c=(--dataset synthetic --synthetic-samples 2000 --hidden 64,32 --batch-size 16 --epochs 3
-   --lr-schedule constant --threads 1)
+base=(--dataset synthetic --synthetic-samples 2000 --batch-size 16 --lr-schedule constant --threads 1)
+c=("${base[@]}" --hidden 64,32 --epochs 3)
 ck=$WORK/ck
 
 # 1. Interrupted at step 70 (mid-epoch 2) and resumed: bitwise the uninterrupted run.
@@ -35,7 +35,7 @@ expect_error() {  # expect_error PATTERN ddp_train-args... (after the common one
 head -c 3000 "$ck/checkpoint-000000070.safetensors" > "$WORK/truncated.safetensors"
 expect_error "truncated.safetensors" "${c[@]}" --resume "$WORK/truncated.safetensors"
 expect_error "was written with ddp.option.hidden = '64,32' but this run has '128,32'" \
-  "${c[@]/64,32/128,32}" --resume "$ck/checkpoint-000000070.safetensors"
+  "${base[@]}" --hidden 128,32 --epochs 3 --resume "$ck/checkpoint-000000070.safetensors"
 expect_error "not a ddp checkpoint" "${c[@]}" --resume "$WORK/full.safetensors"
 expect_error "no-such-file" "${c[@]}" --resume "$WORK/no-such-file.safetensors"
 [ "$sums" = "$(sha256sum "$ck"/*.safetensors)" ] || fail "a failed resume changed a checkpoint"
@@ -67,7 +67,7 @@ grep -q "resume: from .*$newest" "$WORK/after-kill.log" || fail "did not resume 
 # 5. SIGTERM to every rank (as Slurm sends on preemption): the ranks agree to
 # stop after the same step, write a checkpoint there and exit 128 + 15.
 term=$WORK/term
-timeout 120 mpirun -q -np 2 "$DDP_TRAIN" "${c[@]/--epochs/--log-every}" --epochs 50 --checkpoint-dir "$term" \
+timeout 120 mpirun -q -np 2 "$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 50 --checkpoint-dir "$term" \
   > "$WORK/term.log" 2>&1 &
 for _ in $(seq 600); do  # running, past its first checkpoint (the end of epoch 1)
   ls "$term" 2>/dev/null | grep -q '^checkpoint-.*safetensors$' && break
@@ -84,6 +84,6 @@ stopped=$(grep -o "stopped by signal 15 after step [0-9]*" "$WORK/term.log") ||
 step=${stopped##* }
 [ -f "$(printf '%s/checkpoint-%09d.safetensors' "$term" "$step")" ] ||
   fail "no checkpoint at the stop (step $step): $(ls "$term")"
-run 2 "${c[@]/--epochs/--log-every}" --epochs 50 --max-steps $((step + 3)) --checkpoint-dir "$term" --resume \
+run 2 "${base[@]}" --hidden 64,32 --epochs 50 --max-steps $((step + 3)) --checkpoint-dir "$term" --resume \
   > "$WORK/after-term.log" || fail "cannot resume after SIGTERM"
 echo "checkpoint: ok"

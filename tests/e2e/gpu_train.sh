@@ -34,7 +34,8 @@ assert gpu["steps"] == cpu["steps"]
 PY
 
 # 30 steps: NCCL on the GPU gives the parameters MPI gives on the CPU.
-short=(--hidden 256,128 --max-steps 30 --lr 0.05 --momentum 0.9 --weight-decay 1e-4 --seed 3)
+model=(--hidden 256,128 --lr 0.05 --momentum 0.9 --weight-decay 1e-4 --seed 3)
+short=("${model[@]}" --max-steps 30)
 run 1 "${short[@]}" --device cuda --save-model "$WORK/gpu.safetensors" > /dev/null
 run 1 "${short[@]}" --device cpu --threads 1 --save-model "$WORK/cpu.safetensors" > /dev/null
 "$COMPARE_WEIGHTS" "$WORK/cpu.safetensors" "$WORK/gpu.safetensors" --rtol 1e-3 ||
@@ -50,10 +51,10 @@ run 1 "${short[@]}" --device cuda --batch-size 32 --grad-accum 2 \
 
 # A checkpoint written from the GPU resumes exactly (constant rate: the
 # interrupted run's plan is shorter).
-constant=("${short[@]}" --lr-schedule constant --device cuda)
-run 1 "${constant[@]}" --save-model "$WORK/straight.safetensors" > /dev/null
-run 1 "${constant[@]/--max-steps/--log-every}" --max-steps 15 --checkpoint-dir "$WORK/ck" > /dev/null
-run 1 "${constant[@]}" --checkpoint-dir "$WORK/ck" --resume --save-model "$WORK/resumed.safetensors" \
+constant=("${model[@]}" --lr-schedule constant --device cuda)
+run 1 "${constant[@]}" --max-steps 30 --save-model "$WORK/straight.safetensors" > /dev/null
+run 1 "${constant[@]}" --max-steps 15 --checkpoint-dir "$WORK/ck" > /dev/null
+run 1 "${constant[@]}" --max-steps 30 --checkpoint-dir "$WORK/ck" --resume --save-model "$WORK/resumed.safetensors" \
   > "$WORK/resumed.log"
 grep -q "resume: from" "$WORK/resumed.log" || fail "did not resume on the GPU"
 "$COMPARE_WEIGHTS" "$WORK/straight.safetensors" "$WORK/resumed.safetensors" --exact ||

@@ -25,7 +25,7 @@ void StepTimer::beginStep() {
   marks_.push_back({event, kPhases});
 }
 
-void StepTimer::mark(Phase phase) {
+void StepTimer::mark(std::size_t phase) {
   cudaEvent_t event = nextEvent();
   DDP_CUDA_CHECK(cudaEventRecord(event, ddp::cuda::computeStream()));
   marks_.push_back({event, phase});

@@ -19,8 +19,9 @@ namespace ddp::trainer::cuda {
 
 class StepTimer {
  public:
-  // The phases, in the order of trainer::PhaseTimes.
-  enum Phase : std::size_t { kData, kForward, kBackward, kComm, kOptimizer, kPhases };
+  // Phases are indices 0..kPhases-1, in the order of trainer::PhaseTimes
+  // (the trainer names them).
+  static constexpr std::size_t kPhases = 5;
   using Durations = std::array<double, kPhases>;  // seconds
 
   StepTimer() = default;
@@ -31,7 +32,7 @@ class StepTimer {
   // A step starts: records its first event.
   void beginStep();
   // `phase` ends here (the time since the previous mark is `phase`'s).
-  void mark(Phase phase);
+  void mark(std::size_t phase);
   // The durations of every step begun since the last take(), oldest first.
   // Waits for the device to reach the last mark.
   std::vector<Durations> take();
