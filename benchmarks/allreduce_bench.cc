@@ -1,31 +1,53 @@
-// allreduce_bench: in-place float32 sum all-reduce, swept over sizes, through
-// three paths measured in the same run:
-//   shm   Communicator::allreduce on memory from Communicator::allocate()
-//         (node shared memory: Note [Node shared-memory all-reduce])
-//   plain Communicator::allreduce on ordinary memory (MPI_Allreduce on the
-//         communication thread)
-//   raw   MPI_Allreduce called directly, for the overhead of our layer
-// Every iteration re-initialises the buffer from the rank and checks the
-// result, so a wrong result is counted, not hidden.
+// allreduce_bench: float32 sum all-reduce through ddp's Communicator, swept
+// over sizes, in the table format of nccl-tests, with the library's own call
+// measured in the same run so the cost of our layer is a ratio.
 //
-//   mpirun -np N allreduce_bench [-b 8] [-e 64M] [-f 4] [-n iters] [-w warmup]
+//   mpirun -np N allreduce_bench [-b 8] [-e 256M] [-f 2] [-n 20] [-w 5]
+//       [--backend mpi|nccl] [--memory shared|plain] [--csv FILE]
 //
-// Columns: time per call in microseconds (median over iterations) and bus
-// bandwidth busbw = bytes / time * 2(n-1)/n (the nccl-tests convention), and
-// the number of wrong results over all paths.
+// Per size: out-of-place and in-place Communicator::allreduce (issue, then
+// Work::wait), and the raw call (MPI_Allreduce in place on MPI_COMM_WORLD,
+// or ncclAllReduce in place on a communicator of its own, then a stream
+// synchronize). Each iteration refills the buffers, starts after a barrier,
+// and checks every element of the result against its closed form, so a wrong
+// result is counted (#wrong, elements), never hidden; the program exits 1 if
+// any was wrong. Times are the median over iterations of the slowest rank's
+// time; algbw = bytes / time, busbw = algbw x 2(n-1)/n (nccl-tests'
+// convention). ours/raw is in-place over raw.
+//
+// --memory (MPI): `shared` puts the buffers in memory from
+// Communicator::allocate(), which the Reducer uses: the node shared-memory
+// all-reduce (Note [Node shared-memory all-reduce]), a different algorithm
+// from the raw call. `plain` uses ordinary memory, so ours and raw run the
+// same MPI_Allreduce and the ratio is the cost of the layer alone (the
+// communication thread's hand-off and the Work).
 #include <mpi.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/mpi/mpi_communicator.h"
+#include "ddp_config.h"
 #include "runtime/world.h"
+#if DDP_WITH_CUDA
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "comm/nccl/nccl_communicator.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/device.h"
+#endif
 
 namespace {
+
+using ddp::comm::DataType;
+using ddp::comm::ReduceOp;
 
 std::size_t parseSize(const char* text) {
   char* end = nullptr;
@@ -49,104 +71,287 @@ std::size_t parseSize(const char* text) {
   return static_cast<std::size_t>(value);
 }
 
-void fill(float* data, std::size_t count, int rank) {
+// Rank r contributes r + (i % 7) at element i: the sum has a closed form.
+void fillHost(float* data, std::size_t count, int rank) {
   for (std::size_t i = 0; i < count; ++i)
     data[i] = static_cast<float>(rank + static_cast<int>(i % 7));
 }
 
-// Returns 1 if any element differs from the closed form sum over ranks.
-int check(const float* data, std::size_t count, int n) {
-  for (std::size_t i = 0; i < count; ++i) {
-    if (data[i] != static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(i % 7))) return 1;
-  }
-  return 0;
+int countWrong(const float* data, std::size_t count, int n) {
+  int wrong = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    wrong += data[i] != static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(i % 7));
+  return wrong;
 }
 
-template <class F>
-double medianMicros(int iterations, int warmup, float* data, std::size_t count, int rank, int n,
-                    int& wrong, F&& call) {
+// One backend's buffers and calls.
+class Bench {
+ public:
+  virtual ~Bench() = default;
+  virtual float* send() = 0;
+  virtual float* recv() = 0;
+  virtual void fill(float* buffer, std::size_t count, int rank) = 0;
+  virtual int check(const float* buffer, std::size_t count, int n) = 0;
+  virtual void ours(const float* send, float* recv, std::size_t count) = 0;
+  virtual void raw(float* data, std::size_t count) = 0;
+  virtual std::string describe() const = 0;
+};
+
+class MpiBench final : public Bench {
+ public:
+  MpiBench(const ddp::World& world, std::size_t bytes, bool shared)
+      : comm_(world.comm(), {}),
+        shared_(shared),
+        plainSend_(bytes / 4 + 1),
+        plainRecv_(bytes / 4 + 1) {
+    if (shared) {
+      sharedSend_ = comm_.allocate(bytes);
+      sharedRecv_ = comm_.allocate(bytes);
+    }
+  }
+  float* send() override {
+    return shared_ ? static_cast<float*>(sharedSend_.get()) : plainSend_.data();
+  }
+  float* recv() override {
+    return shared_ ? static_cast<float*>(sharedRecv_.get()) : plainRecv_.data();
+  }
+  void fill(float* buffer, std::size_t count, int rank) override { fillHost(buffer, count, rank); }
+  int check(const float* buffer, std::size_t count, int n) override {
+    return countWrong(buffer, count, n);
+  }
+  void ours(const float* send, float* recv, std::size_t count) override {
+    comm_.allreduce(send, recv, count, DataType::kFloat32, ReduceOp::kSum)
+        ->wait(std::chrono::minutes(5));
+  }
+  void raw(float* data, std::size_t count) override {
+    MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  }
+  std::string describe() const override {
+    return shared_ ? "mpi, node shared memory from Communicator::allocate (raw: MPI_Allreduce)"
+                   : "mpi, plain memory (ours and raw both MPI_Allreduce)";
+  }
+
+ private:
+  ddp::comm::MpiCommunicator comm_;
+  bool shared_;
+  std::shared_ptr<void> sharedSend_, sharedRecv_;
+  std::vector<float> plainSend_, plainRecv_;
+};
+
+#if DDP_WITH_CUDA
+void cudaCheck(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "allreduce_bench: %s: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+
+// This rank's GPU (as ddp_train picks it), made current.
+int useDevice(const ddp::World& world) {
+  const int device = ddp::cuda::deviceForLocalRank(world.localRank(), world.localSize(),
+                                                   ddp::cuda::visibleDeviceCount());
+  ddp::cuda::setDevice(device);
+  return device;
+}
+
+class NcclBench final : public Bench {
+ public:
+  NcclBench(const ddp::World& world, std::size_t bytes)
+      : device_(useDevice(world)),
+        comm_(world.comm(), device_, ddp::cuda::computeStream(), {}),
+        host_(bytes / 4 + 1) {
+    send_ = comm_.allocate(bytes);
+    recv_ = comm_.allocate(bytes);
+    ncclUniqueId id;
+    if (world.rank() == 0) ncclGetUniqueId(&id);
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (ncclCommInitRank(&raw_, world.size(), id, world.rank()) != ncclSuccess) {
+      std::fprintf(stderr, "allreduce_bench: ncclCommInitRank failed\n");
+      std::exit(1);
+    }
+  }
+  ~NcclBench() override { ncclCommDestroy(raw_); }
+  float* send() override { return static_cast<float*>(send_.get()); }
+  float* recv() override { return static_cast<float*>(recv_.get()); }
+  void fill(float* buffer, std::size_t count, int rank) override {
+    fillHost(host_.data(), count, rank);
+    cudaCheck(cudaMemcpy(buffer, host_.data(), count * 4, cudaMemcpyHostToDevice), "fill");
+  }
+  int check(const float* buffer, std::size_t count, int n) override {
+    cudaCheck(cudaMemcpy(host_.data(), buffer, count * 4, cudaMemcpyDeviceToHost), "check");
+    return countWrong(host_.data(), count, n);
+  }
+  void ours(const float* send, float* recv, std::size_t count) override {
+    comm_.allreduce(send, recv, count, DataType::kFloat32, ReduceOp::kSum)
+        ->wait(std::chrono::minutes(5));
+  }
+  void raw(float* data, std::size_t count) override {
+    const cudaStream_t stream = ddp::cuda::computeStream();
+    ncclAllReduce(data, data, count, ncclFloat32, ncclSum, raw_, stream);
+    cudaCheck(cudaStreamSynchronize(stream), "raw");
+  }
+  std::string describe() const override {
+    return "nccl " + ddp::comm::NcclCommunicator::version() + " (raw: ncclAllReduce)";
+  }
+
+ private:
+  int device_;
+  ddp::comm::NcclCommunicator comm_;
+  std::vector<float> host_;
+  std::shared_ptr<void> send_, recv_;
+  ncclComm_t raw_ = nullptr;
+};
+#endif
+
+struct Measured {
+  double micros = 0.0;
+  int wrong = 0;
+};
+
+// Median over iterations of the slowest rank's time, and the wrong elements
+// summed over iterations and ranks.
+Measured measure(int iterations, int warmup, const std::function<void()>& prepare,
+                 const std::function<void()>& call, const std::function<int()>& check) {
   std::vector<double> times;
+  int wrong = 0;
   for (int i = 0; i < warmup + iterations; ++i) {
-    fill(data, count, rank);
+    prepare();
     MPI_Barrier(MPI_COMM_WORLD);
     const double start = MPI_Wtime();
     call();
     const double elapsed = MPI_Wtime() - start;
-    wrong += check(data, count, n);
+    wrong += check();
     if (i >= warmup) times.push_back(elapsed * 1e6);
   }
-  // The slowest rank decides when a collective is done.
   std::vector<double> worst(times.size());
   MPI_Allreduce(times.data(), worst.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX,
                 MPI_COMM_WORLD);
   std::nth_element(worst.begin(), worst.begin() + static_cast<long>(worst.size() / 2), worst.end());
-  return worst[worst.size() / 2];
+  Measured m;
+  m.micros = worst[worst.size() / 2];
+  MPI_Allreduce(&wrong, &m.wrong, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return m;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] "
+               "[--backend mpi|nccl] [--memory shared|plain] [--csv FILE]\n");
+  return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::size_t begin = 8, end = 64 << 20, factor = 4;
+  std::size_t begin = 8, end = 256 << 20, factor = 2;
   int iterations = 20, warmup = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  std::string backend = "mpi", memory = "shared", csvPath;
+  for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "-b")
-      begin = parseSize(argv[i + 1]);
-    else if (flag == "-e")
-      end = parseSize(argv[i + 1]);
-    else if (flag == "-f")
-      factor = parseSize(argv[i + 1]);
-    else if (flag == "-n")
-      iterations = std::atoi(argv[i + 1]);
-    else if (flag == "-w")
-      warmup = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(
-          stderr,
-          "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup]\n");
-      return 2;
+    if (i + 1 >= argc) return usage();
+    const char* value = argv[i + 1];
+    if (flag == "-b") {
+      begin = parseSize(value);
+    } else if (flag == "-e") {
+      end = parseSize(value);
+    } else if (flag == "-f") {
+      factor = parseSize(value);
+    } else if (flag == "-n") {
+      iterations = std::atoi(value);
+    } else if (flag == "-w") {
+      warmup = std::atoi(value);
+    } else if (flag == "--backend") {
+      backend = value;
+    } else if (flag == "--memory") {
+      memory = value;
+    } else if (flag == "--csv") {
+      csvPath = value;
+    } else {
+      return usage();
     }
+  }
+  if (begin < 4 || end < begin || factor < 2 || iterations < 1 || warmup < 0 ||
+      (backend != "mpi" && backend != "nccl") || (memory != "shared" && memory != "plain")) {
+    return usage();
   }
   ddp::World world;
-  ddp::comm::MpiCommunicator comm(world.comm(), {});
   const int n = world.size(), rank = world.rank();
-  auto shared = comm.allocate(end);
-  std::vector<float> plain(end / sizeof(float) + 1);
+  std::unique_ptr<Bench> bench;
+  if (backend == "nccl") {
+#if DDP_WITH_CUDA
+    if (ddp::cuda::visibleDeviceCount() == 0) {
+      if (rank == 0) std::fprintf(stderr, "allreduce_bench: --backend nccl needs a GPU\n");
+      return 77;
+    }
+    bench = std::make_unique<NcclBench>(world, end);
+#else
+    if (rank == 0) std::fprintf(stderr, "allreduce_bench: built without CUDA: no --backend nccl\n");
+    return 2;
+#endif
+  } else {
+    bench = std::make_unique<MpiBench>(world, end, memory == "shared");
+  }
+  std::FILE* csv = nullptr;
   if (rank == 0) {
-    std::printf(
-        "# allreduce_bench: %d ranks on %d node(s), float32 sum, in place, median of %d (after %d "
-        "warm-up)\n",
-        n, world.nodeCount(), iterations, warmup);
-    std::printf("%12s %12s %12s %10s %12s %10s %12s %10s %8s\n", "bytes", "count", "shm(us)",
-                "busbw", "plain(us)", "busbw", "raw(us)", "busbw", "wrong");
+    std::printf("# allreduce_bench: %d ranks on %d node(s), %s\n", n, world.nodeCount(),
+                bench->describe().c_str());
+    std::printf("# float32 sum, median of %d iterations (after %d warm-up) of the slowest rank\n",
+                iterations, warmup);
+    std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s\n", "", "",
+                "", "", "out-of-place", "", "", "", "in-place", "", "", "", "raw", "", "");
+    std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s\n", "size",
+                "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "time(us)",
+                "algbw", "busbw", "#wrong", "time(us)", "busbw", "ours/raw");
+    if (!csvPath.empty()) {
+      csv = std::fopen(csvPath.c_str(), "w");
+      if (csv == nullptr) {
+        std::fprintf(stderr, "allreduce_bench: cannot write %s\n", csvPath.c_str());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+      std::fprintf(csv,
+                   "backend,memory,ranks,bytes,count,oop_us,oop_algbw,oop_busbw,oop_wrong,ip_us,"
+                   "ip_algbw,ip_busbw,ip_wrong,raw_us,raw_busbw,raw_wrong\n");
+    }
   }
   const double busFactor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
-  for (std::size_t bytes = begin; bytes <= end; bytes *= std::max<std::size_t>(factor, 2)) {
-    const std::size_t count = std::max<std::size_t>(1, bytes / sizeof(float));
-    int wrong = 0;
-    auto* s = static_cast<float*>(shared.get());
-    const double shm = medianMicros(iterations, warmup, s, count, rank, n, wrong, [&] {
-      comm.allreduce(s, count, ddp::comm::DataType::kFloat32, ddp::comm::ReduceOp::kSum)
-          ->wait(std::chrono::minutes(5));
-    });
-    float* p = plain.data();
-    const double viaLayer = medianMicros(iterations, warmup, p, count, rank, n, wrong, [&] {
-      comm.allreduce(p, count, ddp::comm::DataType::kFloat32, ddp::comm::ReduceOp::kSum)
-          ->wait(std::chrono::minutes(5));
-    });
-    const double raw = medianMicros(iterations, warmup, p, count, rank, n, wrong, [&] {
-      MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    });
-    int totalWrong = 0;
-    MPI_Allreduce(&wrong, &totalWrong, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  int anyWrong = 0;
+  for (std::size_t bytes = begin; bytes <= end; bytes *= factor) {
+    const std::size_t count = bytes / sizeof(float);
+    float* send = bench->send();
+    float* recv = bench->recv();
+    const auto checkRecv = [&] { return bench->check(recv, count, n); };
+    const Measured oop = measure(
+        iterations, warmup, [&] { bench->fill(send, count, rank); },
+        [&] { bench->ours(send, recv, count); }, checkRecv);
+    const Measured ip = measure(
+        iterations, warmup, [&] { bench->fill(recv, count, rank); },
+        [&] { bench->ours(recv, recv, count); }, checkRecv);
+    const Measured raw = measure(
+        iterations, warmup, [&] { bench->fill(recv, count, rank); },
+        [&] { bench->raw(recv, count); }, checkRecv);
+    anyWrong += oop.wrong + ip.wrong + raw.wrong;
     const double b = static_cast<double>(count * sizeof(float));
-    auto busbw = [&](double us) { return b / us / 1e3 * busFactor; };
+    const auto algbw = [&](double us) { return b / us / 1e3; };  // GB/s
     if (rank == 0) {
-      std::printf("%12zu %12zu %12.1f %10.2f %12.1f %10.2f %12.1f %10.2f %8d\n",
-                  count * sizeof(float), count, shm, busbw(shm), viaLayer, busbw(viaLayer), raw,
-                  busbw(raw), totalWrong);
+      std::printf(
+          "%12zu %12zu %6s %6s   %10.1f %8.2f %8.2f %6d   %10.1f %8.2f %8.2f %6d   %10.1f "
+          "%8.2f %7.2f\n",
+          count * sizeof(float), count, "float", "sum", oop.micros, algbw(oop.micros),
+          algbw(oop.micros) * busFactor, oop.wrong, ip.micros, algbw(ip.micros),
+          algbw(ip.micros) * busFactor, ip.wrong, raw.micros, algbw(raw.micros) * busFactor,
+          ip.micros / raw.micros);
+      std::fflush(stdout);
+      if (csv != nullptr) {
+        std::fprintf(csv, "%s,%s,%d,%zu,%zu,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%d\n",
+                     backend.c_str(), backend == "mpi" ? memory.c_str() : "device", n,
+                     count * sizeof(float), count, oop.micros, algbw(oop.micros),
+                     algbw(oop.micros) * busFactor, oop.wrong, ip.micros, algbw(ip.micros),
+                     algbw(ip.micros) * busFactor, ip.wrong, raw.micros,
+                     algbw(raw.micros) * busFactor, raw.wrong);
+      }
     }
-    if (totalWrong != 0) return 1;
   }
-  return 0;
+  if (csv != nullptr) std::fclose(csv);
+  if (rank == 0) std::printf("# wrong results: %d\n", anyWrong);
+  return anyWrong == 0 ? 0 : 1;
 }

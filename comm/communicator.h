@@ -16,15 +16,24 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "comm/activity.h"
 #include "comm/types.h"
 #include "comm/work.h"
+#include "runtime/str.h"
 
 namespace ddp::comm {
 
 struct CommOptions {
   // How long wait() blocks before a collective is reported as hung.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // Whether floating-point all-reduces report a non-finite result
+  // (Work::resultNonFinite) where that costs a pass of its own: the MPI
+  // backend's plain path then scans the result on its communication thread.
+  // The shared-memory path reports it always, at no cost (Note [Non-finite
+  // check while reducing] in comm/finite.h).
+  bool checkNonFinite = false;
 };
 
 class Communicator {
@@ -40,11 +49,26 @@ class Communicator {
   // What the caller is doing ("step 1200, bucket 2 of 3"). Every collective
   // issued afterwards carries it in its description, so a timeout or failure
   // report says where the program was. Issuing thread only.
-  void setContext(std::string context) { context_ = std::move(context); }
+  void setContext(std::string context) {
+    activity_.setContext(context);
+    context_ = std::move(context);
+  }
   const std::string& context() const { return context_; }
 
+  // What this communicator's collectives are doing, for the watchdog
+  // (comm/watchdog.h): one log per independent stream of collectives (NCCL
+  // keeps a second, MPI one for host memory). Any thread.
+  virtual std::vector<const ActivityLog*> activityLogs() const { return {&activity_}; }
+
   // In place: every rank ends with op over all ranks' `count` elements.
-  virtual WorkPtr allreduce(void* data, std::size_t count, DataType type, ReduceOp op) = 0;
+  WorkPtr allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
+    return allreduce(data, data, count, type, op);
+  }
+  // Out of place: `recv` ends with op over all ranks' `send` (`count`
+  // elements each) and `send` is left as it was; send == recv is the in-place
+  // call. The buffers must not otherwise overlap.
+  virtual WorkPtr allreduce(const void* send, void* recv, std::size_t count, DataType type,
+                            ReduceOp op) = 0;
   // In place: every rank ends with `root`'s `count` elements.
   virtual WorkPtr broadcast(void* data, std::size_t count, DataType type, int root) = 0;
   // `recv` (size() * count elements) ends with rank r's `count` elements at r * count.
@@ -94,11 +118,31 @@ class Communicator {
   }
 
  protected:
-  explicit Communicator(CommOptions options) : options_(options) {}
+  explicit Communicator(CommOptions options, std::string channel)
+      : options_(options), activity_(std::move(channel)) {}
+
+  // The number the next collective will get (0, 1, ...): its position in
+  // this communicator's issue order, equal on every rank.
+  std::uint64_t nextSequence() const { return sequence_; }
+  // Numbers a new collective, names it for error reports ("allreduce(float32
+  // x 10, sum) #12 on rank 3 (step 7, bucket 1 of 2)", with `where` after
+  // the rank) and records it in the activity log. Issuing thread.
+  template <class W, class... Args>
+  std::shared_ptr<W> newWork(const std::string& what, const std::string& where, Args&&... args) {
+    const std::uint64_t sequence = sequence_++;
+    auto work =
+        std::make_shared<W>(str(what, " #", sequence, " on rank ", rank(), where,
+                                context_.empty() ? std::string() : str(" (", context_, ")")),
+                            std::forward<Args>(args)...);
+    activity_.issued(sequence, what, context_, work);
+    return work;
+  }
 
  private:
   CommOptions options_;
   std::string context_;
+  ActivityLog activity_;
+  std::uint64_t sequence_ = 0;
 };
 
 }  // namespace ddp::comm

@@ -1,9 +1,11 @@
 #include "comm/reducer.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "comm/bfloat16.h"
+#include "comm/finite.h"
 #include "runtime/error.h"
 
 namespace ddp::comm {
@@ -192,6 +194,26 @@ void Reducer::finalize() {
                  static_cast<float*>(storage_.get()) + bucket.offset, bucket.count);
   }
   reducing_ = false;
+}
+
+std::optional<std::size_t> Reducer::firstNonFinite() const {
+  DDP_CHECK(comm_.allocatedMemory() == Communicator::Memory::kHost,
+            "firstNonFinite() reads gradients on the host; this backend keeps them on the device");
+  const float* storage = static_cast<const float*>(storage_.get());
+  // Note [Non-finite check while reducing]: most buckets were checked already.
+  bool any = false;
+  for (const Launch& launch : launches_) {
+    const Bucket& bucket = buckets_[launch.bucket];
+    const std::optional<bool> checked = compressed_ ? std::nullopt : launch.work->resultNonFinite();
+    any = any || (checked ? *checked : anyNonFinite(storage + bucket.offset, bucket.count));
+  }
+  if (!any) return std::nullopt;
+  for (std::size_t g = 0; g < specs_.size(); ++g) {
+    if (!specs_[g].requiresGrad) continue;
+    const Location& at = locations_[g];
+    if (anyNonFinite(storage + buckets_[at.bucket].offset + at.offset, specs_[g].numel)) return g;
+  }
+  throw InternalError("a bucket holds a non-finite value that no gradient does");
 }
 
 }  // namespace ddp::comm

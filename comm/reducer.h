@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -103,6 +104,13 @@ class Reducer {
   void prepareForBackward(bool reduce = true);
   void markReady(std::size_t index);
   void finalize();
+
+  // After finalize(): the first gradient, in registration order, holding a
+  // NaN or an infinity, or none. The reduced gradients are the same on every
+  // rank, so every rank gets the same answer without communicating (a NaN on
+  // any rank spreads to all through the sum). Host memory only (the MPI
+  // backend): one read pass over the gradients.
+  std::optional<std::size_t> firstNonFinite() const;
 
   // The Work of each bucket in the last reducing backward pass (launch order),
   // with the time markReady issued it. For traces and tests.

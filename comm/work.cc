@@ -20,6 +20,21 @@ bool Work::isCompleted() const {
   return completed_;
 }
 
+std::optional<bool> Work::resultNonFinite() const {
+  std::lock_guard lock(mutex_);
+  return nonFinite_;
+}
+
+void Work::setResultNonFinite(bool nonFinite) {
+  std::lock_guard lock(mutex_);
+  nonFinite_ = nonFinite;
+}
+
+bool Work::hasFailed() const {
+  std::lock_guard lock(mutex_);
+  return completed_ && error_ != nullptr;
+}
+
 Work::TimePoint Work::startedAt() const {
   std::lock_guard lock(mutex_);
   return startedAt_;

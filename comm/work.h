@@ -12,6 +12,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace ddp::comm {
@@ -41,6 +42,8 @@ class Work {
 
   // True once the collective finished (successfully or not). Never blocks.
   bool isCompleted() const;
+  // True once the collective finished with an error (or timed out in the backend).
+  bool hasFailed() const;
 
   const std::string& description() const { return description_; }
 
@@ -50,6 +53,14 @@ class Work {
   TimePoint startedAt() const;
   TimePoint completedAt() const;
 
+  // For a floating-point all-reduce whose backend checked its result while
+  // reducing (Note [Non-finite check while reducing] in comm/finite.h):
+  // whether the result holds a NaN or an infinity, the same on every rank.
+  // Empty when the backend did not check. Valid once wait() returned.
+  std::optional<bool> resultNonFinite() const;
+
+  // Backend side, before complete(): records the check above.
+  void setResultNonFinite(bool nonFinite);
   // Backend side, from the backend's thread: the collective starts running.
   void markStarted();
   // Backend side: marks the collective done, storing `error` if it failed.
@@ -62,6 +73,7 @@ class Work {
   std::condition_variable done_;
   bool completed_ = false;
   std::exception_ptr error_;
+  std::optional<bool> nonFinite_;
   TimePoint startedAt_{};
   TimePoint completedAt_{};
 };

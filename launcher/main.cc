@@ -5,6 +5,7 @@
 // Exit codes: 0 success, 2 usage error (bad option; reported before MPI starts,
 // by rank 0 only), 1 any other failure (bad data, a failed rank, a hung
 // collective), reported by the rank that saw it.
+#include <atomic>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -13,6 +14,8 @@
 #include "comm/agreement.h"
 #include "comm/consistency.h"
 #include "comm/reducer.h"
+#include "comm/watchdog.h"
+#include "launcher/fault_injection.h"
 #include "launcher/options.h"
 #include "launcher/placement.h"
 #include "launcher/progress.h"
@@ -156,17 +159,37 @@ int train(const Options& o) {
   if (placement.device == trainer::Device::kCuda) printPlacements(placement, world);
   comm::CommOptions commOptions;
   commOptions.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeoutSeconds * 1000));
+  commOptions.checkNonFinite = true;  // the trainer checks every step's gradients
+  // Set once the watchdog runs; read by the NCCL watchdog's thread.
+  std::atomic<const comm::Watchdog*> explainer{nullptr};
+  const auto explain = [&explainer](const std::string& report) {
+    log::error(report);
+    if (const comm::Watchdog* watchdog = explainer.load()) {
+      log::error(str("watchdog: ", watchdog->diagnose().report));
+    }
+  };
   // A collective the NCCL watchdog gave up on: peers may be stuck, end the job.
-  std::unique_ptr<comm::Communicator> communicator =
-      makeCommunicator(placement, world, commOptions, [&world](const std::string& report) {
-        log::error(report);
+  std::unique_ptr<comm::Communicator> communicator = makeCommunicator(
+      placement, world, commOptions, [&world, &explain](const std::string& report) {
+        explain(report);
         world.abort(kExitFailure);
       });
   comm::Communicator& comm = *communicator;
+  std::unique_ptr<comm::Watchdog> watchdog;  // Note [Watchdog reports]
   const int threads = blasThreadsFor(o, world);
   trainer::setBlasThreads(threads);
 
   try {
+    comm::WatchdogOptions watchdogOptions;
+    watchdogOptions.stallAfter =
+        std::min(commOptions.timeout / 2,
+                 std::chrono::milliseconds(static_cast<long long>(o.stallWarningSeconds * 1000)));
+    watchdog = std::make_unique<comm::Watchdog>(comm, world.hostname(), watchdogOptions,
+                                                [&world](const std::string& report) {
+                                                  log::error(str("watchdog: ", report));
+                                                  world.abort(kExitFailure);
+                                                });
+    explainer = watchdog.get();
     Data data;
     std::unique_ptr<trainer::Sequential> model;
     std::unique_ptr<ProgressPrinter> progress;
@@ -224,6 +247,8 @@ int train(const Options& o) {
       };
     }
     trainOptions.stopRequested = [] { return stopSignal(); };
+    trainOptions.skipNonFinite = o.skipNonFinite;
+    installFault(parseFaultInjection(o.injectFault), comm, trainOptions);
     trainer::TrainPosition start;
     if (!o.resume.empty()) {
       std::string file;
@@ -283,8 +308,9 @@ int train(const Options& o) {
     log::error(e.what());
     return kExitFailure;
   } catch (const CommError& e) {
-    // A collective failed or hung: peers may be blocked, so end the whole job.
-    log::error(e.what());
+    // A collective failed or hung: peers may be blocked, so end the whole job,
+    // saying who did not arrive.
+    explain(e.what());
     world.abort(kExitFailure);
   } catch (const InternalError& e) {
     log::error(e.what());

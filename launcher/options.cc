@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "launcher/fault_injection.h"
 #include "runtime/error.h"
 #include "runtime/str.h"
 #include "trainer/fashion_mnist.h"
@@ -103,7 +104,17 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "ranks on the node)")(
       "timeout",
       po::value(&o.timeoutSeconds)->value_name("SECONDS")->default_value(o.timeoutSeconds, "300"),
-      "report a collective as hung after this long")(
+      "a collective not complete after this long ends the job, with a report of the ranks that "
+      "did not arrive")(
+      "stall-warning",
+      po::value(&o.stallWarningSeconds)
+          ->value_name("SECONDS")
+          ->default_value(o.stallWarningSeconds, "60"),
+      "warn about a collective waiting this long (at most half of --timeout), naming the ranks "
+      "that have not arrived; ranks found in different collectives end the job as a desync")(
+      "skip-nonfinite", po::bool_switch(&o.skipNonFinite),
+      "skip (and count) updates whose averaged gradients hold a NaN or infinity, instead of "
+      "stopping with the step and the parameter (CPU)")(
       "log-every", po::value(&raw.logEvery)->value_name("N")->default_value(raw.logEvery),
       "progress line every N steps when stdout is not a terminal")(
       "log-all-ranks", po::bool_switch(&o.logAllRanks),
@@ -113,8 +124,19 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "backward, each bucket's all-reduce); merge them with benchmarks/merge_traces.py")(
       "metrics", po::value(&o.metrics)->value_name("FILE"),
       "append one JSON line per epoch to FILE");
+  po::options_description testing("Testing", kHelpWidth, kHelpWidth / 2);
+  testing.add_options()(
+      "inject-fault", po::value(&o.injectFault)->value_name("FAULT"),
+      "make one rank misbehave, to see what ddp reports: stall:RANK:STEP:SECONDS, desync:RANK:STEP "
+      "(one extra collective) or nonfinite:RANK:STEP (NaN gradients)");
   po::options_description all(kHelpWidth, kHelpWidth / 2);
-  all.add(general).add(data).add(model).add(optimisation).add(distributed).add(runtime);
+  all.add(general)
+      .add(data)
+      .add(model)
+      .add(optimisation)
+      .add(distributed)
+      .add(runtime)
+      .add(testing);
   return all;
 }
 
@@ -256,6 +278,10 @@ Options parseOptions(int argc, const char* const argv[]) {
     throw UsageError(str("--weight-decay must be >= 0 (got ", o.weightDecay, ")"));
   if (!(o.timeoutSeconds > 0))
     throw UsageError(str("--timeout must be positive (got ", o.timeoutSeconds, ")"));
+  if (!(o.stallWarningSeconds > 0)) {
+    throw UsageError(str("--stall-warning must be positive (got ", o.stallWarningSeconds, ")"));
+  }
+  parseFaultInjection(o.injectFault);      // throws UsageError naming the option
   trainer::parseLrSchedule(o.lrSchedule);  // throws UsageError naming the option
   if (o.model != "mlp")
     throw UsageError(str("--model: unknown model '", o.model, "' (known: mlp)"));

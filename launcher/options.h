@@ -47,6 +47,9 @@ struct Options {
   std::string device = "auto";  // auto | cpu | cuda
   int threads = 0;              // 0: cores on this node / ranks on this node
   double timeoutSeconds = 300;
+  double stallWarningSeconds = 60;  // capped at half the timeout
+  bool skipNonFinite = false;
+  std::string injectFault;  // test only: launcher/fault_injection.h
   // output
   std::size_t logEvery = 50;
   bool logAllRanks = false;

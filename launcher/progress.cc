@@ -54,6 +54,13 @@ ProgressPrinter::ProgressPrinter(int rank, std::size_t epochs, std::size_t logEv
 
 void ProgressPrinter::onStep(const trainer::StepReport& r) {
   if (!enabled_) return;
+  if (!r.skippedFor.empty()) {
+    if (lineOpen_) log::raw("\n");
+    lineOpen_ = false;
+    log::warn(str("step ", r.globalStep, ": the gradient of ", r.skippedFor,
+                  " holds a NaN or infinity after the all-reduce: update skipped on every rank "
+                  "(--skip-nonfinite)"));
+  }
   sinceLine_ += r.times;
   ++stepsSinceLine_;
   // Decide first, format only what is printed: this runs every step, on the
@@ -93,10 +100,13 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
     log::raw("\r\033[K");
     lineOpen_ = false;
   }
-  log::info(str("epoch ", r.epoch, "/", epochs_, "  train_loss ", fixed(r.trainLoss, 4),
-                "  test_loss ", fixed(r.test.loss, 4), "  test_acc ",
-                fixed(100.0 * r.test.accuracy, 2), "%  ", fixed(r.samplesPerSecond, 0),
-                " samples/s  time ", fixed(r.wallSeconds, 1), "s"));
+  log::info(str(
+      "epoch ", r.epoch, "/", epochs_, "  train_loss ", fixed(r.trainLoss, 4), "  test_loss ",
+      fixed(r.test.loss, 4), "  test_acc ", fixed(100.0 * r.test.accuracy, 2), "%  ",
+      fixed(r.samplesPerSecond, 0), " samples/s  time ", fixed(r.wallSeconds, 1), "s",
+      r.skippedSteps > 0 ? str("  (", r.skippedSteps, r.skippedSteps == 1 ? " update" : " updates",
+                               " skipped: not finite)")
+                         : std::string()));
   const trainer::PhaseTimes& t = r.meanStep;
   auto ms = [](double seconds) { return fixed(seconds * 1e3, 2); };
   log::info(str("  mean step ", ms(t.total()), " ms: data ", ms(t.data), "  forward ",
@@ -112,6 +122,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
                                  {"samples_per_s", r.samplesPerSecond},
                                  {"train_time_s", r.trainSeconds},
                                  {"wall_time_s", r.wallSeconds},
+                                 {"skipped_steps", r.skippedSteps},
                                  {"step_ms",
                                   {{"total", t.total() * 1e3},
                                    {"data", t.data * 1e3},

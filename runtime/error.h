@@ -52,6 +52,13 @@ class DeviceError : public Error {
   using Error::Error;
 };
 
+// Training produced a NaN or infinity (in the reduced gradients or the loss):
+// a bad batch, a learning rate too high, bad initial weights.
+class NonFiniteError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A collective did not complete within its timeout.
 class CommTimeoutError : public CommError {
  public:

@@ -1,6 +1,9 @@
 #include "trainer/trainer.h"
 
 #include <chrono>
+#include <cmath>
+#include <limits>
+#include <optional>
 
 #include "ddp_config.h"
 #include "runtime/error.h"
@@ -152,7 +155,13 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
     return seconds;
   };
   lastTimes_ = PhaseTimes{};
-  comm_.setContext(str("step ", globalStep_ + 1));
+  skippedFor_.clear();
+  const std::size_t stepNumber = globalStep_ + 1;
+  comm_.setContext(str("step ", stepNumber));
+  if (options_.beforeStep) options_.beforeStep(stepNumber);
+  const float poison = options_.poisonGradients && options_.poisonGradients(stepNumber)
+                           ? std::numeric_limits<float>::quiet_NaN()
+                           : 1.0f;
 #if DDP_WITH_CUDA
   if (gpu_) gpu_->timer.beginStep();
 #endif
@@ -178,7 +187,7 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
     if (tracing) trace_->span("forward", "forward", Trace::kCompute, forwardStart, phaseMark_);
     reducer_->prepareForBackward(/*reduce=*/last);
     auto layerStart = phaseMark_;
-    model_.backward(loss_.backward(share / world),
+    model_.backward(loss_.backward(share / world * poison),
                     begin == 0 ? GradMode::kOverwrite : GradMode::kAccumulate,
                     [&](std::size_t layer, Layer&) {
                       for (std::size_t g : layerGradients_[layer])
@@ -197,7 +206,20 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
   lastTimes_.comm = lap();
   gpuMark(kCommPhase);
   const auto optimizerStart = phaseMark_;
-  optimizer_.step();
+  if (!gpu_) {
+    if (const std::optional<std::size_t> bad = reducer_->firstNonFinite()) {
+      const std::string& name = reducer_->gradients()[*bad].name;
+      if (!options_.skipNonFinite) {
+        throw NonFiniteError(
+            str("step ", stepNumber, ": the gradient of ", name,
+                " holds a NaN or infinity after the all-reduce (the first parameter that does; a "
+                "rank's batch, the learning rate or the weights may be to blame); stopped before "
+                "the update (--skip-nonfinite skips such steps instead)"));
+      }
+      skippedFor_ = name;
+    }
+  }
+  if (skippedFor_.empty()) optimizer_.step();
   lastTimes_.optimizer = lap();
   gpuMark(kOptimizerPhase);
   if (tracing) {
@@ -244,11 +266,24 @@ void Trainer::run(TrainObserver& observer) {
         steps + (shard.size() + samplesPerStep() - 1) / samplesPerStep();
     PhaseTimes phaseSum;
     std::size_t timedSteps = 0;
+    std::size_t skipped = 0;
     // Steps whose loss has not been read yet (on the CPU, never more than one).
     std::vector<StepReport> unread;
     auto reportUnread = [&] {
       if (unread.empty()) return;
       const double loss = trainTotals_.take().first;  // waits for the device
+      if (gpu_) {
+        // Each rank reads its own loss, so the ranks agree before any stops.
+        std::int32_t nonFinite = std::isfinite(loss) ? 0 : 1;
+        comm_.allreduceSync(std::span<std::int32_t>(&nonFinite, 1), comm::ReduceOp::kMax);
+        if (nonFinite != 0) {
+          throw NonFiniteError(str("steps ", unread.front().globalStep, " to ",
+                                   unread.back().globalStep, ": the loss of ",
+                                   std::isfinite(loss) ? "another rank" : "this rank", " is ",
+                                   std::isfinite(loss) ? "not finite" : str(loss),
+                                   " (a batch, the learning rate or the weights may be to blame)"));
+        }
+      }
       lossSum += loss;
 #if DDP_WITH_CUDA
       if (gpu_) {
@@ -295,6 +330,8 @@ void Trainer::run(TrainObserver& observer) {
       step.stepsInEpoch = stepsThisEpoch;
       step.globalStep = globalStep_;
       step.times = lastTimes_;
+      step.skippedFor = skippedFor_;
+      skipped += skippedFor_.empty() ? 0 : 1;
       unread.push_back(step);
       if (!gpu_ || unread.size() >= options_.lossReadEvery) reportUnread();
       checkpointed = false;
@@ -330,6 +367,7 @@ void Trainer::run(TrainObserver& observer) {
     report.steps = steps;
     report.trainLoss = totals[1] > 0 ? totals[0] / totals[1] : 0.0;
     report.trainSeconds = trainSeconds;
+    report.skippedSteps = skipped;
     if (timedSteps > 0) {
       const double n = static_cast<double>(timedSteps);
       report.meanStep = {phaseSum.data / n, phaseSum.forward / n, phaseSum.backward / n,

@@ -62,6 +62,19 @@ struct TrainOptions {
   // stoppedBy() set. Null: never stops early.
   std::function<int()> stopRequested;
   std::size_t stopCheckEvery = 10;
+  // Gradients holding a NaN or infinity after the all-reduce (the same on
+  // every rank): false stops run() with NonFiniteError naming the step and
+  // the first such parameter, before the update; true skips that step's
+  // update on every rank and counts it (EpochReport::skippedSteps). CPU:
+  // checked every step. GPU: the loss is checked when it is read
+  // (lossReadEvery), and skipping is not available.
+  bool skipNonFinite = false;
+  // Test-only fault injection (ddp_train --inject-fault), on one rank: called
+  // before each step with its 1-based global step (may sleep or issue an extra
+  // collective); and, when it returns true, that step's gradients on this rank
+  // are NaN.
+  std::function<void(std::size_t step)> beforeStep;
+  std::function<bool(std::size_t step)> poisonGradients;
 };
 
 // Where a step's time goes, in seconds (this rank).
@@ -88,6 +101,9 @@ struct StepReport {
   double samplesPerSecond = 0.0;  // global, since the epoch started
   double epochSeconds = 0.0;
   PhaseTimes times;  // this step's phases
+  // Set when the step's gradients were not finite and its update was skipped
+  // (TrainOptions::skipNonFinite): the first parameter holding one.
+  std::string skippedFor;
 };
 
 struct EvalResult {
@@ -104,6 +120,7 @@ struct EpochReport {
   double samplesPerSecond = 0.0;  // global training throughput
   double trainSeconds = 0.0;      // the training steps only
   double wallSeconds = 0.0;       // including evaluation
+  std::size_t skippedSteps = 0;   // updates skipped for non-finite gradients
   PhaseTimes meanStep;            // rank 0's mean step phases over the epoch
 };
 
@@ -194,6 +211,7 @@ class Trainer {
   double baseLr_;
   TrainPosition resume_;  // where run() starts
   int stoppedBy_ = 0;
+  std::string skippedFor_;  // the last step's, when its update was skipped
 };
 
 }  // namespace ddp::trainer

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "comm/bfloat16.h"
+#include "comm/finite.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/mpi_check.h"
@@ -77,7 +78,8 @@ void scale(void* data, std::size_t count, double factor) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm base, CommOptions options) : Communicator(options) {
+MpiCommunicator::MpiCommunicator(MPI_Comm base, CommOptions options)
+    : Communicator(options, "mpi") {
   DDP_MPI_CHECK(MPI_Comm_dup(base, &comm_));
   DDP_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   DDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
@@ -103,10 +105,8 @@ MpiCommunicator::~MpiCommunicator() {
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-WorkPtr MpiCommunicator::enqueue(std::string what, std::function<void()> run) {
-  auto work = std::make_shared<Work>(str(what, " #", sequence_++, " on rank ", rank_,
-                                         context().empty() ? "" : " (", context(),
-                                         context().empty() ? "" : ")"));
+WorkPtr MpiCommunicator::enqueue(std::string what, std::function<void(Work&)> run) {
+  auto work = newWork<Work>(what, "");
   {
     std::lock_guard lock(mutex_);
     DDP_CHECK(!stopping_, "collective issued on a communicator being destroyed");
@@ -128,7 +128,7 @@ void MpiCommunicator::loop() {
     }
     try {
       task.work->markStarted();
-      task.run();
+      task.run(*task.work);
       task.work->complete();
     } catch (...) {
       task.work->complete(std::current_exception());
@@ -136,7 +136,8 @@ void MpiCommunicator::loop() {
   }
 }
 
-WorkPtr MpiCommunicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
+WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t count, DataType type,
+                                   ReduceOp op) {
   const bool floating =
       type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kBFloat16;
   if (op == ReduceOp::kAvg && !floating) {
@@ -146,36 +147,50 @@ WorkPtr MpiCommunicator::allreduce(void* data, std::size_t count, DataType type,
     throw UsageError("allreduce: bfloat16 supports sum and average only");
   }
   const int n = mpiCount(count);
-  const std::uint64_t sequence = sequence_;
+  const std::uint64_t sequence = nextSequence();
   return enqueue(
-      str("allreduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"), [=, this] {
+      str("allreduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
+      [=, this](Work& work) {
+        // Note [Non-finite check while reducing]
+        const bool checksFinite = type == DataType::kFloat32 || type == DataType::kFloat64;
         if (auto region = findRegion(data, count * sizeOf(type))) {
-          // Note [Node shared-memory all-reduce]
-          region->allreduce(data, count, type, op, sequence, options().timeout);
+          // Note [Node shared-memory all-reduce]: it reduces in place.
+          if (send != data) std::memcpy(data, send, count * sizeOf(type));
+          const bool nonFinite =
+              region->allreduce(data, count, type, op, sequence, options().timeout);
+          if (checksFinite) work.setResultNonFinite(nonFinite);
           return;
         }
         const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
-        DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, mpiType(type), mpiReduce, comm_));
-        if (op != ReduceOp::kAvg || size_ == 1) return;
-        if (type == DataType::kBFloat16) {
-          auto* values = static_cast<std::uint16_t*>(data);
-          for (std::size_t i = 0; i < count; ++i)
-            values[i] = toBFloat16(fromBFloat16(values[i]) / static_cast<float>(size_));
+        DDP_MPI_CHECK(MPI_Allreduce(send == data ? MPI_IN_PLACE : send, data, n, mpiType(type),
+                                    mpiReduce, comm_));
+        if (op == ReduceOp::kAvg && size_ > 1) {
+          if (type == DataType::kBFloat16) {
+            auto* values = static_cast<std::uint16_t*>(data);
+            for (std::size_t i = 0; i < count; ++i)
+              values[i] = toBFloat16(fromBFloat16(values[i]) / static_cast<float>(size_));
+          }
+          if (type == DataType::kFloat32) scale<float>(data, count, 1.0 / size_);
+          if (type == DataType::kFloat64) scale<double>(data, count, 1.0 / size_);
         }
-        if (type == DataType::kFloat32) scale<float>(data, count, 1.0 / size_);
-        if (type == DataType::kFloat64) scale<double>(data, count, 1.0 / size_);
+        if (!options().checkNonFinite) return;
+        if (type == DataType::kFloat32)
+          work.setResultNonFinite(anyNonFinite(static_cast<const float*>(data), count));
+        if (type == DataType::kFloat64)
+          work.setResultNonFinite(anyNonFinite(static_cast<const double*>(data), count));
       });
 }
 
 WorkPtr MpiCommunicator::broadcast(void* data, std::size_t count, DataType type, int root) {
   const int n = mpiCount(count);
-  return enqueue(str("broadcast(", dataTypeName(type), " x ", count, ", root ", root, ")"),
-                 [=, this] { DDP_MPI_CHECK(MPI_Bcast(data, n, mpiType(type), root, comm_)); });
+  return enqueue(
+      str("broadcast(", dataTypeName(type), " x ", count, ", root ", root, ")"),
+      [=, this](Work&) { DDP_MPI_CHECK(MPI_Bcast(data, n, mpiType(type), root, comm_)); });
 }
 
 WorkPtr MpiCommunicator::allgather(const void* send, void* recv, std::size_t count, DataType type) {
   const int n = mpiCount(count);
-  return enqueue(str("allgather(", dataTypeName(type), " x ", count, ")"), [=, this] {
+  return enqueue(str("allgather(", dataTypeName(type), " x ", count, ")"), [=, this](Work&) {
     DDP_MPI_CHECK(MPI_Allgather(send, n, mpiType(type), recv, n, mpiType(type), comm_));
   });
 }
@@ -193,7 +208,7 @@ std::shared_ptr<SharedRegion> MpiCommunicator::findRegion(const void* data, std:
 std::shared_ptr<void> MpiCommunicator::allocate(std::size_t bytes) {
   std::shared_ptr<void> memory;
   // On the communication thread, like every collective, so it is ordered with them.
-  enqueue(str("allocate(", bytes, " bytes)"), [&, this] {
+  enqueue(str("allocate(", bytes, " bytes)"), [&, this](Work&) {
     if (singleNode_ && size_ > 1) {
       try {
         auto region = std::make_shared<SharedRegion>(node_, bytes);
@@ -214,7 +229,7 @@ std::shared_ptr<void> MpiCommunicator::allocate(std::size_t bytes) {
 }
 
 WorkPtr MpiCommunicator::barrier() {
-  return enqueue("barrier", [this] { DDP_MPI_CHECK(MPI_Barrier(comm_)); });
+  return enqueue("barrier", [this](Work&) { DDP_MPI_CHECK(MPI_Barrier(comm_)); });
 }
 
 }  // namespace ddp::comm

@@ -38,7 +38,8 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string backendName() const override { return "mpi"; }
 
-  WorkPtr allreduce(void* data, std::size_t count, DataType type, ReduceOp op) override;
+  WorkPtr allreduce(const void* send, void* recv, std::size_t count, DataType type,
+                    ReduceOp op) override;
   WorkPtr broadcast(void* data, std::size_t count, DataType type, int root) override;
   WorkPtr allgather(const void* send, void* recv, std::size_t count, DataType type) override;
   WorkPtr barrier() override;
@@ -54,9 +55,9 @@ class MpiCommunicator final : public Communicator {
  private:
   struct Task {
     WorkPtr work;
-    std::function<void()> run;  // the blocking MPI call(s)
+    std::function<void(Work&)> run;  // the blocking MPI call(s)
   };
-  WorkPtr enqueue(std::string what, std::function<void()> run);
+  WorkPtr enqueue(std::string what, std::function<void(Work&)> run);
   void loop();
   // The live shared region holding [data, data + bytes), or null. Comm thread.
   std::shared_ptr<SharedRegion> findRegion(const void* data, std::size_t bytes);
@@ -67,7 +68,6 @@ class MpiCommunicator final : public Communicator {
   std::vector<std::weak_ptr<SharedRegion>> regions_;  // comm thread only
   int rank_ = 0;
   int size_ = 1;
-  std::uint64_t sequence_ = 0;  // collectives issued so far, for error reports
 
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -9,8 +9,10 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 #include "comm/bfloat16.h"
+#include "comm/finite.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/mpi_check.h"
@@ -42,9 +44,13 @@ T combine(T a, T b, ReduceOp op) {
 // [begin, end), summed in rank order. Each block is reduced into a scratch
 // block (the buffers are both sources and destinations) small enough that the
 // passes over it stay in L1, then stored into every rank's buffer.
+// Returns whether the stored result holds a NaN or an infinity (floating
+// types; checked while each block is in L1: Note [Non-finite check while
+// reducing] in comm/finite.h).
 template <class T>
-void reduceChunk(const std::vector<T*>& buffers, std::size_t begin, std::size_t end, ReduceOp op,
+bool reduceChunk(const std::vector<T*>& buffers, std::size_t begin, std::size_t end, ReduceOp op,
                  int world) {
+  bool nonFinite = false;
   const std::vector<T*>& sources = buffers;
   static thread_local std::vector<T> scratch(kBlock);
   T* acc = scratch.data();
@@ -67,9 +73,11 @@ void reduceChunk(const std::vector<T*>& buffers, std::size_t begin, std::size_t 
       for (std::size_t i = 0; i < length; ++i)
         acc[i] *= scale;
     }
+    if constexpr (std::is_floating_point_v<T>) nonFinite = nonFinite || anyNonFinite(acc, length);
     for (T* destination : buffers)
       std::copy(acc, acc + length, destination + block);
   }
+  return nonFinite;
 }
 
 // The bfloat16 version: sources are converted and summed in float32 (the
@@ -104,7 +112,12 @@ struct SharedRegion::Control {
   std::uint64_t count;
   std::uint32_t type;
   std::uint32_t op;
-  char padding[kChunkAlign - 32];  // one cache line per rank: no false sharing
+  // Whether this rank's chunk of the result is not finite. Written after the
+  // arrival barrier, read after the completion barrier: a rank that runs
+  // ahead into the next all-reduce cannot overwrite it before every rank has
+  // passed that next arrival barrier.
+  std::uint32_t nonFinite;
+  char padding[kChunkAlign - 36];  // one cache line per rank: no false sharing
 };
 
 SharedRegion::SharedRegion(MPI_Comm node, std::size_t bytes) : bytes_(bytes) {
@@ -177,7 +190,7 @@ bool SharedRegion::contains(const void* begin, std::size_t length) const {
   return p >= mine && p + length <= mine + bytes_;
 }
 
-void SharedRegion::allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
+bool SharedRegion::allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
                              std::uint64_t sequence, std::chrono::milliseconds timeout) {
   const auto barrier = [&](const char* step) { barrier_.wait(timeout, step); };
   const std::size_t element = sizeOf(type);
@@ -209,11 +222,12 @@ void SharedRegion::allreduce(void* data, std::size_t count, DataType type, Reduc
               kChunkAlign / element);
   const std::size_t begin = std::min(count, perRank * static_cast<std::size_t>(rank_));
   const std::size_t end = std::min(count, begin + perRank);
+  bool nonFinite = false;
   auto run = [&]<class T>(T*) {
     std::vector<T*> buffers;
     for (void* segment : segments_)
       buffers.push_back(reinterpret_cast<T*>(static_cast<char*>(segment) + offset));
-    reduceChunk<T>(buffers, begin, end, op, size_);
+    nonFinite = reduceChunk<T>(buffers, begin, end, op, size_);
   };
   switch (type) {
     case DataType::kFloat32:
@@ -240,7 +254,11 @@ void SharedRegion::allreduce(void* data, std::size_t count, DataType type, Reduc
       break;
     }
   }
+  mine.nonFinite = nonFinite ? 1 : 0;
   barrier("shared-memory all-reduce, completion");  // every chunk is reduced and stored everywhere
+  for (int r = 0; r < size_; ++r)
+    nonFinite = nonFinite || control(r).nonFinite != 0;
+  return nonFinite;
 }
 
 }  // namespace ddp::comm

@@ -56,8 +56,10 @@ class SharedRegion {
   // In-place all-reduce of `count` elements at `data` (inside this rank's
   // segment) with every rank of the node. Runs on the communication thread.
   // Throws MismatchError if the ranks asked for different reductions, and
-  // CommTimeoutError if a peer does not arrive within `timeout`.
-  void allreduce(void* data, std::size_t count, DataType type, ReduceOp op, std::uint64_t sequence,
+  // CommTimeoutError if a peer does not arrive within `timeout`. Returns
+  // whether the result holds a NaN or an infinity (floating types; Note
+  // [Non-finite check while reducing] in comm/finite.h).
+  bool allreduce(void* data, std::size_t count, DataType type, ReduceOp op, std::uint64_t sequence,
                  std::chrono::milliseconds timeout);
 
  private:

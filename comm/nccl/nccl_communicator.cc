@@ -104,7 +104,7 @@ class NcclCommunicator::DeviceWork final : public Work {
 
 NcclCommunicator::NcclCommunicator(MPI_Comm base, int device, cudaStream_t computeStream,
                                    CommOptions options)
-    : Communicator(options),
+    : Communicator(options, "nccl"),
       device_(device),
       compute_(computeStream),
       events_(std::make_shared<EventPool>()) {
@@ -151,6 +151,13 @@ void NcclCommunicator::setFatalHandler(FatalHandler handler) {
   onFatal_ = std::move(handler);
 }
 
+std::vector<const ActivityLog*> NcclCommunicator::activityLogs() const {
+  std::vector<const ActivityLog*> logs = Communicator::activityLogs();
+  for (const ActivityLog* log : host_->activityLogs())
+    logs.push_back(log);
+  return logs;
+}
+
 std::string NcclCommunicator::version() {
   int code = 0;
   if (ncclGetVersion(&code) != ncclSuccess) return "unknown";
@@ -167,9 +174,7 @@ void NcclCommunicator::throwIfFailed() const {
 WorkPtr NcclCommunicator::issue(std::string what, const std::function<void(cudaStream_t)>& call) {
   throwIfFailed();
   auto work =
-      std::make_shared<DeviceWork>(str(what, " #", sequence_++, " on rank ", rank_, " (GPU ",
-                                       device_, ")", context().empty() ? "" : str(", ", context())),
-                                   compute_, EventPool::take(events_));
+      newWork<DeviceWork>(what, str(" (GPU ", device_, ")"), compute_, EventPool::take(events_));
   // One `ready` event serves every collective: the wait below captures its
   // state now, so recording it again for the next collective is safe.
   ready_.record(compute_);
@@ -250,10 +255,11 @@ void NcclCommunicator::watch() {
   }
 }
 
-WorkPtr NcclCommunicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
+WorkPtr NcclCommunicator::allreduce(const void* send, void* data, std::size_t count, DataType type,
+                                    ReduceOp op) {
   if (!cuda::isDevicePointer(data)) {
     host_->setContext(context());
-    return host_->allreduce(data, count, type, op);
+    return host_->allreduce(send, data, count, type, op);
   }
   const bool floating =
       type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kBFloat16;
@@ -263,7 +269,7 @@ WorkPtr NcclCommunicator::allreduce(void* data, std::size_t count, DataType type
   return issue(str("ncclAllReduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
                [&](cudaStream_t stream) {
                  DDP_NCCL_CHECK(
-                     ncclAllReduce(data, data, count, ncclType(type), ncclOp(op), comm_, stream),
+                     ncclAllReduce(send, data, count, ncclType(type), ncclOp(op), comm_, stream),
                      comm_);
                });
 }

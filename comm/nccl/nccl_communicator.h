@@ -65,10 +65,13 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backendName() const override { return "nccl"; }
+  // The NCCL collectives' log, then the host (MPI) collectives' log.
+  std::vector<const ActivityLog*> activityLogs() const override;
 
   // Device buffers: NCCL on the communication stream (Note [NCCL stream
   // ordering]); host buffers: the owned MPI communicator.
-  WorkPtr allreduce(void* data, std::size_t count, DataType type, ReduceOp op) override;
+  WorkPtr allreduce(const void* send, void* recv, std::size_t count, DataType type,
+                    ReduceOp op) override;
   WorkPtr broadcast(void* data, std::size_t count, DataType type, int root) override;
   WorkPtr allgather(const void* send, void* recv, std::size_t count, DataType type) override;
   WorkPtr barrier() override;  // every rank reached it (through MPI)
@@ -105,7 +108,6 @@ class NcclCommunicator final : public Communicator {
   cuda::Stream stream_;  // the communication stream
   cuda::Event ready_;    // recorded on the compute stream before each collective
   std::shared_ptr<EventPool> events_;
-  std::uint64_t sequence_ = 0;
 
   mutable std::mutex mutex_;  // guards everything below
   std::condition_variable wake_;

@@ -36,6 +36,23 @@ TEST_P(CollectivesTest, AllreduceSumOfRanksIsTriangularNumber) {
   }
 }
 
+TEST_P(CollectivesTest, OutOfPlaceAllreduceLeavesTheSendBufferAlone) {
+  const std::size_t count = GetParam();
+  const int n = comm_->size(), r = comm_->rank();
+  auto shared = comm_->allocate(count * sizeof(float));
+  std::vector<float> plain(count);
+  for (float* recv : {plain.data(), static_cast<float*>(shared.get())}) {
+    std::vector<float> send(count);
+    for (std::size_t i = 0; i < count; ++i)
+      send[i] = static_cast<float>(r) + static_cast<float>(i % 3);
+    comm_->allreduce(send.data(), recv, count, DataType::kFloat32, ReduceOp::kSum)->wait(timeout_);
+    for (std::size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(recv[i], static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(i % 3)));
+      ASSERT_EQ(send[i], static_cast<float>(r) + static_cast<float>(i % 3));
+    }
+  }
+}
+
 TEST_P(CollectivesTest, AllreduceAverageOfRanks) {
   const std::size_t count = GetParam();
   const int n = comm_->size(), r = comm_->rank();

@@ -9,9 +9,10 @@
 namespace ddp::comm {
 
 inline std::unique_ptr<MpiCommunicator> makeTestComm(
-    std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    std::chrono::milliseconds timeout = std::chrono::seconds(60), bool checkNonFinite = false) {
   CommOptions options;
   options.timeout = timeout;
+  options.checkNonFinite = checkNonFinite;
   return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
 }
 

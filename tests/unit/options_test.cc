@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "launcher/fault_injection.h"
 #include "runtime/error.h"
 #include "test_files.h"
 
@@ -73,7 +74,24 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--model", "resnet"}, "--model"}, Invalid{{"--threads", "-1"}, "--threads"},
         Invalid{{"--max-steps", "-1"}, "--max-steps"}, Invalid{{"--log-every", "0"}, "--log-every"},
         Invalid{{"--timeout", "0"}, "--timeout"}, Invalid{{"--frobnicate"}, "frobnicate"},
-        Invalid{{"--config", "/nonexistent/ddp.cfg"}, "--config"}));
+        Invalid{{"--config", "/nonexistent/ddp.cfg"}, "--config"},
+        Invalid{{"--stall-warning", "0"}, "--stall-warning"},
+        Invalid{{"--inject-fault", "stall:1:5"}, "--inject-fault"},
+        Invalid{{"--inject-fault", "crash:1:5"}, "--inject-fault"},
+        Invalid{{"--inject-fault", "desync:-1:5"}, "--inject-fault"},
+        Invalid{{"--inject-fault", "nonfinite:1:0"}, "--inject-fault"},
+        Invalid{{"--inject-fault", "stall:0:3:-2"}, "--inject-fault"}));
+
+TEST(Options, FaultInjectionIsParsed) {
+  const FaultInjection stall = parseFaultInjection("stall:2:7:1.5");
+  EXPECT_EQ(stall.kind, FaultInjection::Kind::kStall);
+  EXPECT_EQ(stall.rank, 2);
+  EXPECT_EQ(stall.step, 7u);
+  EXPECT_DOUBLE_EQ(stall.seconds, 1.5);
+  EXPECT_EQ(parseFaultInjection("desync:0:1").kind, FaultInjection::Kind::kDesync);
+  EXPECT_EQ(parseFaultInjection("nonfinite:3:9").step, 9u);
+  EXPECT_EQ(parseFaultInjection("").kind, FaultInjection::Kind::kNone);
+}
 
 TEST(Options, UnknownDatasetAndMissingDataDir) {
   const char* unknown[] = {"ddp_train", "--dataset", "cifar"};

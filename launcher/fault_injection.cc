@@ -1,0 +1,94 @@
+#include "launcher/fault_injection.h"
+
+#include <chrono>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+namespace ddp::launcher {
+namespace {
+
+std::vector<std::string> splitColons(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ':'))
+    parts.push_back(part);
+  return parts;
+}
+
+template <class T>
+bool parseNumber(const std::string& text, T& value) {
+  std::istringstream in(text);
+  return static_cast<bool>(in >> value) && in.eof();
+}
+
+}  // namespace
+
+FaultInjection parseFaultInjection(const std::string& text) {
+  FaultInjection fault;
+  if (text.empty()) return fault;
+  const std::vector<std::string> parts = splitColons(text);
+  const auto bad = [&] {
+    return UsageError(
+        str("--inject-fault: expected stall:RANK:STEP:SECONDS, desync:RANK:STEP or "
+            "nonfinite:RANK:STEP (got '",
+            text, "')"));
+  };
+  if (parts.empty()) throw bad();
+  const std::size_t expected = parts[0] == "stall" ? 4 : 3;
+  if (parts[0] == "stall") {
+    fault.kind = FaultInjection::Kind::kStall;
+  } else if (parts[0] == "desync") {
+    fault.kind = FaultInjection::Kind::kDesync;
+  } else if (parts[0] == "nonfinite") {
+    fault.kind = FaultInjection::Kind::kNonFinite;
+  } else {
+    throw bad();
+  }
+  long long step = 0;
+  if (parts.size() != expected || !parseNumber(parts[1], fault.rank) || fault.rank < 0 ||
+      !parseNumber(parts[2], step) || step < 1) {
+    throw bad();
+  }
+  fault.step = static_cast<std::size_t>(step);
+  if (fault.kind == FaultInjection::Kind::kStall &&
+      (!parseNumber(parts[3], fault.seconds) || !(fault.seconds >= 0))) {
+    throw bad();
+  }
+  return fault;
+}
+
+void installFault(const FaultInjection& fault, comm::Communicator& comm,
+                  trainer::TrainOptions& options) {
+  if (fault.kind == FaultInjection::Kind::kNone || fault.rank != comm.rank()) return;
+  switch (fault.kind) {
+    case FaultInjection::Kind::kStall:
+      options.beforeStep = [fault](std::size_t step) {
+        if (step != fault.step) return;
+        log::warn(str("--inject-fault: stalling for ", fault.seconds, " s before step ", step));
+        std::this_thread::sleep_for(std::chrono::duration<double>(fault.seconds));
+      };
+      break;
+    case FaultInjection::Kind::kDesync:
+      options.beforeStep = [fault, &comm](std::size_t step) {
+        if (step != fault.step) return;
+        log::warn(str("--inject-fault: issuing an extra barrier before step ", step));
+        comm.barrier();  // never completes: the peers issue the step's collectives instead
+      };
+      break;
+    case FaultInjection::Kind::kNonFinite:
+      options.poisonGradients = [fault](std::size_t step) {
+        if (step == fault.step) log::warn(str("--inject-fault: NaN gradients in step ", step));
+        return step == fault.step;
+      };
+      break;
+    case FaultInjection::Kind::kNone:
+      break;
+  }
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,37 @@
+// --inject-fault: make one rank misbehave on purpose, for the tests that show
+// what the watchdog and the non-finite check report (tests/e2e/faults.sh).
+//
+//   stall:R:S:SECONDS  rank R sleeps SECONDS before step S (a slow or hung rank)
+//   desync:R:S         rank R issues one extra collective before step S (a
+//                      program that diverged)
+//   nonfinite:R:S      rank R's gradients of step S are NaN (a bad batch)
+//
+// Steps count from 1 over the whole run. Not for production use: the option
+// is listed under "Testing" in --help.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "comm/communicator.h"
+#include "trainer/trainer.h"
+
+namespace ddp::launcher {
+
+struct FaultInjection {
+  enum class Kind { kNone, kStall, kDesync, kNonFinite };
+  Kind kind = Kind::kNone;
+  int rank = 0;
+  std::size_t step = 0;
+  double seconds = 0.0;
+};
+
+// Parses the option's value; "" is no fault. Throws UsageError.
+FaultInjection parseFaultInjection(const std::string& text);
+
+// Installs the fault's hooks (TrainOptions::beforeStep, poisonGradients) on
+// the rank it names; other ranks get none.
+void installFault(const FaultInjection& fault, comm::Communicator& comm,
+                  trainer::TrainOptions& options);
+
+}  // namespace ddp::launcher

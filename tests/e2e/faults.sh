@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# What ddp reports when a rank misbehaves (ddp_train --inject-fault, plus a
+# rank frozen with SIGSTOP). Each case checks the message, the exit code, and
+# that the job ended long before the outer bound: nothing hangs silently.
+. "$(dirname "$0")/lib.sh"
+SMALL=(--dataset synthetic --synthetic-samples 4096 --hidden 64 --epochs 1 --threads 1)
+
+# expect CASE CODE PATTERN MAX_SECONDS NP [args...]: run, check exit code
+# ("nonzero" or a number), a line matching PATTERN and the duration.
+expect() {
+  local name=$1 code=$2 pattern=$3 max=$4 np=$5
+  shift 5
+  local start got
+  start=$(date +%s)
+  set +e
+  timeout 120 mpirun -np "$np" "$DDP_TRAIN" "${SMALL[@]}" "$@" > "$WORK/$name.out" 2>&1
+  got=$?
+  set -e
+  local took=$(($(date +%s) - start))
+  [ "$got" != 124 ] || fail "$name: hung (killed by the 120 s bound)"
+  if [ "$code" = nonzero ]; then
+    [ "$got" != 0 ] || fail "$name: exited 0"
+  else
+    [ "$got" = "$code" ] || fail "$name: exit $got, expected $code: $(tail -5 "$WORK/$name.out")"
+  fi
+  grep -qE "$pattern" "$WORK/$name.out" || fail "$name: no line matching '$pattern': $(cat "$WORK/$name.out")"
+  [ "$took" -le "$max" ] || fail "$name: took $took s (at most $max expected)"
+  echo "$name: exit $got after $took s: $(grep -m1 -oE "$pattern.{0,160}" "$WORK/$name.out")"
+}
+
+# A rank stalls past --timeout: the others time out, and the watchdog names
+# the rank that never arrived and what it was doing instead. The stall
+# warning comes first, at --stall-warning.
+expect stall nonzero \
+  "watchdog: rank [02] .* peers have not arrived: rank 1 \(.*\) is not in any collective" 40 3 \
+  --timeout 4 --stall-warning 1 --inject-fault stall:1:5:60
+grep -qE "watchdog: stall: rank [02] .*not arrived: rank 1" "$WORK/stall.out" ||
+  fail "stall: no stall warning before the timeout"
+grep -qE "did not complete within 4 s" "$WORK/stall.out" || fail "stall: no timeout report"
+
+# A short stall is survived: warned about, then reported over; exit 0.
+expect short_stall 0 "watchdog: the stall is over: mpi collective #[0-9]+ completed after" 40 2 \
+  --timeout 60 --stall-warning 1 --inject-fault stall:0:5:3
+grep -qE "watchdog: stall: rank 1 .*rank 0 \(.*\) is not in any collective" "$WORK/short_stall.out" ||
+  fail "short_stall: no stall warning naming rank 0"
+
+# A rank issues one extra collective: reported as a desync, at the stall
+# check, long before the 60 s timeout.
+expect desync nonzero \
+  "watchdog: desync: the ranks' programs have diverged: as collective #[0-9]+ on mpi" 30 2 \
+  --timeout 60 --stall-warning 1 --inject-fault desync:1:3
+grep -q "issued barrier" "$WORK/desync.out" || fail "desync: the extra collective is not named"
+! grep -q "did not complete within" "$WORK/desync.out" || fail "desync: reported as a timeout"
+
+# NaN gradients on one rank: every rank stops at that step, naming the first
+# parameter, before the update.
+expect nonfinite 1 "step 4: the gradient of layers.0.weight holds a NaN or infinity" 30 2 \
+  --inject-fault nonfinite:1:4
+[ "$(grep -c "step 4: the gradient of layers.0.weight" "$WORK/nonfinite.out")" = 2 ] ||
+  fail "nonfinite: not every rank stopped"
+
+# With --skip-nonfinite the step's update is skipped on every rank and
+# counted; training goes on with finite losses.
+expect skip_nonfinite 0 "1 update skipped" 30 2 \
+  --inject-fault nonfinite:1:4 --skip-nonfinite --metrics "$WORK/metrics.json"
+grep -q '"skipped_steps":1' "$WORK/metrics.json" || fail "skip_nonfinite: not counted in --metrics"
+grep -qE "train_loss [0-9]" "$WORK/skip_nonfinite.out" || fail "skip_nonfinite: the loss is not finite"
+
+# A rank frozen whole (SIGSTOP: its watchdog cannot answer either): the
+# others time out and report it as not answering.
+timeout 120 mpirun -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 40000 --hidden 64 \
+  --epochs 20 --threads 1 --timeout 4 --stall-warning 2 > "$WORK/frozen.out" 2>&1 &
+job=$!
+ranks=""
+for _ in $(seq 400); do  # wait until both ranks train
+  grep -q "reducer:" "$WORK/frozen.out" 2> /dev/null &&
+    ranks=$(for launcher in $(children "$job"); do children "$launcher"; done)
+  [ "$(echo $ranks | wc -w)" = 2 ] && break
+  sleep 0.05
+done
+[ "$(echo $ranks | wc -w)" = 2 ] || fail "frozen: the job did not start 2 ranks: $(cat "$WORK/frozen.out")"
+frozen=$(echo $ranks | awk '{print $2}')
+sleep 0.5
+kill -STOP "$frozen"
+for _ in $(seq 300); do  # the final report comes after --timeout plus the probe timeout
+  grep -q "error: watchdog:" "$WORK/frozen.out" && break
+  sleep 0.1
+done
+kill -CONT "$frozen" 2> /dev/null || true
+set +e; wait "$job"; code=$?; set -e
+[ "$code" != 0 ] || fail "frozen: exited 0"
+[ "$code" != 124 ] || fail "frozen: hung"
+grep -qE "error: watchdog: .*not answering: rank 1 \(.*\): .*connected but no status" \
+  "$WORK/frozen.out" || fail "frozen: the frozen rank is not named: $(cat "$WORK/frozen.out")"
+grep -qE "warning: watchdog: stall: .*not answering: rank 1" "$WORK/frozen.out" ||
+  fail "frozen: no stall warning naming rank 1"
+echo "frozen: exit $code: $(grep -m1 -oE "not answering: rank 1.{0,100}" "$WORK/frozen.out")"

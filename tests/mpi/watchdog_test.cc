@@ -1,0 +1,119 @@
+// The watchdog between real processes: status servers on TCP, asked while a
+// rank is away from the collective the others wait in; and the non-finite
+// flag the MPI backend computes while reducing.
+#include "comm/watchdog.h"
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "comm/reducer.h"
+#include "test_comm.h"
+
+namespace ddp::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(Watchdog, NamesTheRankThatHasNotArrived) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  WatchdogOptions options;
+  options.stallAfter = std::chrono::hours(1);  // only the explicit diagnose() below
+  Watchdog watchdog(*comm, "host-" + std::to_string(r), options, nullptr);
+  std::vector<float> data(256, 1.0f);
+  const int late = n - 1;
+  comm->setContext("step 3");
+  if (r != late) {
+    WorkPtr work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
+    std::this_thread::sleep_for(200ms);  // it is pending now
+    const Diagnosis d = watchdog.diagnose();
+    if (n == 1) {
+      EXPECT_EQ(d.verdict, Diagnosis::Verdict::kNothingPending);
+    } else {
+      EXPECT_EQ(d.verdict, Diagnosis::Verdict::kNotArrived) << d.report;
+      EXPECT_EQ(d.culprits, std::vector<int>{late}) << d.report;
+      EXPECT_NE(d.report.find(str("rank ", late, " (host-", late, ") is not in any collective")),
+                std::string::npos)
+          << d.report;
+      EXPECT_NE(d.report.find("(step 3)"), std::string::npos) << d.report;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);  // now the late rank joins
+    work->wait(60s);
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+    comm->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
+  }
+  for (float v : data)
+    ASSERT_EQ(v, static_cast<float>(n));
+  // Nothing pending afterwards.
+  EXPECT_EQ(watchdog.diagnose().verdict, Diagnosis::Verdict::kNothingPending);
+}
+
+// Shared memory (from allocate()) or plain memory (MPI_Allreduce).
+class NonFiniteFlag : public ::testing::TestWithParam<bool> {};
+
+TEST_P(NonFiniteFlag, EveryRankLearnsThatSomeRankContributedANaN) {
+  auto comm = makeTestComm(60s, /*checkNonFinite=*/true);
+  const int n = comm->size(), r = comm->rank();
+  const std::size_t count = 100000;
+  std::vector<float> plain(count);
+  auto shared = comm->allocate(count * sizeof(float));
+  float* data = GetParam() ? static_cast<float*>(shared.get()) : plain.data();
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t i = 0; i < count; ++i)
+      data[i] = static_cast<float>(r);
+    // Round 1: the last rank's last element is NaN; round 2: a sum overflows to infinity.
+    if (round == 1 && r == n - 1) data[count - 1] = std::numeric_limits<float>::quiet_NaN();
+    if (round == 2) data[count / 2] = std::numeric_limits<float>::max();
+    WorkPtr work = comm->allreduce(data, count, DataType::kFloat32, ReduceOp::kSum);
+    work->wait(60s);
+    ASSERT_TRUE(work->resultNonFinite().has_value());
+    const bool expected = round == 1 || (round == 2 && n > 1);
+    EXPECT_EQ(*work->resultNonFinite(), expected) << "round " << round;
+  }
+  // Without checkNonFinite only the shared-memory path reports (at no cost).
+  auto unchecked = makeTestComm();
+  std::vector<float> values(16, 1.0f);
+  WorkPtr quiet = unchecked->allreduce(std::span<float>(values), ReduceOp::kSum);
+  quiet->wait(60s);
+  EXPECT_FALSE(quiet->resultNonFinite().has_value());
+  // Integers carry no such check.
+  std::vector<std::int32_t> ints(8, 1);
+  WorkPtr work = comm->allreduce(std::span<std::int32_t>(ints), ReduceOp::kSum);
+  work->wait(60s);
+  EXPECT_FALSE(work->resultNonFinite().has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, NonFiniteFlag, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "shared" : "plain"; });
+
+TEST(Reducer, FirstNonFiniteNamesTheFirstParameterInRegistrationOrder) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  Reducer reducer(*comm, {{"a", 5000}, {"b", 300}, {"c", 70000}}, {4096, 4096, false});
+  for (int round = 0; round < 2; ++round) {
+    reducer.prepareForBackward(true);
+    for (std::size_t g = 3; g-- > 0;) {
+      for (float& v : reducer.gradient(g))
+        v = 1.0f;
+      // Round 1: the last rank's "b" and "c" get a NaN; "b" is reported.
+      if (round == 1 && r == n - 1 && g >= 1) reducer.gradient(g)[7] = std::nanf("");
+      reducer.markReady(g);
+    }
+    reducer.finalize();
+    const std::optional<std::size_t> bad = reducer.firstNonFinite();
+    if (round == 0) {
+      EXPECT_FALSE(bad.has_value());
+    } else {
+      ASSERT_TRUE(bad.has_value());
+      EXPECT_EQ(*bad, 1u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ddp::comm

@@ -1,0 +1,120 @@
+// The watchdog's reasoning (Note [Watchdog reports]) on hand-made statuses,
+// and its wire format.
+#include "comm/watchdog.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/error.h"
+
+namespace ddp::comm {
+namespace {
+
+const std::string kAllreduce = "allreduce(float32 x 1024, sum)";
+
+// A rank whose "mpi" channel issued `issued` collectives, the oldest pending
+// being #pending (what), or none.
+RankStatus rank(int r, std::uint64_t issued, std::optional<std::uint64_t> pending = std::nullopt,
+                const std::string& what = kAllreduce) {
+  RankStatus s;
+  s.rank = r;
+  s.host = r < 2 ? "node-a" : "node-b";
+  s.pid = 1000 + r;
+  ChannelActivity c;
+  c.channel = "mpi";
+  c.issued = issued;
+  c.context = "step 12";
+  c.idleSeconds = pending ? 0.0 : 3.5;
+  if (pending) c.oldestPending = PendingCollective{*pending, what, "step 12, bucket 1 of 2", 4.0};
+  s.channels.push_back(c);
+  return s;
+}
+
+PeerAnswer answer(const RankStatus& status) {
+  return PeerAnswer{status.rank, status.host, true, "", status};
+}
+
+TEST(WatchdogDiagnosis, APeerThatHasNotIssuedTheCollectiveHasNotArrived) {
+  const Diagnosis d = diagnose(
+      rank(0, 43, 42), {answer(rank(1, 43, 42)), answer(rank(2, 42)), answer(rank(3, 44, 43))});
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kNotArrived);
+  EXPECT_EQ(d.culprits, std::vector<int>{2});
+  EXPECT_EQ(d.sequence, 42u);
+  EXPECT_NE(d.report.find("1 of 3 peers have not arrived: rank 2 (node-b) is not in any "
+                          "collective (computing or stalled) for 3.5 s, now at step 12 (its "
+                          "last mpi collective: #41)"),
+            std::string::npos)
+      << d.report;
+  EXPECT_NE(d.report.find("(2 arrived)"), std::string::npos) << d.report;  // rank 3 is past it
+}
+
+TEST(WatchdogDiagnosis, ADifferentCollectiveAtTheSamePositionIsADesync) {
+  const Diagnosis d =
+      diagnose(rank(0, 43, 42), {answer(rank(1, 43, 42, "barrier")), answer(rank(2, 42))});
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kDesync);
+  EXPECT_EQ(d.culprits, std::vector<int>{1});
+  EXPECT_NE(d.report.find("desync"), std::string::npos);
+  EXPECT_NE(d.report.find("rank 1 (node-a) issued barrier"), std::string::npos) << d.report;
+}
+
+TEST(WatchdogDiagnosis, APeerThatDoesNotAnswerIsNamedWithTheReason) {
+  PeerAnswer silent{3, "node-b", false, "no answer within 2.0 s (timed out)", {}};
+  const Diagnosis d = diagnose(rank(0, 43, 42), {answer(rank(1, 43, 42)), silent});
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kNotArrived);
+  EXPECT_EQ(d.culprits, std::vector<int>{3});
+  EXPECT_NE(d.report.find("not answering: rank 3 (node-b): no answer within 2.0 s"),
+            std::string::npos)
+      << d.report;
+}
+
+TEST(WatchdogDiagnosis, EveryoneArrivedMeansTheCollectiveItselfIsStuck) {
+  const Diagnosis d = diagnose(rank(0, 43, 42), {answer(rank(1, 43, 42)), answer(rank(2, 43, 42))});
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kAllArrived);
+  EXPECT_TRUE(d.culprits.empty());
+  EXPECT_NE(d.report.find("all 2 peers arrived"), std::string::npos) << d.report;
+}
+
+TEST(WatchdogDiagnosis, NothingPendingIsNoStall) {
+  const Diagnosis d = diagnose(rank(0, 43), {answer(rank(1, 42))});
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kNothingPending);
+}
+
+TEST(WatchdogDiagnosis, ManyAbsentRanksAreSummarised) {
+  std::vector<PeerAnswer> peers;
+  for (int r = 1; r <= 20; ++r)
+    peers.push_back(answer(rank(r, 10)));
+  const Diagnosis d = diagnose(rank(0, 43, 42), peers);
+  EXPECT_EQ(d.culprits.size(), 20u);
+  EXPECT_NE(d.report.find("20 of 20 peers have not arrived"), std::string::npos);
+  EXPECT_NE(d.report.find("and 12 more"), std::string::npos) << d.report;
+}
+
+TEST(RankStatusWire, RoundTripsAndCleansSeparators) {
+  RankStatus s = rank(5, 43, 42, "allreduce(float32 x 8,\tsum)");
+  ChannelActivity idle;
+  idle.channel = "nccl";
+  idle.issued = 7;
+  idle.idleSeconds = 0.25;
+  idle.context = "step 3\nbucket 1";
+  s.channels.push_back(idle);
+  const RankStatus back = RankStatus::decode(s.encode());
+  EXPECT_EQ(back.rank, 5);
+  EXPECT_EQ(back.host, "node-b");
+  EXPECT_EQ(back.pid, 1005);
+  ASSERT_EQ(back.channels.size(), 2u);
+  ASSERT_TRUE(back.channels[0].oldestPending);
+  EXPECT_EQ(back.channels[0].oldestPending->sequence, 42u);
+  EXPECT_EQ(back.channels[0].oldestPending->what, "allreduce(float32 x 8, sum)");
+  EXPECT_DOUBLE_EQ(back.channels[0].oldestPending->waitingSeconds, 4.0);
+  EXPECT_FALSE(back.channels[1].oldestPending);
+  EXPECT_EQ(back.channels[1].context, "step 3 bucket 1");
+  EXPECT_EQ(back.channels[1].issued, 7u);
+}
+
+TEST(RankStatusWire, MalformedTextIsADataError) {
+  EXPECT_THROW(RankStatus::decode("hello\n"), DataError);
+  EXPECT_THROW(RankStatus::decode("channel\tmpi\t1\t0\t\n"), DataError);  // no rank line
+  EXPECT_THROW(RankStatus::decode("rank\tx\th\t1\n"), DataError);
+}
+
+}  // namespace
+}  // namespace ddp::comm
