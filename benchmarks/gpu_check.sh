@@ -93,5 +93,9 @@ stage "one-GPU step time: ddp_train vs PyTorch"
 timeout 300 python3 benchmarks/gpu_bench.py --build build-gpu --repeats 3 --markdown "$OUT/gpu_bench.md"
 bench=$?
 
+stage "allreduce_bench --backend nccl (one GPU: the layer's cost over ncclAllReduce)"
+timeout 120 mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl -b 8 -e 256M -f 4 \
+  -n 20 -w 5 --csv "$OUT/allreduce_nccl.csv" | tee "$OUT/allreduce_nccl.txt"
+
 stage "done (tests exit $tests, benchmark exit $bench)"
 [ "$tests" = 0 ] && [ "$bench" = 0 ]
