@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """ddp_train vs PyTorch DDP, side by side, on the same MLP and batch.
 
-For each world size, alternates runs of ddp_train and of PyTorch DDP (gloo,
-Debian's python3-torch) --repeats times, one BLAS thread per rank, and reports
-the median step time, samples/s and the ratios:
-  speed-up       = ddp_train samples/s / PyTorch samples/s   (same np)
+For each model, bucket cap and world size, alternates runs of ddp_train and
+of PyTorch DDP (gloo, Debian's python3-torch) --repeats times, one BLAS thread
+per rank, and reports the median step time, samples/s and the ratios:
+  speed-up       = ddp_train samples/s / PyTorch samples/s   (same np, same cap)
   scaling cost   = step time at np / step time at np=1        (same framework)
 
-  python3 benchmarks/compare_pytorch.py [--build build] [--np 1,2] [--hidden 1024,1024]
-        [--batch-size 64] [--steps 300] [--repeats 5] [--markdown FILE]
+  python3 benchmarks/compare_pytorch.py [--build build] [--np 1,2] [--models default]
+        [--caps 25] [--batch-size 64] [--steps 300] [--repeats 5] [--markdown FILE]
+
+--models: default (784-1024-1024-10) and/or large (784-4096-4096-4096-10), or
+--hidden W,W,... for one other MLP. --caps: bucket caps in MiB for both
+frameworks (inf: one bucket; PyTorch gets a cap larger than the model). The
+large MLP runs --steps / 5 steps.
 
 ddp_train trains on --dataset synthetic (in memory, like the PyTorch side) and
 its step time is taken from its --metrics file (training steps only, no
@@ -38,23 +43,28 @@ def mpi_env():
     return env
 
 
-def run_ours(args, np_):
+MODELS = {"default": "1024,1024", "large": "4096,4096,4096"}
+
+
+def run_ours(args, np_, hidden, steps, cap):
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "m.jsonl")
-        samples = max(4096, args.steps * args.batch_size * np_)
+        samples = max(4096, steps * args.batch_size * np_)
         cmd = ["mpirun", "-q", "-np", str(np_), os.path.join(args.build, "launcher", "ddp_train"),
-               "--dataset", "synthetic", "--synthetic-samples", str(samples), "--hidden", args.hidden,
-               "--batch-size", str(args.batch_size), "--max-steps", str(args.steps), "--epochs", "1",
-               "--threads", "1", "--log-every", "1000000", "--metrics", metrics]
+               "--dataset", "synthetic", "--synthetic-samples", str(samples), "--hidden", hidden,
+               "--batch-size", str(args.batch_size), "--max-steps", str(steps), "--epochs", "1",
+               "--threads", "1", "--log-every", "1000000", "--metrics", metrics,
+               "--bucket-cap-mb", cap]
         subprocess.run(cmd, env=mpi_env(), check=True, stdout=subprocess.DEVNULL, timeout=900)
         m = json.loads(open(metrics).readline())
         return m["train_time_s"] / m["steps"] * 1e3
 
 
-def run_torch(args, np_, port):
+def run_torch(args, np_, port, hidden, steps, cap):
+    torch_cap = "100000" if cap in ("inf", "single") else cap  # larger than any model here
     cmd = ["mpirun", "-q", "-np", str(np_), TORCH_PYTHON, os.path.join(HERE, "pytorch_ddp_mlp.py"),
-           "--hidden", args.hidden, "--batch-size", str(args.batch_size), "--steps", str(args.steps),
-           "--port", str(port)]
+           "--hidden", hidden, "--batch-size", str(args.batch_size), "--steps", str(steps),
+           "--port", str(port), "--bucket-cap-mb", torch_cap]
     out = subprocess.run(cmd, env=mpi_env(), check=True, capture_output=True, text=True, timeout=900).stdout
     return json.loads(out.strip().splitlines()[-1])["step_ms"]
 
@@ -63,45 +73,62 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default="build")
     parser.add_argument("--np", default="1,2")
-    parser.add_argument("--hidden", default="1024,1024")
+    parser.add_argument("--models", default="default")
+    parser.add_argument("--hidden", help="one MLP with these hidden widths instead of --models")
+    parser.add_argument("--caps", default="25")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--markdown", help="append the table to this file")
     args = parser.parse_args()
     worlds = [int(n) for n in args.np.split(",")]
+    models = {"custom": args.hidden} if args.hidden else {m: MODELS[m] for m in args.models.split(",")}
+    caps = args.caps.split(",")
+    steps_of = lambda model: args.steps // 5 if model == "large" else args.steps  # noqa: E731
 
-    times = {(fw, n): [] for fw in ("ddp", "torch") for n in worlds}
+    times = {}
     port = 29600
     for r in range(args.repeats):
-        for n in worlds:
-            times[("ddp", n)].append(run_ours(args, n))
-            port += 1
-            times[("torch", n)].append(run_torch(args, n, port))
-            print(f"repeat {r + 1}/{args.repeats} np={n}: ddp_train {times[('ddp', n)][-1]:.2f} ms, "
-                  f"PyTorch DDP {times[('torch', n)][-1]:.2f} ms", file=sys.stderr)
+        for model, hidden in models.items():
+            for cap in caps:
+                for n in worlds:
+                    key = (model, cap, n)
+                    ours = run_ours(args, n, hidden, steps_of(model), cap)
+                    port += 1
+                    theirs = run_torch(args, n, port, hidden, steps_of(model), cap)
+                    times.setdefault(key, {"ddp": [], "torch": []})
+                    times[key]["ddp"].append(ours)
+                    times[key]["torch"].append(theirs)
+                    print(f"repeat {r + 1}/{args.repeats} {model} cap {cap} np={n}: ddp_train "
+                          f"{ours:.2f} ms, PyTorch DDP {theirs:.2f} ms", file=sys.stderr, flush=True)
 
-    med = {key: statistics.median(v) for key, v in times.items()}
     lines = [
-        f"MLP 784-{args.hidden.replace(',', '-')}-10, batch {args.batch_size} per rank, {args.steps} steps, "
+        f"batch {args.batch_size} per rank, {args.steps} steps (large MLP: {args.steps // 5}), "
         f"1 BLAS thread per rank, median of {args.repeats} alternating runs",
         "",
-        "| np | ddp_train step (ms) | ddp_train samples/s | PyTorch DDP step (ms) | PyTorch samples/s "
-        "| speed-up (ddp/PyTorch) | ddp_train step vs np=1 | PyTorch step vs np=1 |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | cap (MiB) | np | ddp_train step (ms) | ddp_train samples/s | PyTorch DDP step (ms) "
+        "| PyTorch samples/s | speed-up (ddp/PyTorch) | ddp_train step vs np=1 | PyTorch step vs np=1 |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    base = worlds[0]
-    for n in worlds:
-        ours, theirs = med[("ddp", n)], med[("torch", n)]
-        sps = lambda ms: n * args.batch_size / ms * 1e3  # noqa: E731
-        lines.append(f"| {n} | {ours:.2f} | {sps(ours):.0f} | {theirs:.2f} | {sps(theirs):.0f} | "
-                     f"{theirs / ours:.2f}x | {ours / med[('ddp', base)]:.2f}x | {theirs / med[('torch', base)]:.2f}x |")
+    for model, hidden in models.items():
+        for cap in caps:
+            base = worlds[0]
+            med = {n: {fw: statistics.median(times[(model, cap, n)][fw]) for fw in ("ddp", "torch")}
+                   for n in worlds}
+            for n in worlds:
+                ours, theirs = med[n]["ddp"], med[n]["torch"]
+                sps = lambda ms: n * args.batch_size / ms * 1e3  # noqa: E731
+                lines.append(
+                    f"| 784-{hidden.replace(',', '-')}-10 | {cap} | {n} | {ours:.2f} | {sps(ours):.0f} | "
+                    f"{theirs:.2f} | {sps(theirs):.0f} | {theirs / ours:.2f}x | "
+                    f"{ours / med[base]['ddp']:.2f}x | {theirs / med[base]['torch']:.2f}x |")
     table = "\n".join(lines)
     print(table)
     if args.markdown:
         with open(args.markdown, "a") as f:
             f.write(table + "\n")
-    raw = {f"{fw} np={n}": [round(t, 3) for t in v] for (fw, n), v in times.items()}
+    raw = {f"{m} cap {c} np={n} {fw}": [round(t, 3) for t in v[fw]]
+           for (m, c, n), v in times.items() for fw in ("ddp", "torch")}
     print("raw step times (ms):", json.dumps(raw), file=sys.stderr)
 
 

@@ -10,6 +10,7 @@
 //
 //   mpirun -np N ddp_bench --profile resnet50 [--bucket-cap-mb 1,5,25,100,inf,auto]
 //       [--steps 10] [--warmup 3] [--work K | --backward-ms T] [--batch B] [--json FILE]
+//   ddp_bench --profile resnet50 --describe      (the profile's layers as JSON)
 //
 // For each cap (in MiB; inf: one bucket; auto: BucketCapTuner picks, Note
 // [Automatic bucket cap]) it reports the median step of the slowest rank and
@@ -61,6 +62,7 @@ struct Options {
   double backwardMs = 0.0;
   std::size_t batch = 32;
   std::string json;
+  bool describe = false;  // print the profile as JSON and exit (no MPI)
 };
 
 std::string capName(std::size_t cap) {
@@ -97,14 +99,17 @@ Options parse(int argc, char** argv) {
   o.caps = parseCaps("1,5,25,100,inf,auto");
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (i + 1 >= argc) throw UsageError(str(flag, " needs a value"));
-    const std::string value = argv[i + 1];
+    if (i + 1 >= argc && flag != "--describe") throw UsageError(str(flag, " needs a value"));
+    const std::string value = i + 1 < argc ? argv[i + 1] : "";
     const auto count = [&] {
       const long long v = std::atoll(value.c_str());
       if (v <= 0) throw UsageError(str(flag, " must be a positive integer"));
       return static_cast<std::size_t>(v);
     };
-    if (flag == "--profile") {
+    if (flag == "--describe") {
+      o.describe = true;
+      --i;  // takes no value
+    } else if (flag == "--profile") {
       o.profile = value;
     } else if (flag == "--bucket-cap-mb") {
       o.caps = parseCaps(value);
@@ -342,6 +347,22 @@ void calibrate(EmulatedModel& model, comm::Communicator& comm, double targetMs) 
   model.setWork(static_cast<std::size_t>(std::max(1.0, std::round(scaled))));
 }
 
+// The profile's layers and their tensors' sizes, for benchmarks/cost_model.py.
+nlohmann::json describeProfile(const std::string& name) {
+  const Profile profile = makeProfile(name);
+  nlohmann::json layers = nlohmann::json::array();
+  for (const Layer& layer : profile.layers) {
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const Tensor& t : layer.tensors)
+      tensors.push_back(t.numel());
+    layers.push_back({{"name", layer.name}, {"tensors", tensors}});
+  }
+  return {{"profile", profile.name},
+          {"parameters", profile.parameterCount()},
+          {"tensors", profile.tensorCount()},
+          {"layers", layers}};
+}
+
 int run(const Options& o) {
   World world;
   comm::MpiCommunicator comm(world.comm(), {});
@@ -422,6 +443,10 @@ int main(int argc, char** argv) {
   } catch (const ddp::UsageError& e) {
     std::fprintf(stderr, "ddp_bench: %s\n", e.what());
     return 2;
+  }
+  if (options.describe) {
+    std::printf("%s\n", ddp::bench::describeProfile(options.profile).dump(1).c_str());
+    return 0;
   }
   return ddp::bench::run(options);
 }

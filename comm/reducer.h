@@ -100,6 +100,7 @@ class Reducer {
   const std::shared_ptr<void>& storage() const { return storage_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   const std::vector<GradientSpec>& gradients() const { return specs_; }
+  const ReducerOptions& options() const { return options_; }
 
   void prepareForBackward(bool reduce = true);
   void markReady(std::size_t index);

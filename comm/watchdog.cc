@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -336,8 +337,12 @@ PeerAnswer Watchdog::ask(int rank) const {
       error = e.what();
     }
   }
-  answer.error = str("no answer within ", seconds(options_.probeTimeout.count() / 1000.0), " (",
-                     error, "): the process is gone or its host is unreachable");
+  if (error == std::strerror(ECONNREFUSED)) {
+    answer.error = "its status server refused the connection: the process has exited";
+  } else {
+    answer.error = str("no answer within ", seconds(options_.probeTimeout.count() / 1000.0), " (",
+                       error, "): the process is stopped or gone, or its host is unreachable");
+  }
   return answer;
 }
 

@@ -34,8 +34,8 @@ FaultInjection parseFaultInjection(const std::string& text) {
   const std::vector<std::string> parts = splitColons(text);
   const auto bad = [&] {
     return UsageError(
-        str("--inject-fault: expected stall:RANK:STEP:SECONDS, desync:RANK:STEP or "
-            "nonfinite:RANK:STEP (got '",
+        str("--inject-fault: expected stall:RANK:STEP:SECONDS, desync:RANK:STEP, "
+            "nonfinite:RANK:STEP or error:RANK:STEP (got '",
             text, "')"));
   };
   if (parts.empty()) throw bad();
@@ -46,6 +46,8 @@ FaultInjection parseFaultInjection(const std::string& text) {
     fault.kind = FaultInjection::Kind::kDesync;
   } else if (parts[0] == "nonfinite") {
     fault.kind = FaultInjection::Kind::kNonFinite;
+  } else if (parts[0] == "error") {
+    fault.kind = FaultInjection::Kind::kError;
   } else {
     throw bad();
   }
@@ -84,6 +86,11 @@ void installFault(const FaultInjection& fault, comm::Communicator& comm,
       options.poisonGradients = [fault](std::size_t step) {
         if (step == fault.step) log::warn(str("--inject-fault: NaN gradients in step ", step));
         return step == fault.step;
+      };
+      break;
+    case FaultInjection::Kind::kError:
+      options.beforeStep = [fault](std::size_t step) {
+        if (step == fault.step) throw DataError(str("--inject-fault: failing before step ", step));
       };
       break;
     case FaultInjection::Kind::kNone:

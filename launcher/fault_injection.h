@@ -5,6 +5,8 @@
 //   desync:R:S         rank R issues one extra collective before step S (a
 //                      program that diverged)
 //   nonfinite:R:S      rank R's gradients of step S are NaN (a bad batch)
+//   error:R:S          rank R fails with an error before step S, alone (the
+//                      others learn of it only through the watchdog)
 //
 // Steps count from 1 over the whole run. Not for production use: the option
 // is listed under "Testing" in --help.
@@ -19,7 +21,7 @@
 namespace ddp::launcher {
 
 struct FaultInjection {
-  enum class Kind { kNone, kStall, kDesync, kNonFinite };
+  enum class Kind { kNone, kStall, kDesync, kNonFinite, kError };
   Kind kind = Kind::kNone;
   int rank = 0;
   std::size_t step = 0;

@@ -110,7 +110,7 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
   }
   std::vector<std::pair<std::string, std::string>> options = computationOptions(o);
   options.insert(options.end(), {{"grad-compression", o.gradCompression},
-                                 {"bucket-cap-mb", str(o.bucketCapMb)},
+                                 {"bucket-cap-mb", o.bucketCapAuto ? "auto" : str(o.bucketCapMb)},
                                  {"epochs", str(o.epochs)},
                                  {"max-steps", str(o.maxSteps)},
                                  {"device", o.device}});
@@ -131,6 +131,17 @@ trainer::CheckpointOptions checkpointOptions(const Options& o) {
   return recorded;
 }
 
+// "25 MiB" or "one bucket", for a cap in bytes.
+std::string capName(std::size_t cap) {
+  if (cap == comm::kSingleBucket) return "one bucket";
+  return str(fixed(static_cast<double>(cap) / (1 << 20), 0), " MiB");
+}
+
+std::string mib(std::size_t cap) {
+  return cap == comm::kSingleBucket ? std::string("inf")
+                                    : fixed(static_cast<double>(cap) / (1 << 20), 0);
+}
+
 void printBuckets(const comm::Reducer& reducer, const Options& o) {
   std::vector<std::string> sizes;
   std::size_t frozen = 0;
@@ -142,7 +153,9 @@ void printBuckets(const comm::Reducer& reducer, const Options& o) {
   log::info(str(
       "reducer: ", reducer.buckets().size(), " gradient bucket",
       reducer.buckets().size() == 1 ? "" : "s", " of [", join(sizes, ", "), "] MiB (cap ",
-      o.bucketCapMb, " MiB, the first capped at 1 MiB)",
+      o.bucketCapAuto ? str("auto: first trying ", mib(reducer.options().bucketCapBytes))
+                      : str(o.bucketCapMb),
+      " MiB, the first capped at 1 MiB)",
       frozen > 0 ? str(", ", frozen, " frozen parameter tensors not communicated") : std::string(),
       o.gradAccum > 1 ? str(", ", o.gradAccum, " micro-batches per step") : std::string(),
       o.gradCompression == "bf16" ? ", sent as bfloat16" : ""));
@@ -154,6 +167,15 @@ int train(const Options& o) {
   const Placement placement = choosePlacement(o, world);
   if (!placement.error.empty()) {
     if (placement.printsError) log::error(str("ddp_train: ", placement.error));
+    return kExitUsage;
+  }
+  if (o.skipNonFinite && placement.device == trainer::Device::kCuda) {
+    // Every rank has the same placement, so every rank stops here.
+    if (world.rank() == 0) {
+      log::error(
+          "ddp_train: --skip-nonfinite is CPU-only for now; on GPUs a non-finite loss "
+          "stops the run (drop the option, or use --device cpu)");
+    }
     return kExitUsage;
   }
   if (placement.device == trainer::Device::kCuda) printPlacements(placement, world);
@@ -228,8 +250,18 @@ int train(const Options& o) {
     trainOptions.bucketCapBytes = o.bucketCapMb >= kSingleBucketMb
                                       ? comm::kSingleBucket
                                       : static_cast<std::size_t>(o.bucketCapMb * (1 << 20));
-    trainOptions.firstBucketBytes =
-        std::min<std::size_t>(std::size_t{1} << 20, trainOptions.bucketCapBytes);
+    trainOptions.firstBucketBytes = std::size_t{1} << 20;  // or the cap, if smaller
+    trainOptions.autoBucketCap = o.bucketCapAuto;
+    trainOptions.onBucketCapChosen = [](std::size_t cap, const std::vector<std::size_t>& caps,
+                                        const std::vector<double>& medians) {
+      std::vector<std::string> tried;
+      for (std::size_t i = 0; i < caps.size(); ++i)
+        tried.push_back(str(capName(caps[i]), ": ", fixed(medians[i] * 1e3, 2), " ms"));
+      log::info(str("reducer: bucket cap auto chose ", capName(cap),
+                    " (median step of the "
+                    "slowest rank: ",
+                    join(tried, ", "), ")"));
+    };
     trainOptions.lrSchedule = trainer::parseLrSchedule(o.lrSchedule);
     trainOptions.sampler = {!o.noShuffle, o.dropLast, o.seed};
     trainOptions.lossReadEvery = o.logEvery;

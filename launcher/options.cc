@@ -26,6 +26,7 @@ struct Raw {
   long long gradAccum = 1;
   long long checkpointEvery = 0;
   std::string freeze;
+  std::string bucketCap = "25";
 };
 
 constexpr unsigned kHelpWidth = 100;
@@ -82,11 +83,11 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "seeds the model init, the data order and synthetic data");
   po::options_description distributed("Data parallelism", kHelpWidth, kHelpWidth / 2);
   distributed.add_options()(
-      "bucket-cap-mb",
-      po::value(&o.bucketCapMb)->value_name("MB")->default_value(o.bucketCapMb, "25"),
+      "bucket-cap-mb", po::value(&raw.bucketCap)->value_name("MB")->default_value(raw.bucketCap),
       "gradient bucket size: each bucket's all-reduce starts as soon as backward has written it "
-      "(the first "
-      "bucket is capped at 1 MiB; 0: one bucket per parameter; inf: one bucket, no overlap)")(
+      "(the first bucket is capped at 1 MiB; 0: one bucket per parameter; inf: one bucket, no "
+      "overlap; auto: the first 20 steps try 1, 5, 25, 100 MiB and one bucket, and keep the "
+      "fastest)")(
       "grad-compression",
       po::value(&o.gradCompression)->value_name("NAME")->default_value(o.gradCompression),
       "none | bf16: all-reduce gradients as bfloat16 (half the bytes; float32 accumulation)")(
@@ -128,7 +129,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
   testing.add_options()(
       "inject-fault", po::value(&o.injectFault)->value_name("FAULT"),
       "make one rank misbehave, to see what ddp reports: stall:RANK:STEP:SECONDS, desync:RANK:STEP "
-      "(one extra collective) or nonfinite:RANK:STEP (NaN gradients)");
+      "(one extra collective), nonfinite:RANK:STEP (NaN gradients) or error:RANK:STEP (that rank "
+      "fails alone)");
   po::options_description all(kHelpWidth, kHelpWidth / 2);
   all.add(general)
       .add(data)
@@ -248,8 +250,20 @@ Options parseOptions(int argc, const char* const argv[]) {
   o.threads = static_cast<int>(nonNegative(raw.threads, "threads"));
   o.hidden = parseSizeList(raw.hidden, "hidden");
   o.gradAccum = positive(raw.gradAccum, "grad-accum");
-  if (!(o.bucketCapMb >= 0))
-    throw UsageError(str("--bucket-cap-mb must be >= 0 (got ", o.bucketCapMb, ")"));
+  if (raw.bucketCap == "auto") {
+    o.bucketCapAuto = true;
+  } else {
+    std::size_t used = 0;
+    try {
+      o.bucketCapMb = std::stod(raw.bucketCap, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != raw.bucketCap.size() || !(o.bucketCapMb >= 0)) {
+      throw UsageError(
+          str("--bucket-cap-mb must be >= 0, inf or auto (got '", raw.bucketCap, "')"));
+    }
+  }
   o.freezeLayers = parseFreeze(raw.freeze, o.hidden.size());
   if (o.gradCompression != "none" && o.gradCompression != "bf16") {
     throw UsageError(

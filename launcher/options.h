@@ -41,6 +41,7 @@ struct Options {
   std::size_t gradAccum = 1;
   // distributed
   double bucketCapMb = 25;                // 0: one bucket per parameter
+  bool bucketCapAuto = false;             // --bucket-cap-mb auto
   std::string gradCompression = "none";   // none | bf16
   std::vector<std::size_t> freezeLayers;  // indices into the Sequential
   // runtime

@@ -8,6 +8,9 @@
 #include "ddp_config.h"
 #include "runtime/error.h"
 #if DDP_WITH_CUDA
+#include "runtime/cuda/context.h"
+#endif
+#if DDP_WITH_CUDA
 #include "trainer/cuda/device_batches.h"
 #include "trainer/cuda/step_timer.h"
 #endif
@@ -66,23 +69,10 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, co
   DDP_CHECK(options_.lossReadEvery > 0, "lossReadEvery must be positive");
   if (device_ == Device::kCuda) gpu_ = std::make_unique<Gpu>(options_.hostThreads);
   DDP_CHECK(options_.gradAccum > 0, "gradient accumulation needs at least one micro-batch");
-  // Every trainable gradient becomes a view into its Reducer bucket: backward
-  // writes it in place, and nothing is copied into or out of a fusion buffer.
-  std::vector<comm::GradientSpec> specs;
-  const std::vector<Parameter*> parameters = model_.parameters();
-  for (Parameter* p : parameters)
-    specs.push_back({p->name, p->value.numel(), p->trainable});
-  comm::ReducerOptions reducerOptions;
-  reducerOptions.firstBucketBytes = options_.firstBucketBytes;
-  reducerOptions.bucketCapBytes = options_.bucketCapBytes;
-  reducerOptions.gradientsPreScaled = true;
-  reducerOptions.compression = options_.compression;  // Note [Averaging by pre-scaling]
-  reducer_ = std::make_unique<comm::Reducer>(comm_, std::move(specs), reducerOptions);
-  for (std::size_t i = 0; i < parameters.size(); ++i) {
-    if (!parameters[i]->trainable) continue;
-    parameters[i]->grad = Tensor::view(reducer_->gradient(i).data(), parameters[i]->value.shape(),
-                                       reducer_->storage(), device_);
+  if (options_.autoBucketCap) {
+    tuner_ = std::make_unique<comm::BucketCapTuner>(comm::BucketCapTuner::defaultCandidates());
   }
+  buildReducer(tuner_ ? tuner_->currentCap() : options_.bucketCapBytes);
   // Which gradients each layer finishes, for Reducer::markReady.
   std::size_t next = 0;
   layerGradients_.resize(model_.size());
@@ -95,6 +85,44 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, co
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::buildReducer(std::size_t capBytes) {
+  // Every trainable gradient becomes a view into its Reducer bucket: backward
+  // writes it in place, and nothing is copied into or out of a fusion buffer.
+  std::vector<comm::GradientSpec> specs;
+  const std::vector<Parameter*> parameters = model_.parameters();
+  for (Parameter* p : parameters)
+    specs.push_back({p->name, p->value.numel(), p->trainable});
+  comm::ReducerOptions reducerOptions;
+  reducerOptions.bucketCapBytes = capBytes;
+  reducerOptions.firstBucketBytes = std::min(options_.firstBucketBytes, capBytes);
+  reducerOptions.gradientsPreScaled = true;
+  reducerOptions.compression = options_.compression;  // Note [Averaging by pre-scaling]
+  reducer_.reset();  // its storage is released before the next one is allocated
+  reducer_ = std::make_unique<comm::Reducer>(comm_, std::move(specs), reducerOptions);
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (!parameters[i]->trainable) continue;
+    parameters[i]->grad = Tensor::view(reducer_->gradient(i).data(), parameters[i]->value.shape(),
+                                       reducer_->storage(), device_);
+  }
+}
+
+// Note [Automatic bucket cap] in comm/bucket_tuner.h: after each of the first
+// steps, the step's time goes to the tuner, and the buckets are rebuilt when
+// it moves to the next candidate. Gradients do not carry over between steps
+// (the first micro-batch overwrites them), so nothing is lost.
+void Trainer::tuneBucketCap(std::chrono::steady_clock::time_point stepStart) {
+  if (!tuner_ || !tuner_->tuning()) return;
+#if DDP_WITH_CUDA
+  if (gpu_) ddp::cuda::synchronizeCompute();  // the step's kernels are done: its wall time is real
+#endif
+  const std::size_t before = tuner_->currentCap();
+  tuner_->recordStep(secondsSince(stepStart), comm_);
+  if (tuner_->currentCap() != before) buildReducer(tuner_->currentCap());
+  if (!tuner_->tuning() && options_.onBucketCapChosen) {
+    options_.onBucketCapChosen(tuner_->chosen(), tuner_->candidates(), tuner_->medians());
+  }
+}
 
 void Trainer::broadcastParameters() {
   std::vector<comm::WorkPtr> pending;
@@ -148,6 +176,7 @@ const Tensor& Trainer::forwardBatch(const Dataset& data, std::span<const std::si
 // they differ by float rounding only.
 void Trainer::runStep(std::span<const std::size_t> batchIndices) {
   phaseMark_ = Clock::now();
+  const auto stepStart = phaseMark_;
   auto lap = [this] {
     const auto now = Clock::now();
     const double seconds = std::chrono::duration<double>(now - phaseMark_).count();
@@ -233,6 +262,7 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
     }
   }
   ++globalStep_;
+  tuneBucketCap(stepStart);
 }
 
 std::size_t Trainer::plannedSteps() const {

@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/bucket_tuner.h"
 #include "comm/communicator.h"
 #include "comm/reducer.h"
 #include "runtime/trace.h"
@@ -39,6 +40,14 @@ struct TrainOptions {
   std::size_t gradAccum = 1;   // micro-batches per step; only the last one communicates
   std::size_t firstBucketBytes = std::size_t{1} << 20;
   std::size_t bucketCapBytes = std::size_t{25} << 20;  // 0: one bucket per parameter
+  // --bucket-cap-mb auto: the first steps try BucketCapTuner's default caps
+  // and keep the fastest (Note [Automatic bucket cap]); bucketCapBytes is
+  // then unused. onBucketCapChosen is told the choice and each candidate's
+  // median step time (seconds, the slowest rank's).
+  bool autoBucketCap = false;
+  std::function<void(std::size_t cap, const std::vector<std::size_t>& candidates,
+                     const std::vector<double>& medians)>
+      onBucketCapChosen;
   comm::GradCompression compression = comm::GradCompression::kNone;
   std::size_t evalBatchSize = 1000;
   LrSchedule lrSchedule = LrSchedule::kConstant;  // from the optimizer's initial lr
@@ -185,6 +194,10 @@ class Trainer {
   const Tensor& forwardBatch(const Dataset& data, std::span<const std::size_t> indices,
                              double weight, LossTotals& totals, SoftmaxCrossEntropy& loss,
                              bool training);
+  // (Re)builds the Reducer with buckets of at most `capBytes` and points
+  // every trainable parameter's gradient into its storage. Collective.
+  void buildReducer(std::size_t capBytes);
+  void tuneBucketCap(std::chrono::steady_clock::time_point stepStart);
   struct Gpu;  // the GPU path's state (trainer.cc); null on the CPU
 
   comm::Communicator& comm_;
@@ -199,6 +212,7 @@ class Trainer {
   LossTotals trainTotals_;
   std::unique_ptr<Gpu> gpu_;
   std::unique_ptr<comm::Reducer> reducer_;
+  std::unique_ptr<comm::BucketCapTuner> tuner_;           // --bucket-cap-mb auto, while it decides
   std::vector<std::vector<std::size_t>> layerGradients_;  // per layer: its trainable gradients
   Tensor features_;
   std::vector<std::int32_t> labels_;

@@ -66,6 +66,14 @@ expect skip_nonfinite 0 "1 update skipped" 30 2 \
 grep -q '"skipped_steps":1' "$WORK/metrics.json" || fail "skip_nonfinite: not counted in --metrics"
 grep -qE "train_loss [0-9]" "$WORK/skip_nonfinite.out" || fail "skip_nonfinite: the loss is not finite"
 
+# A rank fails alone, outside any agreement: it prints its error and leaves;
+# the others, blocked in the step's all-reduce, find it gone (its status
+# server is closed) and end the job within the timeout, naming it.
+expect error nonzero "error: --inject-fault: failing before step 5" 40 2 \
+  --timeout 6 --stall-warning 2 --inject-fault error:1:5
+grep -qE "watchdog: .*not answering: rank 1 \(.*\): its status server refused the connection: the process has exited" "$WORK/error.out" ||
+  fail "error: the failed rank is not named by the others: $(cat "$WORK/error.out")"
+
 # A rank frozen whole (SIGSTOP: its watchdog cannot answer either): the
 # others time out and report it as not answering.
 timeout 120 mpirun -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 40000 --hidden 64 \

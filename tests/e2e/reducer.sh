@@ -10,7 +10,7 @@ common=("${model[@]}" --max-steps 30)
 run 1 "${common[@]}" --batch-size 64 --save-model "$WORK/np1.safetensors" > /dev/null
 for np in 2 4; do
   batch=$((64 / np))
-  for cap in 25 0 1 inf; do
+  for cap in 25 0 1 inf auto; do
     run $np "${common[@]}" --batch-size $batch --bucket-cap-mb $cap --save-model "$WORK/np$np-cap$cap.safetensors" > "$WORK/log"
     grep -q "reducer:" "$WORK/log" || fail "no bucket summary"
     "$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/np$np-cap$cap.safetensors" --rtol 1e-5 > /dev/null \
@@ -18,7 +18,10 @@ for np in 2 4; do
     cmp "$WORK/np$np-cap25.safetensors" "$WORK/np$np-cap$cap.safetensors" \
       || fail "np=$np: cap $cap is not bitwise equal to cap 25"
   done
-  echo "np=$np: caps 0, 1, 25, inf bitwise equal and within 1e-5 of np=1"
+  grep -qE "reducer: bucket cap auto chose (one bucket|[0-9]+ MiB) \(median step" "$WORK/log" ||
+    fail "auto did not report its choice: $(cat "$WORK/log")"
+  echo "np=$np: caps 0, 1, 25, inf and auto bitwise equal and within 1e-5 of np=1;" \
+    "$(grep -oE "auto chose [^(]*" "$WORK/log")"
 done
 
 # --grad-compression bf16: after 30 steps the weights stay within 1% (of each

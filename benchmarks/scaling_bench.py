@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Weak-scaling sweep of ddp_bench over model profiles, world sizes and bucket
+caps, repeated in alternating rounds; medians go to JSON, CSV and markdown.
+
+    python3 benchmarks/scaling_bench.py [--profiles resnet50,bert-base,gpt2]
+        [--np 1,2,4] [--caps 1,5,25,100,inf,auto] [--repeats 3] [--steps 6]
+        [--warmup 2] [--work 8] [--out benchmarks/results]
+
+Each (profile, np) run measures every cap in one ddp_bench invocation, so caps
+are compared side by side; rounds alternate over profiles and world sizes so
+that a noisy period on the shared machine spreads over all of them.
+Efficiency is weak scaling (fixed per-rank batch): step(np=1) / step(np=N) at
+the same cap. The markdown goes to stdout; plots come from plots.py.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_bench(build, np_, profile, caps, steps, warmup, work):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_pml="ob1",
+               OMPI_MCA_btl="self,vader")
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = ["mpirun", "-q", "-np", str(np_), os.path.join(build, "benchmarks", "ddp_bench"),
+               "--profile", profile, "--bucket-cap-mb", caps, "--steps", str(steps),
+               "--warmup", str(warmup), "--work", str(work), "--json", out.name]
+        done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=1800)
+        if done.returncode != 0:
+            sys.exit(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stdout}")
+        with open(out.name) as f:
+            return json.load(f)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    parser.add_argument("--profiles", default="resnet50,bert-base,gpt2")
+    parser.add_argument("--np", default="1,2,4")
+    parser.add_argument("--caps", default="1,5,25,100,inf,auto")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--work", type=int, default=8)
+    parser.add_argument("--out", default=os.path.join(HERE, "results"))
+    args = parser.parse_args()
+    profiles = args.profiles.split(",")
+    sizes = [int(n) for n in args.np.split(",")]
+    os.makedirs(args.out, exist_ok=True)
+
+    runs = []  # every ddp_bench JSON, tagged with its round
+    for round_ in range(args.repeats):
+        for profile in profiles:
+            for np_ in sizes:
+                doc = run_bench(args.build, np_, profile, args.caps, args.steps, args.warmup,
+                                args.work)
+                doc["round"] = round_
+                runs.append(doc)
+                print(f"round {round_ + 1}/{args.repeats} {profile} np={np_}: " +
+                      ", ".join(f"{r['cap']}={r['step_ms']:.1f}ms" for r in doc["results"]),
+                      file=sys.stderr, flush=True)
+    with open(os.path.join(args.out, "scaling_runs.json"), "w") as f:
+        json.dump(runs, f, indent=1)
+
+    # Medians over rounds per (profile, np, cap).
+    table = {}
+    for doc in runs:
+        for r in doc["results"]:
+            key = (doc["profile"], doc["ranks"], r["cap"])
+            table.setdefault(key, []).append(r)
+    rows = []
+    for (profile, np_, cap), results in table.items():
+        med = lambda field: statistics.median(r[field] for r in results)
+        rows.append({"profile": profile, "np": np_, "cap": cap,
+                     "chosen": ",".join(sorted({r["chosen"] for r in results})),
+                     "step_ms": med("step_ms"), "forward_ms": med("forward_ms"),
+                     "backward_ms": med("backward_ms"), "comm_ms": med("comm_ms"),
+                     "optimizer_ms": med("optimizer_ms"), "samples_per_s": med("samples_per_s"),
+                     "exposed_fraction": med("exposed_fraction"), "runs": len(results)})
+    base = {(r["profile"], r["cap"]): r["step_ms"] for r in rows if r["np"] == 1}
+    for r in rows:
+        one = base.get((r["profile"], r["cap"]))
+        r["efficiency"] = one / r["step_ms"] if one else None
+    with open(os.path.join(args.out, "scaling.csv"), "w") as f:
+        fields = list(rows[0].keys())
+        f.write(",".join(fields) + "\n")
+        for r in rows:
+            f.write(",".join("" if r[k] is None else str(r[k]) for k in fields) + "\n")
+
+    caps = args.caps.split(",")
+    for profile in profiles:
+        meta = next(d for d in runs if d["profile"] == profile)
+        print(f"\n#### {profile} ({meta['tensors']} tensors, {meta['parameters'] / 1e6:.1f}M "
+              f"parameters), work K={meta['work']}, medians of {args.repeats} rounds\n")
+        print("| cap (MiB) | " + " | ".join(
+            f"np={n} step ms (exposed) | np={n} eff" for n in sizes) + " |")
+        print("|---|" + "---:|---:|" * len(sizes))
+        for cap in caps:
+            cells = []
+            for n in sizes:
+                r = next((x for x in rows if x["profile"] == profile and x["np"] == n and
+                          x["cap"] == ("single" if cap == "inf" else cap)), None)
+                if r is None:
+                    cells += ["", ""]
+                    continue
+                label = f"{r['step_ms']:.1f} ({100 * r['exposed_fraction']:.0f}%)"
+                if r["cap"] == "auto":
+                    label += f" [chose {r['chosen']}]"
+                cells += [label, "" if r["efficiency"] is None else f"{r['efficiency']:.2f}"]
+            print(f"| {cap} | " + " | ".join(cells) + " |")
+        for n in sizes:
+            fixed = [x for x in rows if x["profile"] == profile and x["np"] == n and
+                     x["cap"] != "auto"]
+            auto = next((x for x in rows if x["profile"] == profile and x["np"] == n and
+                         x["cap"] == "auto"), None)
+            if fixed and auto:
+                best = min(fixed, key=lambda x: x["step_ms"])
+                print(f"\nnp={n}: auto chose {auto['chosen']}, step {auto['step_ms']:.1f} ms = "
+                      f"{auto['step_ms'] / best['step_ms']:.3f}x the best fixed cap "
+                      f"({best['cap']}, {best['step_ms']:.1f} ms)", end="")
+        print()
+
+
+if __name__ == "__main__":
+    main()
