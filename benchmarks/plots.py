@@ -2,7 +2,8 @@
 """Plots for benchmarks/RESULTS.md from the files allreduce_bench --csv and
 scaling_bench.py wrote (matplotlib, Debian's python3-matplotlib).
 
-    python3 benchmarks/plots.py [--results benchmarks/results] [--out benchmarks/plots]
+    /usr/bin/python3 benchmarks/plots.py [--results benchmarks/results] [--out benchmarks/plots]
+        [--scaling benchmarks/results/scaling.csv benchmarks/results/focused/scaling.csv]
 
 busbw_vs_size.png     all-reduce bus bandwidth against message size: ddp's
                       Communicator (shared memory and plain) and raw MPI_Allreduce
@@ -48,11 +49,18 @@ def busbw_plot(results, out):
     fig.savefig(os.path.join(out, "busbw_vs_size.png"), dpi=110)
 
 
-def scaling_plots(results, out):
-    path = os.path.join(results, "scaling.csv")
-    if not os.path.exists(path):
+def scaling_plots(paths, out):
+    # A profile found in a later file replaces the same profile's rows from
+    # earlier ones (a focused re-run with more rounds).
+    rows = []
+    for path in paths:
+        if not os.path.exists(path):
+            continue
+        new = read_csv(path)
+        replaced = {r["profile"] for r in new}
+        rows = [r for r in rows if r["profile"] not in replaced] + new
+    if not rows:
         return
-    rows = read_csv(path)
     profiles = sorted({r["profile"] for r in rows})
     caps = ["1", "5", "25", "100", "single"]
     fig, axes = plt.subplots(1, len(profiles), figsize=(4.2 * len(profiles), 3.8), squeeze=False)
@@ -98,10 +106,12 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", default=os.path.join(HERE, "results"))
     parser.add_argument("--out", default=os.path.join(HERE, "plots"))
+    parser.add_argument("--scaling", nargs="*",
+                        help="scaling.csv files from scaling_bench.py (default: RESULTS/scaling.csv)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     busbw_plot(args.results, args.out)
-    scaling_plots(args.results, args.out)
+    scaling_plots(args.scaling or [os.path.join(args.results, "scaling.csv")], args.out)
 
 
 if __name__ == "__main__":

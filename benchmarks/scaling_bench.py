@@ -51,13 +51,18 @@ def main():
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--work", type=int, default=8)
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
+    parser.add_argument("--from-json", help="summarise this scaling_runs.json instead of running")
     args = parser.parse_args()
     profiles = args.profiles.split(",")
     sizes = [int(n) for n in args.np.split(",")]
     os.makedirs(args.out, exist_ok=True)
 
     runs = []  # every ddp_bench JSON, tagged with its round
-    for round_ in range(args.repeats):
+    if args.from_json:
+        with open(args.from_json) as f:
+            runs = json.load(f)
+        args.repeats = max(doc["round"] for doc in runs) + 1
+    for round_ in range(0 if args.from_json else args.repeats):
         for profile in profiles:
             for np_ in sizes:
                 doc = run_bench(args.build, np_, profile, args.caps, args.steps, args.warmup,
@@ -67,8 +72,9 @@ def main():
                 print(f"round {round_ + 1}/{args.repeats} {profile} np={np_}: " +
                       ", ".join(f"{r['cap']}={r['step_ms']:.1f}ms" for r in doc["results"]),
                       file=sys.stderr, flush=True)
-    with open(os.path.join(args.out, "scaling_runs.json"), "w") as f:
-        json.dump(runs, f, indent=1)
+    if not args.from_json:
+        with open(os.path.join(args.out, "scaling_runs.json"), "w") as f:
+            json.dump(runs, f, indent=1)
 
     # Medians over rounds per (profile, np, cap).
     table = {}
@@ -116,16 +122,23 @@ def main():
                     label += f" [chose {r['chosen']}]"
                 cells += [label, "" if r["efficiency"] is None else f"{r['efficiency']:.2f}"]
             print(f"| {cap} | " + " | ".join(cells) + " |")
+        # auto against the best fixed cap of the same run, paired per round.
         for n in sizes:
-            fixed = [x for x in rows if x["profile"] == profile and x["np"] == n and
-                     x["cap"] != "auto"]
-            auto = next((x for x in rows if x["profile"] == profile and x["np"] == n and
-                         x["cap"] == "auto"), None)
-            if fixed and auto:
-                best = min(fixed, key=lambda x: x["step_ms"])
-                print(f"\nnp={n}: auto chose {auto['chosen']}, step {auto['step_ms']:.1f} ms = "
-                      f"{auto['step_ms'] / best['step_ms']:.3f}x the best fixed cap "
-                      f"({best['cap']}, {best['step_ms']:.1f} ms)", end="")
+            ratios, choices = [], []
+            for doc in runs:
+                if doc["profile"] != profile or doc["ranks"] != n:
+                    continue
+                fixed = [r for r in doc["results"] if r["cap"] != "auto"]
+                auto = next((r for r in doc["results"] if r["cap"] == "auto"), None)
+                if fixed and auto:
+                    best = min(fixed, key=lambda r: r["step_ms"])
+                    ratios.append(auto["step_ms"] / best["step_ms"])
+                    choices.append(f"{auto['chosen']} (best {best['cap']})")
+            if ratios:
+                print(f"\nnp={n}: auto / best fixed cap of the same run: median "
+                      f"{statistics.median(ratios):.3f}x over {len(ratios)} rounds "
+                      f"({', '.join(f'{x:.2f}' for x in ratios)}); chose {'; '.join(choices)}",
+                      end="")
         print()
 
 

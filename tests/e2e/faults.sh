@@ -79,13 +79,7 @@ grep -qE "watchdog: .*not answering: rank 1 \(.*\): its status server refused th
 timeout 120 mpirun -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 40000 --hidden 64 \
   --epochs 20 --threads 1 --timeout 4 --stall-warning 2 > "$WORK/frozen.out" 2>&1 &
 job=$!
-ranks=""
-for _ in $(seq 400); do  # wait until both ranks train
-  grep -q "reducer:" "$WORK/frozen.out" 2> /dev/null &&
-    ranks=$(for launcher in $(children "$job"); do children "$launcher"; done)
-  [ "$(echo $ranks | wc -w)" = 2 ] && break
-  sleep 0.05
-done
+ranks=$(rank_pids "$job" "$WORK/frozen.out" 2)
 [ "$(echo $ranks | wc -w)" = 2 ] || fail "frozen: the job did not start 2 ranks: $(cat "$WORK/frozen.out")"
 frozen=$(echo $ranks | awk '{print $2}')
 sleep 0.5

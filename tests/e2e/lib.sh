@@ -16,3 +16,15 @@ run() { local np=$1; shift; timeout 120 mpirun -q -np "$np" "$DDP_TRAIN" "$@"; }
 need_fmnist() { [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST in $FMNIST"; exit 77; }; }
 # children PID: the PIDs of PID's child processes (from /proc; no procps needed)
 children() { cat /proc/"$1"/task/*/children 2> /dev/null; }
+# rank_pids JOB LOG N: waits (at most 20 s) until LOG shows training has
+# started and mpirun JOB has N rank processes; prints their PIDs.
+rank_pids() {
+  local job=$1 log=$2 n=$3 ranks=""
+  for _ in $(seq 400); do
+    grep -q "reducer:" "$log" 2> /dev/null &&
+      ranks=$(for launcher in $(children "$job"); do children "$launcher"; done)
+    [ "$(echo $ranks | wc -w)" = "$n" ] && break
+    sleep 0.05
+  done
+  echo $ranks
+}

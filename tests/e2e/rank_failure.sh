@@ -7,13 +7,7 @@
 timeout 120 mpirun -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 40000 --epochs 5 \
   --threads 1 --timeout 60 > "$WORK/out" 2> "$WORK/err" &
 job=$!
-ranks=""
-for _ in $(seq 200); do  # wait until both ranks train
-  grep -q "reducer:" "$WORK/out" 2> /dev/null &&
-    ranks=$(for launcher in $(children "$job"); do children "$launcher"; done)
-  [ "$(echo $ranks | wc -w)" = 2 ] && break
-  sleep 0.05
-done
+ranks=$(rank_pids "$job" "$WORK/out" 2)
 [ "$(echo $ranks | wc -w)" = 2 ] || fail "the job did not start 2 ranks: $(tail -3 "$WORK/out" "$WORK/err")"
 sleep 1
 start=$(date +%s)
