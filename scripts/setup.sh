@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 packages=(g++ meson ninja-build pkg-config python3 openmpi-bin libopenmpi-dev
           libboost-program-options-dev libgtest-dev libopenblas-dev zlib1g-dev
           nlohmann-json3-dev dataset-fashion-mnist
-          slurmctld slurmd slurm-client munge)  # a one-node Slurm for tests/e2e/slurm.sh
+          slurmctld slurmd slurm-client munge  # a one-node Slurm for tests/e2e/slurm.sh
+          iproute2)  # network namespaces: two "nodes" for tests/e2e/two_nodes.sh
 packages+=("$@")  # extra packages a caller needs (e.g. the benchmarks' python3-torch)
 
 missing=()

@@ -1,0 +1,60 @@
+# Two "nodes" on one machine, for the multi-node tests (sourced after lib.sh).
+#
+# Each node is a network namespace with its own hostname, joined by a veth
+# pair to a bridge in the root namespace; addresses come from 10.77.N.0/24
+# and exist only on those links (no default route inside). mpirun starts the
+# ranks in them through Open MPI's rsh launcher with a small agent script
+# that maps a host name to its namespace (../shared/TOOLCHAIN.md, "Two
+# nodes on one machine"). Everything is named after this shell's PID and
+# removed by name in the EXIT trap, even when the test fails.
+#
+#   nodes_up a b          create nodes a and b (exits 77 if namespaces are unavailable)
+#   node_mpirun ARGS...   mpirun across them (add --host a:2,b:2 -np 4 ...)
+NODES_TAG=d$$
+NODES_NET=10.77.$(($$ % 200 + 20))
+NODES=()
+NODES_AGENT=$WORK/agent.sh
+
+nodes_down() {
+  for h in "${NODES[@]}"; do
+    ip netns del "$NODES_TAG-$h" 2> /dev/null || true
+    ip link del "${NODES_TAG}v$h" 2> /dev/null || true
+  done
+  ip link del "${NODES_TAG}br" 2> /dev/null || true
+}
+trap 'nodes_down; rm -rf "$WORK"' EXIT
+
+nodes_up() {
+  command -v ip > /dev/null || { echo "SKIP: no ip (iproute2): bash scripts/setup.sh installs it"; exit 77; }
+  ip netns add "$NODES_TAG-probe" 2> /dev/null ||
+    { echo "SKIP: cannot create network namespaces here (needs root and CAP_SYS_ADMIN)"; exit 77; }
+  ip netns del "$NODES_TAG-probe"
+  ip link add "${NODES_TAG}br" type bridge
+  ip addr add "$NODES_NET.254/24" dev "${NODES_TAG}br"  # mpirun runs in the root namespace
+  ip link set "${NODES_TAG}br" up
+  local i=1
+  for h in "$@"; do
+    NODES+=("$h")
+    ip netns add "$NODES_TAG-$h"
+    ip link add "${NODES_TAG}v$h" type veth peer name eth0 netns "$NODES_TAG-$h"
+    ip link set "${NODES_TAG}v$h" master "${NODES_TAG}br" up
+    ip -n "$NODES_TAG-$h" addr add "$NODES_NET.$i/24" dev eth0
+    ip -n "$NODES_TAG-$h" link set eth0 up
+    ip -n "$NODES_TAG-$h" link set lo up
+    i=$((i + 1))
+  done
+  # The agent: [options] HOST COMMAND -> COMMAND in HOST's namespace, with
+  # HOST as its hostname (vader's shared-memory names include it).
+  cat > "$NODES_AGENT" << AGENT
+#!/bin/sh
+while [ \$# -gt 0 ]; do case "\$1" in -*) shift ;; *) break ;; esac; done
+host=\$1; shift
+exec ip netns exec "$NODES_TAG-\$host" unshare --uts sh -c "hostname \$host; exec sh -c \"\\\$0\"" "\$*"
+AGENT
+  chmod +x "$NODES_AGENT"
+}
+
+node_mpirun() {
+  timeout 120 mpirun --mca plm_rsh_agent "$NODES_AGENT" --mca pml ob1 --mca btl self,vader,tcp \
+    --mca btl_tcp_if_include "$NODES_NET.0/24" --mca oob_tcp_if_include "$NODES_NET.0/24" "$@"
+}

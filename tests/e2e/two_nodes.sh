@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Two "nodes" (network namespaces, tests/e2e/nodes.sh), two ranks on each:
+# World sees two nodes, training equals one node with four ranks, and a rank
+# killed on the other node ends the job with that rank and host named.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/nodes.sh"
+nodes_up a b
+args=(--dataset synthetic --synthetic-samples 4096 --hidden 128 --batch-size 16 --threads 1)
+
+node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" "${args[@]}" --epochs 1 --max-steps 30 \
+  --save-model "$WORK/2x2.safetensors" > "$WORK/2x2.out" 2>&1 ||
+  fail "2 nodes x 2 ranks failed: $(tail -20 "$WORK/2x2.out")"
+grep -q "4 ranks on 2 nodes (2 per node)" "$WORK/2x2.out" || fail "World did not see 2 nodes"
+run 4 "${args[@]}" --epochs 1 --max-steps 30 --save-model "$WORK/1x4.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/1x4.safetensors" "$WORK/2x2.safetensors" --rtol 1e-5 > /dev/null ||
+  fail "2 nodes x 2 ranks differ from 1 node x 4 ranks"
+echo "2x2 nodes: same parameters as 1x4 within 1e-5"
+
+# kill -9 of rank 3, on node b, mid-training.
+node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" "${args[@]}" --epochs 50 \
+  --timeout 60 > "$WORK/kill.out" 2>&1 &
+job=$!
+victim=""
+for _ in $(seq 400); do
+  if grep -q "reducer:" "$WORK/kill.out" 2> /dev/null; then
+    for p in /proc/[0-9]*; do
+      tr '\0' '\n' < "$p/environ" 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=3 &&
+        grep -q ddp_train "$p/cmdline" 2> /dev/null && victim=${p#/proc/}
+    done
+  fi
+  [ -n "$victim" ] && break
+  sleep 0.05
+done
+[ -n "$victim" ] || fail "rank 3 not found: $(tail -5 "$WORK/kill.out")"
+sleep 1
+start=$(date +%s)
+kill -9 "$victim"
+set +e; wait "$job"; code=$?; set -e
+took=$(($(date +%s) - start))
+[ "$code" != 0 ] && [ "$code" != 124 ] || fail "exit $code after a remote rank was killed"
+[ "$took" -le 30 ] || fail "the job took $took s to end"
+grep -qE "rank 3 with PID [0-9]+ on node b exited on signal 9" "$WORK/kill.out" ||
+  fail "the dead rank and its host are not named: $(tail -20 "$WORK/kill.out")"
+echo "remote kill: ended $took s after the kill, exit $code: $(grep -oE "rank 3 with PID [0-9]+ on node b exited on signal 9" "$WORK/kill.out")"
