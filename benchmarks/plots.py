@@ -28,6 +28,17 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
+def finish(fig, ax, xlabel, ylabel, title, path):
+    """Labels, grid and legend, then writes the figure."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def busbw_plot(results, out):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for path in sorted(glob.glob(os.path.join(results, "allreduce_np*_*.csv"))):
@@ -40,13 +51,8 @@ def busbw_plot(results, out):
             ax.plot(sizes, [float(r["raw_busbw"]) for r in rows], linestyle="--",
                     label=f"raw MPI_Allreduce, np={n}")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("busbw (GB/s)")
-    ax.set_title("float32 sum all-reduce, one 2-core VM")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "busbw_vs_size.png"), dpi=110)
+    finish(fig, ax, "message size (bytes)", "busbw (GB/s)", "float32 sum all-reduce, one 2-core VM",
+           os.path.join(out, "busbw_vs_size.png"))
 
 
 def scaling_plots(paths, out):
@@ -92,13 +98,9 @@ def scaling_plots(paths, out):
         line, = ax.plot(sizes, best, marker="o", label=f"{profile}, best fixed cap")
         ax.plot([n for n, a in zip(sizes, auto) if a], [a for a in auto if a], marker="x",
                 linestyle="--", color=line.get_color(), label=f"{profile}, auto")
-    ax.set_xlabel("ranks (np)")
-    ax.set_ylabel("weak-scaling efficiency (step np=1 / step np=N)")
-    ax.set_title("ddp_bench on a 2-core VM (np=4 oversubscribes 2 cores)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "efficiency_vs_np.png"), dpi=110)
+    finish(fig, ax, "ranks (np)", "weak-scaling efficiency (step np=1 / step np=N)",
+           "ddp_bench on a 2-core VM (np=4 oversubscribes 2 cores)",
+           os.path.join(out, "efficiency_vs_np.png"))
 
 
 def main():

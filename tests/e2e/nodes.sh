@@ -26,8 +26,16 @@ trap 'nodes_down; rm -rf "$WORK"' EXIT
 
 nodes_up() {
   command -v ip > /dev/null || { echo "SKIP: no ip (iproute2): bash scripts/setup.sh installs it"; exit 77; }
-  ip netns add "$NODES_TAG-probe" 2> /dev/null ||
-    { echo "SKIP: cannot create network namespaces here (needs root and CAP_SYS_ADMIN)"; exit 77; }
+  # ip netns bind-mounts /run/netns and makes / a slave mount: in a chroot
+  # (/ not a mount point) that fails half-way and leaves a mount behind.
+  mountpoint -q / ||
+    { echo "SKIP: / is not a mount point (a chroot?): network namespaces cannot work here"; exit 77; }
+  if ! ip netns add "$NODES_TAG-probe" 2> /dev/null ||
+    ! ip netns exec "$NODES_TAG-probe" true 2> /dev/null; then
+    ip netns del "$NODES_TAG-probe" 2> /dev/null || true
+    echo "SKIP: cannot create network namespaces here (needs root and CAP_SYS_ADMIN)"
+    exit 77
+  fi
   ip netns del "$NODES_TAG-probe"
   ip link add "${NODES_TAG}br" type bridge
   ip addr add "$NODES_NET.254/24" dev "${NODES_TAG}br"  # mpirun runs in the root namespace
