@@ -100,13 +100,13 @@ class Bench {
 class MpiBench final : public Bench {
  public:
   MpiBench(const ddp::World& world, std::size_t bytes, bool shared)
-      : comm_(world.comm(), {}),
-        shared_(shared),
-        plainSend_(bytes / 4 + 1),
-        plainRecv_(bytes / 4 + 1) {
+      : comm_(world.comm(), {}), shared_(shared) {
     if (shared) {
       sharedSend_ = comm_.allocate(bytes);
       sharedRecv_ = comm_.allocate(bytes);
+    } else {
+      plainSend_.resize(bytes / 4 + 1);
+      plainRecv_.resize(bytes / 4 + 1);
     }
   }
   float* send() override {

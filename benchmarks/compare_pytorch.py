@@ -34,12 +34,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives here
 
 
-def mpi_env():
+def mpi_env(one_blas_thread=True):
+    """mpirun as root, more ranks than cores, shared memory only; with
+    one_blas_thread, one BLAS/OpenMP thread per rank (PyTorch and OpenBLAS
+    read these at start-up)."""
     env = dict(os.environ)
     if os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     env.update(OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_pml="ob1", OMPI_MCA_btl="self,vader",
-               OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MALLOC_PERTURB_="0")
+               MALLOC_PERTURB_="0")
+    if one_blas_thread:
+        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     return env
 
 

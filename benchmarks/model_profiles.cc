@@ -17,6 +17,11 @@ std::vector<Tensor> linear(const std::string& name, std::size_t in, std::size_t 
   return {{name + ".weight", {out, in}}, {name + ".bias", {out}}};
 }
 
+// GPT-2's Conv1D: a linear layer that stores its weight as (in x out).
+std::vector<Tensor> conv1d(const std::string& name, std::size_t in, std::size_t out) {
+  return {{name + ".weight", {in, out}}, {name + ".bias", {out}}};
+}
+
 std::vector<Tensor> layerNorm(const std::string& name, std::size_t width) {
   return {{name + ".weight", {width}}, {name + ".bias", {width}}};
 }
@@ -80,13 +85,11 @@ Profile gpt2() {
   for (std::size_t l = 0; l < 12; ++l) {
     const std::string x = str("h.", l, ".");
     add(p, x + "ln_1", layerNorm(x + "ln_1", h));
-    // GPT-2's Conv1D stores weights as (in, out).
-    add(p, x + "attn.c_attn",
-        {{x + "attn.c_attn.weight", {h, 3 * h}}, {x + "attn.c_attn.bias", {3 * h}}});
-    add(p, x + "attn.c_proj", {{x + "attn.c_proj.weight", {h, h}}, {x + "attn.c_proj.bias", {h}}});
+    add(p, x + "attn.c_attn", conv1d(x + "attn.c_attn", h, 3 * h));
+    add(p, x + "attn.c_proj", conv1d(x + "attn.c_proj", h, h));
     add(p, x + "ln_2", layerNorm(x + "ln_2", h));
-    add(p, x + "mlp.c_fc", {{x + "mlp.c_fc.weight", {h, 4 * h}}, {x + "mlp.c_fc.bias", {4 * h}}});
-    add(p, x + "mlp.c_proj", {{x + "mlp.c_proj.weight", {4 * h, h}}, {x + "mlp.c_proj.bias", {h}}});
+    add(p, x + "mlp.c_fc", conv1d(x + "mlp.c_fc", h, 4 * h));
+    add(p, x + "mlp.c_proj", conv1d(x + "mlp.c_proj", 4 * h, h));
   }
   add(p, "ln_f", layerNorm("ln_f", h));
   return p;

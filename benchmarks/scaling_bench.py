@@ -20,13 +20,13 @@ import subprocess
 import sys
 import tempfile
 
+from compare_pytorch import mpi_env
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run_bench(build, np_, profile, caps, steps, warmup, work):
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_pml="ob1",
-               OMPI_MCA_btl="self,vader")
+    env = mpi_env(one_blas_thread=False)  # ddp_bench sets its own BLAS threads
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = ["mpirun", "-q", "-np", str(np_), os.path.join(build, "benchmarks", "ddp_bench"),
                "--profile", profile, "--bucket-cap-mb", caps, "--steps", str(steps),

@@ -40,4 +40,13 @@ bool anyNonFinite(const T* values, std::size_t count) {
   return false;
 }
 
+// The same for bfloat16 bits (comm/bfloat16.h): exponent 0x7f80.
+inline bool anyNonFiniteBFloat16(const std::uint16_t* values, std::size_t count) {
+  constexpr std::uint16_t kExponent = 0x7f80;
+  std::uint16_t any = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    any |= static_cast<std::uint16_t>((values[i] & kExponent) == kExponent);
+  return any != 0;
+}
+
 }  // namespace ddp::comm

@@ -204,7 +204,8 @@ std::optional<std::size_t> Reducer::firstNonFinite() const {
   bool any = false;
   for (const Launch& launch : launches_) {
     const Bucket& bucket = buckets_[launch.bucket];
-    const std::optional<bool> checked = compressed_ ? std::nullopt : launch.work->resultNonFinite();
+    // With bf16 compression the flag is the wire's; widening keeps it exact.
+    const std::optional<bool> checked = launch.work->resultNonFinite();
     any = any || (checked ? *checked : anyNonFinite(storage + bucket.offset, bucket.count));
   }
   if (!any) return std::nullopt;

@@ -9,8 +9,6 @@
 #include "runtime/error.h"
 #if DDP_WITH_CUDA
 #include "runtime/cuda/context.h"
-#endif
-#if DDP_WITH_CUDA
 #include "trainer/cuda/device_batches.h"
 #include "trainer/cuda/step_timer.h"
 #endif

@@ -152,7 +152,8 @@ WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t cou
       str("allreduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
       [=, this](Work& work) {
         // Note [Non-finite check while reducing]
-        const bool checksFinite = type == DataType::kFloat32 || type == DataType::kFloat64;
+        const bool checksFinite =
+            type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kBFloat16;
         if (auto region = findRegion(data, count * sizeOf(type))) {
           // Note [Node shared-memory all-reduce]: it reduces in place.
           if (send != data) std::memcpy(data, send, count * sizeOf(type));

@@ -81,9 +81,12 @@ bool reduceChunk(const std::vector<T*>& buffers, std::size_t begin, std::size_t 
 }
 
 // The bfloat16 version: sources are converted and summed in float32 (the
-// scratch block), and only the stored result is rounded to bfloat16.
-void reduceChunkBFloat16(const std::vector<std::uint16_t*>& buffers, std::size_t begin,
+// scratch block), and only the stored result is rounded to bfloat16. Returns
+// whether the stored result holds a NaN or an infinity (checked after
+// rounding, so a sum that rounds up to infinity counts).
+bool reduceChunkBFloat16(const std::vector<std::uint16_t*>& buffers, std::size_t begin,
                          std::size_t end, ReduceOp op, int world) {
+  bool nonFinite = false;
   static thread_local std::vector<float> scratch(kBlock);
   float* acc = scratch.data();
   const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world) : 1.0f;
@@ -98,10 +101,12 @@ void reduceChunkBFloat16(const std::vector<std::uint16_t*>& buffers, std::size_t
     for (std::size_t i = 0; i < length; ++i)
       acc[i] *= scale;
     toBFloat16(acc, buffers[0] + block, length);
+    nonFinite = nonFinite || anyNonFiniteBFloat16(buffers[0] + block, length);
     for (std::size_t s = 1; s < buffers.size(); ++s) {
       std::copy(buffers[0] + block, buffers[0] + block + length, buffers[s] + block);
     }
   }
+  return nonFinite;
 }
 
 }  // namespace
@@ -250,7 +255,7 @@ bool SharedRegion::allreduce(void* data, std::size_t count, DataType type, Reduc
       for (void* segment : segments_) {
         buffers.push_back(reinterpret_cast<std::uint16_t*>(static_cast<char*>(segment) + offset));
       }
-      reduceChunkBFloat16(buffers, begin, end, op, size_);
+      nonFinite = reduceChunkBFloat16(buffers, begin, end, op, size_);
       break;
     }
   }

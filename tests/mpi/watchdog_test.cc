@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "comm/bfloat16.h"
 #include "comm/reducer.h"
 #include "test_comm.h"
 
@@ -86,6 +87,24 @@ TEST_P(NonFiniteFlag, EveryRankLearnsThatSomeRankContributedANaN) {
   WorkPtr work = comm->allreduce(std::span<std::int32_t>(ints), ReduceOp::kSum);
   work->wait(60s);
   EXPECT_FALSE(work->resultNonFinite().has_value());
+}
+
+TEST(NonFiniteFlag, BFloat16OnSharedMemoryIsCheckedAfterRounding) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  if (n == 1) GTEST_SKIP() << "one rank: no shared-memory path";
+  const std::size_t count = 5000;
+  auto shared = comm->allocate(count * sizeof(std::uint16_t));
+  auto* data = static_cast<std::uint16_t*>(shared.get());
+  for (int round = 0; round < 2; ++round) {
+    for (std::size_t i = 0; i < count; ++i)
+      data[i] = toBFloat16(1.0f);
+    if (round == 1 && r == n - 1) data[count - 1] = toBFloat16(std::nanf(""));
+    WorkPtr work = comm->allreduce(data, count, DataType::kBFloat16, ReduceOp::kSum);
+    work->wait(60s);
+    ASSERT_TRUE(work->resultNonFinite().has_value());
+    EXPECT_EQ(*work->resultNonFinite(), round == 1) << "round " << round;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Memory, NonFiniteFlag, ::testing::Values(true, false),
