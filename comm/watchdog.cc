@@ -61,25 +61,30 @@ const ChannelActivity* findChannel(const RankStatus& status, const std::string& 
   return nullptr;
 }
 
+// The collective `status` has waited for longest, or null.
+const ChannelActivity* oldestPending(const RankStatus& status) {
+  const ChannelActivity* oldest = nullptr;
+  for (const ChannelActivity& c : status.channels) {
+    if (c.oldestPending && (oldest == nullptr || c.oldestPending->waitingSeconds >
+                                                     oldest->oldestPending->waitingSeconds))
+      oldest = &c;
+  }
+  return oldest;
+}
+
 // What a rank that has not arrived is doing instead.
 std::string doingInstead(const RankStatus& status) {
-  for (const ChannelActivity& c : status.channels) {
-    if (c.oldestPending) {
-      const PendingCollective& p = *c.oldestPending;
-      return str("waits in ", c.channel, " ", p.what, " #", p.sequence,
-                 p.context.empty() ? "" : str(" (", p.context, ")"), " for ",
-                 seconds(p.waitingSeconds));
-    }
+  if (const ChannelActivity* c = oldestPending(status)) {
+    const PendingCollective& p = *c->oldestPending;
+    return str("waits in ", c->channel, " ", p.what, " #", p.sequence,
+               p.context.empty() ? "" : str(" (", p.context, ")"), " for ",
+               seconds(p.waitingSeconds));
   }
-  double idle = 0.0;
-  std::string context;
-  for (const ChannelActivity& c : status.channels) {
-    idle = c.idleSeconds;
-    if (!c.context.empty()) context = c.context;
-    break;
-  }
-  return str("is not in any collective (computing or stalled) for ", seconds(idle),
-             context.empty() ? "" : str(", now at ", context));
+  // Idle since its first channel's last collective, now at that channel's context.
+  const ChannelActivity none;
+  const ChannelActivity& first = status.channels.empty() ? none : status.channels.front();
+  return str("is not in any collective (computing or stalled) for ", seconds(first.idleSeconds),
+             first.context.empty() ? "" : str(", now at ", first.context));
 }
 
 std::string rankName(int rank, const std::string& host) {
@@ -93,17 +98,6 @@ std::string listed(const std::vector<std::string>& items) {
     text += (i > 0 ? "; " : "") + items[i];
   if (items.size() > kListed) text += str("; and ", items.size() - kListed, " more");
   return text;
-}
-
-// The collective `status` has waited for longest, or null.
-const ChannelActivity* oldestPending(const RankStatus& status) {
-  const ChannelActivity* oldest = nullptr;
-  for (const ChannelActivity& c : status.channels) {
-    if (c.oldestPending && (oldest == nullptr || c.oldestPending->waitingSeconds >
-                                                     oldest->oldestPending->waitingSeconds))
-      oldest = &c;
-  }
-  return oldest;
 }
 
 }  // namespace
