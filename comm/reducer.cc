@@ -106,14 +106,11 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
   }
 }
 
-Reducer::~Reducer() {
-  for (Launch& launch : launches_) {
-    try {
-      launch.work->wait(comm_.options().timeout);
-    } catch (...) {  // its error was (or will be) reported by whoever waited first
-    }
-  }
-}
+// Never waits: a Reducer destroyed with collectives in flight is being
+// unwound by a failure (a timeout), and waiting another --timeout per bucket
+// would only delay the report. Each launched Work retains the buffer it
+// reduces, so the backend never writes into freed memory.
+Reducer::~Reducer() = default;
 
 std::span<float> Reducer::gradient(std::size_t index) {
   DDP_CHECK(index < specs_.size(), str("gradient index ", index, " out of range"));
@@ -166,6 +163,7 @@ void Reducer::launchReadyBuckets() {
       work = comm_.allreduce(data, bucket.count, DataType::kFloat32, op);
     }
     comm_.setContext(outer);
+    work->retain(compressed_ ? compressed_ : storage_);  // ~Reducer does not wait for it
     launches_.push_back(Launch{nextLaunch_, std::chrono::steady_clock::now(), std::move(work)});
     ++nextLaunch_;
   }

@@ -214,7 +214,7 @@ Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers)
     d.report = str(where, ": ", d.culprits.size(), " of ", others, " peers have not arrived");
     if (!absent.empty()) d.report += str(": ", listed(absent));
     if (!silent.empty()) d.report += str("; not answering: ", listed(silent));
-    d.report += str(" (", arrived, " arrived)");
+    d.report += str("; ", arrived, arrived == 1 ? " has" : " have", " arrived");
     return d;
   }
   d.verdict = Diagnosis::Verdict::kAllArrived;
@@ -334,8 +334,10 @@ PeerAnswer Watchdog::ask(int rank) const {
   if (error == std::strerror(ECONNREFUSED)) {
     answer.error = "its status server refused the connection: the process has exited";
   } else {
-    answer.error = str("no answer within ", seconds(options_.probeTimeout.count() / 1000.0), " (",
-                       error, "): the process is stopped or gone, or its host is unreachable");
+    // A timeout says nothing more than "no answer"; other reasons (no route, ...) are kept.
+    answer.error = str("no answer within ", seconds(options_.probeTimeout.count() / 1000.0),
+                       error == "timed out" ? "" : str(" (", error, ")"),
+                       ": the process is stopped or gone, or its host is unreachable");
   }
   return answer;
 }

@@ -1,10 +1,10 @@
 // Work: the handle of one asynchronous collective.
 //
 // A Communicator returns a Work for every call. The caller keeps the buffer
-// alive and untouched until wait() returns; the backend completes the Work
-// from its own thread. wait() rethrows whatever error the collective stored
-// (CommError, with the call and rank), so a failure surfaces on the thread
-// that asked for the result, not on the communication thread.
+// alive and untouched until wait() returns, or hands its owner to retain();
+// the backend completes the Work from its own thread. wait() rethrows whatever error the collective
+// stored (CommError, with the call and rank), so a failure surfaces on the thread that asked for
+// the result, not on the communication thread.
 #pragma once
 
 #include <chrono>
@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ddp::comm {
 
@@ -59,6 +60,13 @@ class Work {
   // Empty when the backend did not check. Valid once wait() returned.
   std::optional<bool> resultNonFinite() const;
 
+  // Keeps `owner` (the collective's buffer) alive until the collective
+  // completes. For callers that may give up waiting: a timeout unwinds the
+  // stack while the backend may still write into the buffer, and the job is
+  // about to end, so the buffer outlives its user instead of anyone blocking
+  // on the collective again. Call it before waiting; any thread.
+  void retain(std::shared_ptr<const void> owner);
+
   // Backend side, before complete(): records the check above.
   void setResultNonFinite(bool nonFinite);
   // Backend side, from the backend's thread: the collective starts running.
@@ -74,6 +82,7 @@ class Work {
   bool completed_ = false;
   std::exception_ptr error_;
   std::optional<bool> nonFinite_;
+  std::vector<std::shared_ptr<const void>> retained_;  // released by complete()
   TimePoint startedAt_{};
   TimePoint completedAt_{};
 };

@@ -108,7 +108,7 @@ Fd connectTcp(const std::string& address, std::uint16_t port, Deadline deadline,
       return Fd();
     }
     if (!waitFor(fd.get(), POLLOUT, deadline)) {
-      error = "no answer (timed out)";
+      error = "timed out";
       return Fd();
     }
     int status = 0;

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
+#include <thread>
 
 #include "comm/bfloat16.h"
 #include "comm/mpi/mpi_communicator.h"
@@ -63,6 +65,40 @@ TEST(Reducer, NoSyncPassesDoNotCommunicate) {
   reducer.finalize();
   EXPECT_EQ(reducer.gradient(0)[0], static_cast<float>(r));  // untouched: no all-reduce
   EXPECT_TRUE(reducer.launches().empty());
+}
+
+// A timeout unwinds the stack through ~Reducer while a bucket is still in
+// flight: the destructor must return at once (the report comes next), and the
+// collective must still find its buffer alive when the late rank arrives.
+TEST(Reducer, DestroyedWithABucketInFlightItReturnsAtOnceAndTheBufferLives) {
+  auto comm = makeTestComm();
+  if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
+  const int r = comm->rank();
+  constexpr std::size_t kCount = 100000;
+  WorkPtr inFlight;
+  std::weak_ptr<const void> storage;
+  auto reducer =
+      std::make_unique<Reducer>(*comm, std::vector<GradientSpec>{{"w", kCount}}, ReducerOptions{});
+  storage = reducer->storage();
+  reducer->prepareForBackward(true);
+  for (float& v : reducer->gradient(0))
+    v = static_cast<float>(r);
+  if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // arrives late
+  reducer->markReady(0);
+  inFlight = reducer->launches().front().work;
+  if (r == 1) reducer->finalize();
+  if (r == 0) {
+    ASSERT_FALSE(inFlight->isCompleted()) << "rank 1 was meant to arrive late";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  reducer.reset();  // rank 0: without finalize(), as a thrown timeout would leave it
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+  if (r == 0) {
+    EXPECT_FALSE(storage.expired()) << "the in-flight collective's buffer was freed";
+  }
+  inFlight->wait(std::chrono::seconds(60));
+  EXPECT_TRUE(storage.expired()) << "the buffer outlived its collective";
+  comm->barrier()->wait(std::chrono::seconds(60));
 }
 
 TEST(Reducer, AGradientNeverMarkedReadyIsNamed) {
