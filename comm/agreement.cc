@@ -31,4 +31,14 @@ void agree(Communicator& comm, const std::function<void()>& body) {
   }
 }
 
+void shareFrom(Communicator& comm, int root, std::string& bytes) {
+  std::int64_t size = static_cast<std::int64_t>(bytes.size());
+  comm.broadcastSync(std::span<std::int64_t>(&size, 1), root);
+  bytes.resize(static_cast<std::size_t>(size));
+  if (size > 0) {
+    comm.broadcastSync(
+        std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(bytes.data()), bytes.size()), root);
+  }
+}
+
 }  // namespace ddp::comm

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -30,5 +31,9 @@ class PeerFailedError : public Error {
 // them succeeded. Collective: every rank must call it at the same point.
 // ddp::Error and std::exception from body are caught and agreed on.
 void agree(Communicator& comm, const std::function<void()>& body);
+
+// Gives every rank `root`'s `bytes` (a file only `root` can read: nodes need
+// not share a file system). Collective; host memory; two broadcasts.
+void shareFrom(Communicator& comm, int root, std::string& bytes);
 
 }  // namespace ddp::comm

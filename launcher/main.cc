@@ -5,10 +5,15 @@
 // Exit codes: 0 success, 2 usage error (bad option; reported before MPI starts,
 // by rank 0 only), 1 any other failure (bad data, a failed rank, a hung
 // collective), reported by the rank that saw it.
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "comm/agreement.h"
@@ -16,6 +21,7 @@
 #include "comm/reducer.h"
 #include "comm/watchdog.h"
 #include "launcher/fault_injection.h"
+#include "launcher/launcher_checks.h"
 #include "launcher/options.h"
 #include "launcher/placement.h"
 #include "launcher/progress.h"
@@ -65,10 +71,18 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
       placement.device == trainer::Device::kCuda
           ? placement.summary
           : str("cpu (", threads, " BLAS thread", threads > 1 ? "s" : "", " per rank)");
+  // "2 per node", or "3+1 per node" when the nodes differ.
+  std::vector<std::size_t> perNode;
+  for (const NodeLayout& node : world.nodes())
+    perNode.push_back(node.ranks.size());
+  const bool even = std::all_of(perNode.begin(), perNode.end(),
+                                [&](std::size_t n) { return n == perNode.front(); });
   log::info(str("ddp_train: ", world.size(), " rank", world.size() > 1 ? "s" : "", " on ",
                 world.nodeCount(), " node", world.nodeCount() > 1 ? "s" : "", " (",
-                world.localSize(), " per node), launcher ", launcherName(world.launcher()),
-                ", backend ", comm.backendName(), ", device ", device));
+                even ? str(perNode.front()) : join(perNode, "+"), " per node), launcher ",
+                launcherName(world.launcher()), ", backend ", comm.backendName(), ", device ",
+                device));
+  if (world.nodeCount() > 1) log::info(str("nodes: ", describeNodes(world.nodes())));
   log::info(str("model ", o.model, ": ", model.describe(), ": ", params, " parameters (",
                 fixed(static_cast<double>(params) * 4 / (1 << 20), 1), " MiB)"));
   const std::size_t global = o.batchSize * static_cast<std::size_t>(world.size());
@@ -80,6 +94,25 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
 
 // --bucket-cap-mb at or above this (or inf): one bucket, no overlap.
 constexpr double kSingleBucketMb = 1 << 20;
+
+// Note [Files across nodes]
+// Nodes need not share a file system. Files read once for the whole job
+// (--init-from, the checkpoint --resume continues from) are read by rank 0
+// and reach the other ranks over MPI: the weights by the start-up parameter
+// broadcast, a checkpoint as its bytes (comm::shareFrom), so every rank
+// validates and restores the same file. Rank 0 alone writes checkpoints,
+// --save-model and --metrics, on its node. The training data is read by
+// every rank from --data-dir on its own node: it is needed in full
+// everywhere, and shipping 50 MB per start would only hide a missing install.
+// tests/e2e/two_nodes.sh resumes from a directory only node a can see.
+std::string readWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  if (!in || !(bytes << in.rdbuf())) {
+    throw DataError(str(path, ": cannot read (", std::strerror(errno), ")"));
+  }
+  return bytes.str();
+}
 
 // The options that change what a training step computes.
 std::vector<std::pair<std::string, std::string>> computationOptions(const Options& o) {
@@ -236,6 +269,12 @@ int train(const Options& o) {
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model));
     printSummary(world, comm, o, threads, placement, *model, data);
+    if (world.launcher() == Launcher::kMpirun && world.nodeCount() > 1 && world.rank() == 0) {
+      // Note [Lost nodes under mpirun]
+      const auto warning = keepaliveWarning(keepaliveFromEnvironment(std::getenv), o.timeoutSeconds,
+                                            o.stallWarningSeconds);
+      if (warning) log::warn(*warning);
+    }
     model->to(placement.device);  // rank 0's --init-from weights go with it, then broadcast
 
     trainer::Sgd sgd(model->parameters(), {static_cast<float>(o.lr), static_cast<float>(o.momentum),
@@ -283,10 +322,21 @@ int train(const Options& o) {
     installFault(parseFaultInjection(o.injectFault), comm, trainOptions);
     trainer::TrainPosition start;
     if (!o.resume.empty()) {
-      std::string file;
+      // Rank 0 finds and reads the checkpoint, every rank gets it over MPI:
+      // nodes need not share the directory (Note [Files across nodes]).
+      std::string file, bytes;
       comm::agree(comm, [&] {
+        if (world.rank() != 0) return;
         file = o.resume == "latest" ? trainer::newestCheckpoint(o.checkpointDir) : o.resume;
-        if (!file.empty()) start = trainer::loadCheckpoint(file, *model, sgd, checkpointOptions(o));
+        if (!file.empty()) bytes = readWholeFile(file);
+      });
+      comm::shareFrom(comm, 0, file);
+      comm::shareFrom(comm, 0, bytes);
+      comm::agree(comm, [&] {
+        if (file.empty()) return;
+        std::istringstream in(bytes);
+        start = trainer::restoreCheckpoint(file, trainer::readSafetensors(in, file), *model, sgd,
+                                           checkpointOptions(o));
       });
       if (file.empty()) {
         log::info(str("resume: no checkpoint in ", o.checkpointDir, " yet; starting fresh"));

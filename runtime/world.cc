@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <sstream>
 #include <string_view>
 
 #include "runtime/error.h"
@@ -45,6 +47,23 @@ int rankFromEnvironment() {
     if (const char* value = std::getenv(name)) return std::atoi(value);
   }
   return 0;
+}
+
+std::string describeNodes(const std::vector<NodeLayout>& nodes) {
+  std::ostringstream text;
+  for (std::size_t n = 0; n < nodes.size(); ++n) {
+    const std::vector<int>& ranks = nodes[n].ranks;
+    text << (n > 0 ? "; " : "") << nodes[n].host << (ranks.size() == 1 ? ": rank " : ": ranks ");
+    for (std::size_t i = 0; i < ranks.size();) {
+      std::size_t j = i;  // ranks[i..j] are consecutive
+      while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+        ++j;
+      text << (i > 0 ? "," : "") << ranks[i];
+      if (j > i) text << "-" << ranks[j];
+      i = j + 1;
+    }
+  }
+  return text.str();
 }
 
 World::World() {
@@ -90,6 +109,24 @@ World::World() {
 
   hostname_ = readHostname();
   launcher_ = detectLauncher();
+
+  // Every rank's (node index, host name), so every rank can describe the layout.
+  constexpr int kHostBytes = 256;
+  std::vector<char> mine(kHostBytes + sizeof(int), '\0');
+  std::memcpy(mine.data(), &nodeIndex_, sizeof(int));
+  hostname_.copy(mine.data() + sizeof(int), kHostBytes - 1);
+  std::vector<char> all(mine.size() * static_cast<std::size_t>(size_));
+  DDP_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(),
+                              static_cast<int>(mine.size()), MPI_CHAR, MPI_COMM_WORLD));
+  nodes_.resize(static_cast<std::size_t>(nodeCount_));
+  for (int r = 0; r < size_; ++r) {
+    const char* entry = all.data() + static_cast<std::size_t>(r) * mine.size();
+    int index = 0;
+    std::memcpy(&index, entry, sizeof(int));
+    NodeLayout& node = nodes_.at(static_cast<std::size_t>(index));
+    if (node.ranks.empty()) node.host = std::string(entry + sizeof(int));
+    node.ranks.push_back(r);
+  }
 }
 
 World::~World() {

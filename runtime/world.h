@@ -14,8 +14,15 @@
 #include <mpi.h>
 
 #include <string>
+#include <vector>
 
 namespace ddp {
+
+// One node of the job: its host name and the global ranks on it (ascending).
+struct NodeLayout {
+  std::string host;
+  std::vector<int> ranks;
+};
 
 // Which program started this process, as read from the environment.
 enum class Launcher { kSingleton, kMpirun, kSrun };
@@ -41,6 +48,8 @@ class World {
   int nodeIndex() const { return nodeIndex_; }
   int nodeCount() const { return nodeCount_; }
   const std::string& hostname() const { return hostname_; }
+  // Every node, in nodeIndex() order. The same on every rank.
+  const std::vector<NodeLayout>& nodes() const { return nodes_; }
   Launcher launcher() const { return launcher_; }
 
   // The world communicator (with MPI_ERRORS_RETURN set). Owned by MPI.
@@ -59,6 +68,7 @@ class World {
   int nodeIndex_ = 0;
   int nodeCount_ = 1;
   std::string hostname_;
+  std::vector<NodeLayout> nodes_;
   Launcher launcher_ = Launcher::kSingleton;
 };
 
@@ -67,5 +77,8 @@ class World {
 // started alone. Lets the launcher report usage errors on rank 0 only without
 // starting MPI.
 int rankFromEnvironment();
+
+// "a: ranks 0-1; b: ranks 2-3" (consecutive ranks shown as ranges).
+std::string describeNodes(const std::vector<NodeLayout>& nodes);
 
 }  // namespace ddp

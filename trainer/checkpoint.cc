@@ -64,7 +64,12 @@ void saveCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
 
 TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
                              const CheckpointOptions& expected) {
-  SafetensorsFile file = loadSafetensors(path);
+  return restoreCheckpoint(path, loadSafetensors(path), model, optimizer, expected);
+}
+
+TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& file,
+                                Sequential& model, Sgd& optimizer,
+                                const CheckpointOptions& expected) {
   const auto& meta = file.metadata;
   const auto format = meta.find("ddp.format");
   if (format == meta.end() || format->second != kFormat) {

@@ -21,6 +21,7 @@
 #include <map>
 #include <string>
 
+#include "trainer/safetensors.h"
 #include "trainer/sequential.h"
 #include "trainer/sgd.h"
 
@@ -55,6 +56,12 @@ void saveCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
 // position. Throws DataError naming the file and the first problem.
 TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
                              const CheckpointOptions& expected);
+
+// The same for a checkpoint already read (`path` names it in errors): the
+// ranks that cannot see rank 0's directory get the file over MPI.
+TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& file,
+                                Sequential& model, Sgd& optimizer,
+                                const CheckpointOptions& expected);
 
 // The complete checkpoint with the highest step in `dir`, or "" if none.
 std::string newestCheckpoint(const std::string& dir);

@@ -87,6 +87,10 @@ void saveSafetensors(const std::string& path,
 SafetensorsFile loadSafetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError(str(path, ": cannot open (", std::strerror(errno), ")"));
+  return readSafetensors(in, path);
+}
+
+SafetensorsFile readSafetensors(std::istream& in, const std::string& path) {
   in.seekg(0, std::ios::end);
   const auto fileSize = static_cast<std::uint64_t>(in.tellg());
   in.seekg(0);

@@ -5,6 +5,7 @@
 // theirs (float32 tensors).
 #pragma once
 
+#include <istream>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ void saveSafetensors(const std::string& path,
 // matching data_offsets, offsets inside the file and not overlapping.
 // Throws DataError naming the file and the problem.
 SafetensorsFile loadSafetensors(const std::string& path);
+// The same from a stream holding a whole file (a file read elsewhere and
+// sent over MPI); `name` stands for the file in errors.
+SafetensorsFile readSafetensors(std::istream& in, const std::string& name);
 
 // Checks that `file` (read from `path`) holds every parameter of `model`
 // under its name with its shape, and nothing else except, optionally,

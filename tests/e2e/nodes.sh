@@ -8,12 +8,17 @@
 # nodes on one machine"). Everything is named after this shell's PID and
 # removed by name in the EXIT trap, even when the test fails.
 #
+# Each node also has a private directory at the same path, $NODE_LOCAL (a
+# bind mount in the node's own mount namespace), standing for a node-local
+# /tmp: what rank 0 writes there, the other node cannot see.
+#
 #   nodes_up a b          create nodes a and b (exits 77 if namespaces are unavailable)
 #   node_mpirun ARGS...   mpirun across them (add --host a:2,b:2 -np 4 ...)
 NODES_TAG=d$$
 NODES_NET=10.77.$(($$ % 200 + 20))
 NODES=()
 NODES_AGENT=$WORK/agent.sh
+NODE_LOCAL=$WORK/node-local  # $NODE_LOCAL.<host> underneath
 
 nodes_down() {
   for h in "${NODES[@]}"; do
@@ -49,15 +54,18 @@ nodes_up() {
     ip -n "$NODES_TAG-$h" addr add "$NODES_NET.$i/24" dev eth0
     ip -n "$NODES_TAG-$h" link set eth0 up
     ip -n "$NODES_TAG-$h" link set lo up
+    mkdir -p "$NODE_LOCAL.$h"
     i=$((i + 1))
   done
+  mkdir -p "$NODE_LOCAL"
   # The agent: [options] HOST COMMAND -> COMMAND in HOST's namespace, with
-  # HOST as its hostname (vader's shared-memory names include it).
+  # HOST as its hostname (vader's shared-memory names include it) and its own
+# $NODE_LOCAL (ip netns exec has given it a mount namespace of its own).
   cat > "$NODES_AGENT" << AGENT
 #!/bin/sh
 while [ \$# -gt 0 ]; do case "\$1" in -*) shift ;; *) break ;; esac; done
 host=\$1; shift
-exec ip netns exec "$NODES_TAG-\$host" unshare --uts sh -c "hostname \$host; exec sh -c \"\\\$0\"" "\$*"
+exec ip netns exec "$NODES_TAG-\$host" unshare --uts sh -c "hostname \$host; mount --bind $NODE_LOCAL.\$host $NODE_LOCAL; exec sh -c \"\\\$0\"" "\$*"
 AGENT
   chmod +x "$NODES_AGENT"
 }

@@ -1,20 +1,42 @@
 #!/usr/bin/env bash
 # Two "nodes" (network namespaces, tests/e2e/nodes.sh), two ranks on each:
-# World sees two nodes, training equals one node with four ranks, and a rank
-# killed on the other node ends the job with that rank and host named.
+# World sees two nodes, training equals one node with four ranks, a run
+# resumes from checkpoints only node a can see, and a rank killed on the
+# other node ends the job with that rank and host named.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/nodes.sh"
 nodes_up a b
-args=(--dataset synthetic --synthetic-samples 4096 --hidden 128 --batch-size 16 --threads 1)
+args=(--dataset synthetic --synthetic-samples 4096 --hidden 128 --batch-size 16 --lr-schedule constant --threads 1)
 
 node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" "${args[@]}" --epochs 1 --max-steps 30 \
   --save-model "$WORK/2x2.safetensors" > "$WORK/2x2.out" 2>&1 ||
   fail "2 nodes x 2 ranks failed: $(tail -20 "$WORK/2x2.out")"
 grep -q "4 ranks on 2 nodes (2 per node)" "$WORK/2x2.out" || fail "World did not see 2 nodes"
+grep -q "nodes: a: ranks 0-1; b: ranks 2-3" "$WORK/2x2.out" || fail "no node layout: $(head -3 "$WORK/2x2.out")"
+grep -q "warning: mpirun across nodes finds a lost node only after up to 480 s" "$WORK/2x2.out" ||
+  fail "no keepalive warning with Open MPI's defaults: $(head -5 "$WORK/2x2.out")"
 run 4 "${args[@]}" --epochs 1 --max-steps 30 --save-model "$WORK/1x4.safetensors" > /dev/null
 "$COMPARE_WEIGHTS" "$WORK/1x4.safetensors" "$WORK/2x2.safetensors" --rtol 1e-5 > /dev/null ||
   fail "2 nodes x 2 ranks differ from 1 node x 4 ranks"
 echo "2x2 nodes: same parameters as 1x4 within 1e-5"
+
+# Checkpoints in a node-local directory: rank 0 (node a) writes them, node b
+# never sees them, and a resumed run still continues exactly (node b's ranks
+# get the checkpoint from rank 0 over MPI).
+node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" "${args[@]}" --epochs 1 --max-steps 20 \
+  --checkpoint-dir "$NODE_LOCAL/ckpt" --checkpoint-every 10 > "$WORK/ckpt.out" 2>&1 ||
+  fail "2x2 with node-local checkpoints failed: $(tail -20 "$WORK/ckpt.out")"
+[ -f "$NODE_LOCAL.a/ckpt/checkpoint-000000020.safetensors" ] ||
+  fail "no checkpoint in node a's directory: $(ls -R "$NODE_LOCAL.a")"
+[ -z "$(ls -A "$NODE_LOCAL.b")" ] || fail "node b's directory is not private: $(ls -R "$NODE_LOCAL.b")"
+node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" "${args[@]}" --epochs 1 --max-steps 30 \
+  --checkpoint-dir "$NODE_LOCAL/ckpt" --resume latest --save-model "$WORK/resumed.safetensors" \
+  > "$WORK/resume.out" 2>&1 || fail "resume across nodes failed: $(tail -20 "$WORK/resume.out")"
+grep -q "resume: from .*checkpoint-000000020.safetensors" "$WORK/resume.out" ||
+  fail "did not resume from step 20: $(grep resume "$WORK/resume.out")"
+"$COMPARE_WEIGHTS" "$WORK/1x4.safetensors" "$WORK/resumed.safetensors" --rtol 1e-5 > /dev/null ||
+  fail "resumed across nodes differs from the uninterrupted run"
+echo "node-local checkpoints: resumed at step 20 from node a's directory, same parameters as 1x4"
 
 # kill -9 of rank 3, on node b, mid-training.
 node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" "${args[@]}" --epochs 50 \
@@ -24,7 +46,7 @@ victim=""
 for _ in $(seq 400); do
   if grep -q "reducer:" "$WORK/kill.out" 2> /dev/null; then
     for p in /proc/[0-9]*; do
-      tr '\0' '\n' < "$p/environ" 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=3 &&
+      { tr '\0' '\n' < "$p/environ"; } 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=3 &&
         grep -q ddp_train "$p/cmdline" 2> /dev/null && victim=${p#/proc/}
     done
   fi

@@ -1,0 +1,56 @@
+#include "launcher/launcher_checks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "runtime/str.h"
+
+namespace ddp::launcher {
+
+Keepalive keepaliveFromEnvironment(const std::function<const char*(const char*)>& getenv) {
+  Keepalive k;
+  const auto read = [&](const char* name, int& into) {
+    if (const char* value = getenv(name)) into = std::atoi(value);
+  };
+  read("OMPI_MCA_oob_tcp_keepalive_time", k.time);
+  read("OMPI_MCA_oob_tcp_keepalive_intvl", k.interval);
+  read("OMPI_MCA_oob_tcp_keepalive_probes", k.probes);
+  return k;
+}
+
+Keepalive suggestedKeepalive(double timeoutSeconds, double stallWarningSeconds) {
+  Keepalive k;
+  k.probes = 5;
+  // The probes outlast the stall warning (and its 2 s of asking peers) ...
+  k.interval = std::max(1, static_cast<int>(std::ceil((stallWarningSeconds + 5) / k.probes)));
+  // ... unless that leaves too little of a short timeout: then the timeout wins.
+  if (k.interval * k.probes > timeoutSeconds * 0.6) {
+    k.interval = 1;
+    k.probes = std::clamp(static_cast<int>(std::floor(timeoutSeconds * 0.4)), 1, 5);
+  }
+  // The whole keepalive ends well before the timeout.
+  k.time =
+      std::max(1, static_cast<int>(std::floor((timeoutSeconds - k.interval * k.probes) * 0.8)));
+  return k;
+}
+
+std::optional<std::string> keepaliveWarning(const Keepalive& keepalive, double timeoutSeconds,
+                                            double stallWarningSeconds) {
+  if (keepalive.time > 0 && keepalive.worstCase() < timeoutSeconds) return std::nullopt;
+  const double stall = std::min(stallWarningSeconds, timeoutSeconds / 2);
+  const Keepalive s = suggestedKeepalive(timeoutSeconds, stall);
+  const std::string now =
+      keepalive.time <= 0 ? std::string("has its TCP keepalive off (oob_tcp_keepalive_time <= 0)")
+                          : str("finds a lost node only after up to ", keepalive.worstCase(),
+                                " s (oob_tcp_keepalive_time ", keepalive.time, " + ",
+                                keepalive.probes, " probes x ", keepalive.interval,
+                                " s), not before --timeout ", timeoutSeconds, " s");
+  return str("mpirun across nodes ", now,
+             ": if a node's link is cut, ddp reports it and aborts, but mpirun then waits "
+             "for TCP to give up (up to ~15 minutes). Launch with --mca oob_tcp_keepalive_time ",
+             s.time, " --mca oob_tcp_keepalive_intvl ", s.interval,
+             " --mca oob_tcp_keepalive_probes ", s.probes, " (README, \"Across nodes\")");
+}
+
+}  // namespace ddp::launcher
