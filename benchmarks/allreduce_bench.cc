@@ -295,6 +295,7 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf("# allreduce_bench: %d ranks on %d node(s), %s\n", n, world.nodeCount(),
                 bench->describe().c_str());
+    if (world.nodeCount() > 1) std::printf("# nodes: %s\n", describeNodes(world.nodes()).c_str());
     std::printf("# float32 sum, median of %d iterations (after %d warm-up) of the slowest rank\n",
                 iterations, warmup);
     std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s\n", "", "",

@@ -38,6 +38,15 @@ grep -q "resume: from .*checkpoint-000000020.safetensors" "$WORK/resume.out" ||
   fail "resumed across nodes differs from the uninterrupted run"
 echo "node-local checkpoints: resumed at step 20 from node a's directory, same parameters as 1x4"
 
+# allreduce_bench across the nodes, one rank on each: every result verified.
+: "${ALLREDUCE_BENCH:?set by meson}"
+node_mpirun --host a:1,b:1 -np 2 "$ALLREDUCE_BENCH" -b 8 -e 1M -f 8 -n 3 -w 1 > "$WORK/bench.out" 2>&1 ||
+  fail "allreduce_bench across nodes failed: $(tail "$WORK/bench.out")"
+grep -q "^# allreduce_bench: 2 ranks on 2 node(s)" "$WORK/bench.out" &&
+  grep -q "^# nodes: a: rank 0; b: rank 1" "$WORK/bench.out" &&
+  grep -q "^# wrong results: 0" "$WORK/bench.out" || fail "allreduce_bench across nodes: $(cat "$WORK/bench.out")"
+echo "allreduce_bench across nodes: $(grep -c '^ *[0-9]' "$WORK/bench.out") sizes, 0 wrong"
+
 # kill -9 of rank 3, on node b, mid-training.
 node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" "${args[@]}" --epochs 50 \
   --timeout 60 > "$WORK/kill.out" 2>&1 &
