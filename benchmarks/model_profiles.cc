@@ -1,5 +1,8 @@
 #include "benchmarks/model_profiles.h"
 
+#include <functional>
+#include <numeric>
+
 #include "runtime/error.h"
 #include "runtime/str.h"
 
@@ -106,31 +109,22 @@ Profile mlp() {
 }  // namespace
 
 std::size_t Tensor::numel() const {
-  std::size_t n = 1;
-  for (std::size_t d : shape)
-    n *= d;
-  return n;
+  return std::accumulate(shape.begin(), shape.end(), std::size_t{1}, std::multiplies<>());
 }
 
 std::size_t Layer::numel() const {
-  std::size_t n = 0;
-  for (const Tensor& t : tensors)
-    n += t.numel();
-  return n;
+  return std::transform_reduce(tensors.begin(), tensors.end(), std::size_t{0}, std::plus<>(),
+                               [](const Tensor& t) { return t.numel(); });
 }
 
 std::size_t Profile::tensorCount() const {
-  std::size_t n = 0;
-  for (const Layer& l : layers)
-    n += l.tensors.size();
-  return n;
+  return std::transform_reduce(layers.begin(), layers.end(), std::size_t{0}, std::plus<>(),
+                               [](const Layer& l) { return l.tensors.size(); });
 }
 
 std::size_t Profile::parameterCount() const {
-  std::size_t n = 0;
-  for (const Layer& l : layers)
-    n += l.numel();
-  return n;
+  return std::transform_reduce(layers.begin(), layers.end(), std::size_t{0}, std::plus<>(),
+                               [](const Layer& l) { return l.numel(); });
 }
 
 std::vector<std::string> profileNames() {

@@ -108,9 +108,13 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
 
 // Never waits: a Reducer destroyed with collectives in flight is being
 // unwound by a failure (a timeout), and waiting another --timeout per bucket
-// would only delay the report. Each launched Work retains the buffer it
-// reduces, so the backend never writes into freed memory.
-Reducer::~Reducer() = default;
+// would only delay the report. Instead each collective still in flight keeps
+// the buffer it reduces (a no-op for completed ones), so the backend never
+// writes into freed memory, and the steps pay nothing for it.
+Reducer::~Reducer() {
+  for (Launch& launch : launches_)
+    launch.work->retain(compressed_ ? compressed_ : storage_);
+}
 
 std::span<float> Reducer::gradient(std::size_t index) {
   DDP_CHECK(index < specs_.size(), str("gradient index ", index, " out of range"));
@@ -163,7 +167,6 @@ void Reducer::launchReadyBuckets() {
       work = comm_.allreduce(data, bucket.count, DataType::kFloat32, op);
     }
     comm_.setContext(outer);
-    work->retain(compressed_ ? compressed_ : storage_);  // ~Reducer does not wait for it
     launches_.push_back(Launch{nextLaunch_, std::chrono::steady_clock::now(), std::move(work)});
     ++nextLaunch_;
   }

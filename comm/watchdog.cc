@@ -336,7 +336,7 @@ PeerAnswer Watchdog::ask(int rank) const {
   } else {
     // A timeout says nothing more than "no answer"; other reasons (no route, ...) are kept.
     answer.error = str("no answer within ", seconds(options_.probeTimeout.count() / 1000.0),
-                       error == "timed out" ? "" : str(" (", error, ")"),
+                       error == net::kTimedOut ? "" : str(" (", error, ")"),
                        ": the process is stopped or gone, or its host is unreachable");
   }
   return answer;

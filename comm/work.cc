@@ -52,11 +52,11 @@ void Work::markStarted() {
 
 void Work::retain(std::shared_ptr<const void> owner) {
   std::lock_guard lock(mutex_);
-  if (!completed_) retained_.push_back(std::move(owner));
+  if (!completed_) retained_ = std::move(owner);
 }
 
 void Work::complete(std::exception_ptr error) {
-  std::vector<std::shared_ptr<const void>> released;  // freed outside the lock
+  std::shared_ptr<const void> released;  // freed outside the lock
   {
     std::lock_guard lock(mutex_);
     released.swap(retained_);
@@ -64,7 +64,7 @@ void Work::complete(std::exception_ptr error) {
     completedAt_ = std::chrono::steady_clock::now();
     error_ = std::move(error);
   }
-  released.clear();  // before waking waiters: once wait() returns, the buffers are released
+  released.reset();  // before waking waiters: once wait() returns, the buffers are released
   done_.notify_all();
 }
 

@@ -2,9 +2,10 @@
 //
 // A Communicator returns a Work for every call. The caller keeps the buffer
 // alive and untouched until wait() returns, or hands its owner to retain();
-// the backend completes the Work from its own thread. wait() rethrows whatever error the collective
-// stored (CommError, with the call and rank), so a failure surfaces on the thread that asked for
-// the result, not on the communication thread.
+// the backend completes the Work from its own thread. wait() rethrows
+// whatever error the collective stored (CommError, with the call and rank),
+// so a failure surfaces on the thread that asked for the result, not on the
+// communication thread.
 #pragma once
 
 #include <chrono>
@@ -14,7 +15,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <vector>
 
 namespace ddp::comm {
 
@@ -61,10 +61,11 @@ class Work {
   std::optional<bool> resultNonFinite() const;
 
   // Keeps `owner` (the collective's buffer) alive until the collective
-  // completes. For callers that may give up waiting: a timeout unwinds the
-  // stack while the backend may still write into the buffer, and the job is
-  // about to end, so the buffer outlives its user instead of anyone blocking
-  // on the collective again. Call it before waiting; any thread.
+  // completes; nothing if it already has. For an owner that goes away
+  // without waiting: a timeout unwinds the stack while the backend may still
+  // write into the buffer, and the job is about to end, so the buffer
+  // outlives its user instead of anyone blocking on the collective again.
+  // One owner per Work (a second call replaces the first). Any thread.
   void retain(std::shared_ptr<const void> owner);
 
   // Backend side, before complete(): records the check above.
@@ -82,7 +83,7 @@ class Work {
   bool completed_ = false;
   std::exception_ptr error_;
   std::optional<bool> nonFinite_;
-  std::vector<std::shared_ptr<const void>> retained_;  // released by complete()
+  std::shared_ptr<const void> retained_;  // released by complete()
   TimePoint startedAt_{};
   TimePoint completedAt_{};
 };

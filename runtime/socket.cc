@@ -108,7 +108,7 @@ Fd connectTcp(const std::string& address, std::uint16_t port, Deadline deadline,
       return Fd();
     }
     if (!waitFor(fd.get(), POLLOUT, deadline)) {
-      error = "timed out";
+      error = kTimedOut;
       return Fd();
     }
     int status = 0;

@@ -44,8 +44,12 @@ Listener listenTcp();
 // This host's IPv4 addresses, loopback last ("10.0.0.2", ..., "127.0.0.1").
 std::vector<std::string> localAddresses();
 
+// The `error` connectTcp sets when the deadline passed without an answer.
+inline constexpr const char* kTimedOut = "timed out";
+
 // Connects to address:port before `deadline`. Returns an invalid Fd and sets
-// `error` ("connection refused", "timed out") on failure. Never throws.
+// `error` (strerror's text, e.g. "Connection refused", or kTimedOut) on
+// failure. Never throws.
 Fd connectTcp(const std::string& address, std::uint16_t port, Deadline deadline,
               std::string& error);
 
