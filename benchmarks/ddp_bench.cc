@@ -16,9 +16,17 @@
 // [Automatic bucket cap]) it reports the median step of the slowest rank and
 // its phases, samples/s (N x --batch per step: the batch is nominal, it only
 // labels throughput), and the exposed communication fraction (the wait in
-// Reducer::finalize over the step). After the last step every rank's reduced
-// gradients are compared (a hash, all-gathered): replicas that differ are
-// counted as wrong, and the program then exits 1.
+// Reducer::finalize over the step). After each cap's last step every rank's
+// reduced gradients are compared (a hash, all-gathered): replicas that differ
+// are counted as wrong, and the program then exits 1.
+//
+// The caps are measured side by side: one Reducer re-partitioned per step
+// (Reducer::setBucketCaps), the caps taking turns in serpentine rounds, as
+// the tuner does. On a machine whose speed drifts, measuring each cap in its
+// own block of steps would credit the drift to the caps. With auto in the
+// list, the tuner runs first (exactly as in ddp_train) and its choice then
+// takes turns with the fixed caps, so "auto" and the fixed cap it chose are
+// two samples of the same configuration: their difference is the noise.
 #include <cblas.h>
 #include <mpi.h>
 
@@ -273,11 +281,10 @@ std::uint64_t hashGradients(comm::Reducer& reducer, std::size_t tensors) {
 
 struct CapResult {
   std::string cap;
-  std::size_t chosen = 0;  // auto: the tuner's choice
+  std::size_t chosen = 0;  // the cap used (auto: the tuner's choice)
   std::size_t buckets = 0;
-  std::size_t tuningSteps = 0;
-  std::vector<double> tunerMedians;
-  Phases median;  // per phase: the median over steps of the slowest rank
+  std::vector<Phases> steps;  // this rank's timed steps
+  Phases median;              // per phase: the median over steps of the slowest rank
   double stepSeconds = 0;
   int wrong = 0;
 };
@@ -291,48 +298,72 @@ double slowestMedian(std::vector<double> values) {
   return worst[worst.size() / 2];
 }
 
-CapResult measureCap(std::size_t cap, EmulatedModel& model, comm::Communicator& comm,
-                     const Options& o) {
-  CapResult result;
-  result.cap = capName(cap);
-  std::size_t used = cap;
-  if (cap == kAuto) {
-    comm::BucketCapTuner tuner(comm::BucketCapTuner::defaultCandidates());
-    while (tuner.tuning()) {
-      comm::Reducer reducer(comm, model.specs(), reducerOptions(tuner.currentCap()));
-      const std::size_t tried = tuner.currentCap();
-      while (tuner.tuning() && tuner.currentCap() == tried) {
-        tuner.recordStep(runStep(model, reducer).total(), comm);
-        ++result.tuningSteps;
-      }
-    }
-    used = tuner.chosen();
-    result.tunerMedians = tuner.medians();
-  }
-  result.chosen = used;
-  comm::Reducer reducer(comm, model.specs(), reducerOptions(used));
-  result.buckets = reducer.buckets().size();
-  for (std::size_t s = 0; s < o.warmup; ++s)
-    runStep(model, reducer);
-  std::vector<double> total, forward, backward, exposed, optimizer;
-  for (std::size_t s = 0; s < o.steps; ++s) {
-    const Phases p = runStep(model, reducer);
-    total.push_back(p.total());
-    forward.push_back(p.forward);
-    backward.push_back(p.backward);
-    exposed.push_back(p.comm);
-    optimizer.push_back(p.optimizer);
-  }
-  result.stepSeconds = slowestMedian(total);
-  result.median = {slowestMedian(forward), slowestMedian(backward), slowestMedian(exposed),
-                   slowestMedian(optimizer)};
-  // Every replica must hold the same reduced gradients.
-  const std::uint64_t mine = hashGradients(reducer, model.specs().size());
+void useCap(comm::Reducer& reducer, std::size_t cap) {
+  const comm::ReducerOptions r = reducerOptions(cap);
+  reducer.setBucketCaps(r.firstBucketBytes, r.bucketCapBytes);
+}
+
+// Every replica must hold the same reduced gradients: the ranks whose hash
+// differs from rank 0's.
+int wrongReplicas(comm::Reducer& reducer, const comm::Communicator& comm) {
+  const std::uint64_t mine = hashGradients(reducer, reducer.gradients().size());
   std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
   MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  int wrong = 0;
   for (std::uint64_t h : all)
-    result.wrong += h != all[0];
-  return result;
+    wrong += h != all[0];
+  return wrong;
+}
+
+struct Tuning {
+  std::size_t chosen = 0;
+  std::size_t steps = 0;
+  std::vector<double> medians;
+};
+
+// --bucket-cap-mb auto, as ddp_train runs it.
+Tuning tune(EmulatedModel& model, comm::Reducer& reducer, comm::Communicator& comm) {
+  Tuning t;
+  comm::BucketCapTuner tuner(comm::BucketCapTuner::defaultCandidates());
+  while (tuner.tuning()) {
+    useCap(reducer, tuner.currentCap());
+    tuner.recordStep(runStep(model, reducer).total(), comm);
+    ++t.steps;
+  }
+  t.chosen = tuner.chosen();
+  t.medians = tuner.medians();
+  return t;
+}
+
+// Every entry of `results` (its `chosen` cap set) gets o.warmup untimed and
+// o.steps timed steps; the entries take turns in serpentine rounds.
+void measureSideBySide(std::vector<CapResult>& results, EmulatedModel& model,
+                       comm::Reducer& reducer, comm::Communicator& comm, const Options& o) {
+  const std::size_t rounds = o.warmup + o.steps;
+  for (std::size_t round = 0; round < rounds; ++round) {
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      CapResult& r = results[round % 2 == 0 ? i : results.size() - 1 - i];
+      useCap(reducer, r.chosen);
+      r.buckets = reducer.buckets().size();
+      const Phases p = runStep(model, reducer);
+      if (round >= o.warmup) r.steps.push_back(p);
+      if (round + 1 == rounds) r.wrong = wrongReplicas(reducer, comm);
+    }
+  }
+  for (CapResult& r : results) {
+    const auto phase = [&](double Phases::*field) {
+      std::vector<double> values;
+      for (const Phases& p : r.steps)
+        values.push_back(p.*field);
+      return slowestMedian(values);
+    };
+    std::vector<double> totals;
+    for (const Phases& p : r.steps)
+      totals.push_back(p.total());
+    r.stepSeconds = slowestMedian(totals);
+    r.median = {phase(&Phases::forward), phase(&Phases::backward), phase(&Phases::comm),
+                phase(&Phases::optimizer)};
+  }
 }
 
 // Scales --work so that one rank's backward takes about `targetMs`.
@@ -375,8 +406,8 @@ int run(const Options& o) {
   if (world.rank() == 0) {
     std::printf(
         "# ddp_bench: %s (%zu tensors, %.1fM parameters, %.1f MiB of gradients), %d ranks "
-        "on %d node(s), mpi, work K=%zu, batch %zu per rank, median of %zu steps after "
-        "%zu warm-up (slowest rank)\n",
+        "on %d node(s), mpi, work K=%zu, batch %zu per rank, median of %zu steps per cap, the caps "
+        "taking turns step by step after %zu warm-up rounds (slowest rank)\n",
         profile.name.c_str(), profile.tensorCount(),
         static_cast<double>(profile.parameterCount()) / 1e6,
         static_cast<double>(profile.parameterCount()) * 4 / kMiB, n, world.nodeCount(),
@@ -384,18 +415,28 @@ int run(const Options& o) {
     std::printf("%8s %8s %8s %9s %9s %9s %9s %9s %11s %8s %6s\n", "cap(MiB)", "chosen", "buckets",
                 "step(ms)", "fwd", "bwd", "comm", "opt", "samples/s", "exposed", "#wrong");
   }
-  {
-    // The first steps of a process are slower (first touch of the parameters,
-    // the GEMM inputs and shared memory; clocks ramping up): take them here,
-    // so that the first cap measured is not penalised.
-    comm::Reducer reducer(comm, model.specs(), reducerOptions(comm::kSingleBucket));
-    for (std::size_t s = 0; s < o.warmup + 2; ++s)
-      runStep(model, reducer);
+  // One Reducer for every cap: the storage is allocated and paged in once.
+  comm::Reducer reducer(comm, model.specs(), reducerOptions(comm::kSingleBucket));
+  // The first steps of a process are slower (first touch of the parameters,
+  // the GEMM inputs and shared memory; clocks ramping up): take them here,
+  // so that neither the tuner nor the first cap pays for them.
+  for (std::size_t s = 0; s < o.warmup + 2; ++s)
+    runStep(model, reducer);
+  Tuning tuning;
+  if (std::find(o.caps.begin(), o.caps.end(), kAuto) != o.caps.end()) {
+    tuning = tune(model, reducer, comm);
   }
+  std::vector<CapResult> measured;
+  for (std::size_t cap : o.caps) {
+    CapResult r;
+    r.cap = capName(cap);
+    r.chosen = cap == kAuto ? tuning.chosen : cap;
+    measured.push_back(std::move(r));
+  }
+  measureSideBySide(measured, model, reducer, comm, o);
   nlohmann::json results = nlohmann::json::array();
   int wrong = 0;
-  for (std::size_t cap : o.caps) {
-    const CapResult r = measureCap(cap, model, comm, o);
+  for (const CapResult& r : measured) {
     wrong += r.wrong;
     const double samples = static_cast<double>(n * o.batch) / r.stepSeconds;
     const double exposed = r.median.comm / r.stepSeconds;
@@ -418,13 +459,21 @@ int run(const Options& o) {
                             {"samples_per_s", samples},
                             {"exposed_fraction", exposed},
                             {"wrong", r.wrong}};
-    if (cap == kAuto) {
-      entry["tuning_steps"] = r.tuningSteps;
+    if (r.cap == "auto") {
+      entry["tuning_steps"] = tuning.steps;
       entry["tuner_median_ms"] = nlohmann::json::array();
-      for (double m : r.tunerMedians)
+      for (double m : tuning.medians)
         entry["tuner_median_ms"].push_back(m * 1e3);
     }
     results.push_back(entry);
+  }
+  if (world.rank() == 0 && tuning.steps > 0) {
+    std::printf("# auto: %zu tuning steps, median step of the slowest rank per candidate:",
+                tuning.steps);
+    const std::vector<std::size_t> candidates = comm::BucketCapTuner::defaultCandidates();
+    for (std::size_t i = 0; i < candidates.size(); ++i)
+      std::printf(" %s %.2f ms", capName(candidates[i]).c_str(), tuning.medians[i] * 1e3);
+    std::printf("; chose %s\n", capName(tuning.chosen).c_str());
   }
   if (world.rank() == 0 && !o.json.empty()) {
     const nlohmann::json doc = {{"profile", profile.name},

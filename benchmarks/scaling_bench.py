@@ -6,8 +6,8 @@ caps, repeated in alternating rounds; medians go to JSON, CSV and markdown.
         [--np 1,2,4] [--caps 1,5,25,100,inf,auto] [--repeats 3] [--steps 6]
         [--warmup 2] [--work 8] [--out benchmarks/results]
 
-Each (profile, np) run measures every cap in one ddp_bench invocation, so caps
-are compared side by side; rounds alternate over profiles and world sizes so
+Each (profile, np) run measures every cap in one ddp_bench invocation, the
+caps taking turns step by step, so caps are compared side by side; rounds alternate over profiles and world sizes so
 that a noisy period on the shared machine spreads over all of them.
 Efficiency is weak scaling (fixed per-rank batch): step(np=1) / step(np=N) at
 the same cap. The markdown goes to stdout; plots come from plots.py.
@@ -123,8 +123,13 @@ def main():
                 cells += [label, "" if r["efficiency"] is None else f"{r['efficiency']:.2f}"]
             print(f"| {cap} | " + " | ".join(cells) + " |")
         # auto against the best fixed cap of the same run, paired per round.
+        # The caps take turns step by step inside one run (ddp_bench), so
+        # within a run they are compared under the same machine conditions.
+        # "auto" is the tuned run's own steps; "pick" is the fixed cap that
+        # auto chose, measured as a fixed cap in the same run (how good the
+        # choice is, without auto's own sampling noise).
         for n in sizes:
-            ratios, choices = [], []
+            ratios, picks, choices = [], [], []
             for doc in runs:
                 if doc["profile"] != profile or doc["ranks"] != n:
                     continue
@@ -133,12 +138,18 @@ def main():
                 if fixed and auto:
                     best = min(fixed, key=lambda r: r["step_ms"])
                     ratios.append(auto["step_ms"] / best["step_ms"])
+                    same = next((r for r in fixed if r["cap"] == auto["chosen"]), None)
+                    if same is not None:
+                        picks.append(same["step_ms"] / best["step_ms"])
                     choices.append(f"{auto['chosen']} (best {best['cap']})")
             if ratios:
                 print(f"\nnp={n}: auto / best fixed cap of the same run: median "
                       f"{statistics.median(ratios):.3f}x over {len(ratios)} rounds "
-                      f"({', '.join(f'{x:.2f}' for x in ratios)}); chose {'; '.join(choices)}",
-                      end="")
+                      f"({', '.join(f'{x:.2f}' for x in ratios)})", end="")
+                if picks:
+                    print(f"; the chosen cap / best: median {statistics.median(picks):.3f}x, "
+                          f"worst {max(picks):.3f}x", end="")
+                print(f"; chose {'; '.join(choices)}", end="")
         print()
 
 

@@ -67,9 +67,23 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
     : comm_(comm),
       specs_(std::move(gradients)),
       options_(options),
-      buckets_(computeBucketLayout(specs_, options_.firstBucketBytes, options_.bucketCapBytes)),
       locations_(specs_.size()),
       ready_(specs_.size(), false) {
+  const std::size_t total = layOutBuckets();
+  if (options_.compression == GradCompression::kBf16 &&
+      comm_.allocatedMemory() != Communicator::Memory::kHost) {
+    // The hook rounds and widens on the host (comm/bfloat16.h).
+    throw UsageError(str("bfloat16 gradient compression needs host memory; the ",
+                         comm_.backendName(), " backend reduces device memory"));
+  }
+  storage_ = comm_.allocate(total * sizeof(float));
+  if (options_.compression == GradCompression::kBf16) {
+    compressed_ = comm_.allocate(total * sizeof(std::uint16_t));
+  }
+}
+
+std::size_t Reducer::layOutBuckets() {
+  buckets_ = computeBucketLayout(specs_, options_.firstBucketBytes, options_.bucketCapBytes);
   std::size_t total = 0;
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     std::size_t within = 0;
@@ -79,7 +93,7 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
     }
     total += buckets_[b].count;
   }
-  pending_.resize(buckets_.size());
+  pending_.assign(buckets_.size(), 0);
 
   // Every rank must have built the same buckets, or the all-reduces would pair
   // up different gradients.
@@ -94,15 +108,24 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
                               specs_.size(), " gradients in ", buckets_.size(), " buckets)"));
     }
   }
-  if (options_.compression == GradCompression::kBf16 &&
-      comm_.allocatedMemory() != Communicator::Memory::kHost) {
-    // The hook rounds and widens on the host (comm/bfloat16.h).
-    throw UsageError(str("bfloat16 gradient compression needs host memory; the ",
-                         comm_.backendName(), " backend reduces device memory"));
-  }
-  storage_ = comm_.allocate(total * sizeof(float));
-  if (options_.compression == GradCompression::kBf16) {
-    compressed_ = comm_.allocate(total * sizeof(std::uint16_t));
+  return total;
+}
+
+void Reducer::setBucketCaps(std::size_t firstBucketBytes, std::size_t bucketCapBytes) {
+  DDP_CHECK(!reducing_, "setBucketCaps during a reducing backward pass (before finalize())");
+  // Every launch of the last pass was waited for (or stream-ordered) by
+  // finalize(), and the storage stays: nothing in flight refers to a bucket.
+  launches_.clear();
+  nextLaunch_ = 0;
+  std::vector<float*> before;
+  for (std::size_t g = 0; g < specs_.size(); ++g)
+    before.push_back(specs_[g].requiresGrad ? gradient(g).data() : nullptr);
+  options_.firstBucketBytes = firstBucketBytes;
+  options_.bucketCapBytes = bucketCapBytes;
+  layOutBuckets();
+  for (std::size_t g = 0; g < specs_.size(); ++g) {
+    DDP_CHECK(!specs_[g].requiresGrad || gradient(g).data() == before[g],
+              str("re-bucketing moved gradient '", specs_[g].name, "'"));
   }
 }
 

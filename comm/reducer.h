@@ -14,7 +14,11 @@
 // Every rank computes the layout from the same specs and checks that all
 // ranks got the same one. Each bucket is one contiguous range of storage that
 // the communicator allocated; gradient(i) is a view into it, so backward
-// writes gradients in place and nothing is copied in or out.
+// writes gradients in place and nothing is copied in or out. The storage
+// holds the gradients in backward order whatever the caps; the caps only
+// decide where buckets end. So setBucketCaps() can re-partition it between
+// passes (--bucket-cap-mb auto tries caps that way) while every gradient
+// view stays where it was.
 // Per backward pass:
 //   prepareForBackward(reduce)   every bucket pending, nothing launched
 //   markReady(i) ...             gradient i is final; when it completes its
@@ -102,6 +106,13 @@ class Reducer {
   const std::vector<GradientSpec>& gradients() const { return specs_; }
   const ReducerOptions& options() const { return options_; }
 
+  // Re-partitions the same storage into buckets for new caps (the options'
+  // meaning). Between backward passes only (after finalize(), or before the
+  // first pass); collective, like the constructor: throws MismatchError if
+  // the ranks' new layouts differ. gradient(i) and storage() do not change;
+  // launches() is emptied.
+  void setBucketCaps(std::size_t firstBucketBytes, std::size_t bucketCapBytes);
+
   void prepareForBackward(bool reduce = true);
   void markReady(std::size_t index);
   void finalize();
@@ -124,6 +135,9 @@ class Reducer {
 
  private:
   void launchReadyBuckets();
+  // Computes buckets_, locations_ and pending_ from the options' caps and
+  // checks that every rank has the same layout. Returns the elements in all.
+  std::size_t layOutBuckets();
 
   struct Location {
     std::size_t bucket = 0;

@@ -202,15 +202,6 @@ int train(const Options& o) {
     if (placement.printsError) log::error(str("ddp_train: ", placement.error));
     return kExitUsage;
   }
-  if (o.skipNonFinite && placement.device == trainer::Device::kCuda) {
-    // Every rank has the same placement, so every rank stops here.
-    if (world.rank() == 0) {
-      log::error(
-          "ddp_train: --skip-nonfinite is CPU-only for now; on GPUs a non-finite loss "
-          "stops the run (drop the option, or use --device cpu)");
-    }
-    return kExitUsage;
-  }
   if (placement.device == trainer::Device::kCuda) printPlacements(placement, world);
   comm::CommOptions commOptions;
   commOptions.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeoutSeconds * 1000));

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "ddp_config.h"
+#include "runtime/error.h"
 #if DDP_WITH_CUDA
 #include "trainer/cuda/kernels.h"
 #endif
@@ -12,7 +13,7 @@ namespace ddp::trainer {
 Sgd::Sgd(std::vector<Parameter*> parameters, SgdOptions options)
     : parameters_(std::move(parameters)), options_(options), buffers_(parameters_.size()) {}
 
-void Sgd::step() {
+void Sgd::step(const std::int32_t* deviceSkip) {
   const float lr = options_.lr, mu = options_.momentum, wd = options_.weightDecay;
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     Parameter& param = *parameters_[i];
@@ -23,13 +24,16 @@ void Sgd::step() {
     if (param.value.onCuda()) {
 #if DDP_WITH_CUDA
       Tensor& buffer = buffers_[i];
-      const bool first = buffer.empty();
-      if (first && mu != 0.0f) buffer = Tensor(param.value.shape(), Device::kCuda);
+      // Device tensors start zeroed: with a skip flag, a zero buffer stands
+      // in for "first" (Note [Skipping a step on the device]).
+      const bool first = buffer.empty() && deviceSkip == nullptr;
+      if (buffer.empty() && mu != 0.0f) buffer = Tensor(param.value.shape(), Device::kCuda);
       cuda::sgdUpdate(p, grad, mu != 0.0f ? buffer.data() : nullptr, n, lr, mu, wd,
-                      options_.nesterov, first);
+                      options_.nesterov, first, deviceSkip);
 #endif
       continue;
     }
+    DDP_CHECK(deviceSkip == nullptr, "a device skip flag for a parameter on the CPU");
     if (mu == 0.0f) {
       for (std::size_t j = 0; j < n; ++j)
         p[j] -= lr * (grad[j] + wd * p[j]);

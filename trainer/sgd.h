@@ -7,8 +7,22 @@
 //   p -= lr * g
 // Frozen (non-trainable) parameters are skipped. Parameters on a CUDA device
 // are updated there, one fused kernel per tensor.
+//
+// Note [Skipping a step on the device]
+// --skip-nonfinite must decide, per step, whether to update at all. On the
+// CPU the trainer reads the gradients and simply does not call step(). On a
+// GPU reading a flag back would stall the host every step, so the decision
+// stays on the device: a kernel raises a flag in device memory when a
+// gradient is not finite, and every update kernel of the step reads that
+// flag and writes nothing when it is set. The host learns which steps were
+// skipped when it next reads the loss (a sync it makes anyway). With such a
+// flag the host cannot know which step was the first real update, so the
+// momentum buffer is not initialised from it: buffers start zeroed and every
+// step applies buf = momentum * buf + g, which on a zero buffer is exactly
+// g, PyTorch's first-step rule (x * 0 + g == g in floating point).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "trainer/layer.h"
@@ -26,7 +40,10 @@ class Sgd {
  public:
   Sgd(std::vector<Parameter*> parameters, SgdOptions options);
   // Applies one update from the current gradients (already averaged across ranks).
-  void step();
+  // `deviceSkip`: CUDA parameters only (device memory, Note [Skipping a step
+  // on the device]): the update happens only if *deviceSkip is 0 when the
+  // kernels run. Pass it on every step of a run or on none.
+  void step(const std::int32_t* deviceSkip = nullptr);
   const SgdOptions& options() const { return options_; }
   // Changes the learning rate from the next step on (schedules).
   void setLearningRate(float lr) { options_.lr = lr; }

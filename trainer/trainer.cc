@@ -8,8 +8,13 @@
 #include "ddp_config.h"
 #include "runtime/error.h"
 #if DDP_WITH_CUDA
+#include <cuda_runtime.h>
+
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/memory.h"
 #include "trainer/cuda/device_batches.h"
+#include "trainer/cuda/kernels.h"
 #include "trainer/cuda/step_timer.h"
 #endif
 
@@ -20,21 +25,54 @@ enum Phase : std::size_t { kDataPhase, kForwardPhase, kBackwardPhase, kCommPhase
 
 #if DDP_WITH_CUDA
 struct Trainer::Gpu {
-  explicit Gpu(unsigned gatherThreads) : batches(gatherThreads) {}
+  // skipSlots: steps whose loss may be unread at once (--skip-nonfinite), else 0.
+  Gpu(unsigned gatherThreads, std::size_t skipSlots)
+      : batches(gatherThreads), skipSlots(skipSlots) {
+    if (skipSlots > 0) skipFlags = ddp::cuda::allocateDevice(skipSlots * sizeof(std::int32_t));
+  }
   cuda::DeviceBatches batches;
   cuda::StepTimer timer;
   void mark(Phase phase) { timer.mark(phase); }
+
+  // --skip-nonfinite (Note [Skipping a step on the device] in trainer/sgd.h):
+  // one flag per step whose loss is unread, raised by a kernel when a reduced
+  // gradient is not finite; the step's update kernels read it.
+  std::shared_ptr<void> skipFlags;
+  std::size_t skipSlots = 0;
+  std::size_t skipUsed = 0;
+
+  // Queues the check of every reduced gradient; returns the step's flag.
+  const std::int32_t* flagNonFinite(const comm::Reducer& reducer) {
+    DDP_CHECK(skipUsed < skipSlots, "more unread steps than skip flags");
+    auto* flag = static_cast<std::int32_t*>(skipFlags.get()) + skipUsed++;
+    DDP_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof *flag, ddp::cuda::computeStream()));
+    const comm::Bucket& last = reducer.buckets().back();
+    cuda::flagNonFinite(static_cast<const float*>(reducer.storage().get()),
+                        last.offset + last.count, flag);
+    return flag;
+  }
+  // The flags of the steps since the last call, in order (waits for the device).
+  std::vector<std::int32_t> takeSkipFlags() {
+    std::vector<std::int32_t> flags(skipUsed);
+    if (skipUsed > 0)
+      ddp::cuda::copyToHost(flags.data(), skipFlags.get(), skipUsed * sizeof(std::int32_t));
+    skipUsed = 0;
+    return flags;
+  }
 };
 static_assert(cuda::StepTimer::kPhases == kOptimizerPhase + 1);
 #else
 struct Trainer::Gpu {
-  explicit Gpu(unsigned) {}
+  Gpu(unsigned, std::size_t) {}
   void mark(Phase) {}
 };
 #endif
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// StepReport::skippedFor on GPUs, where the check is one flag per step.
+constexpr const char* kSomeParameter = "at least one parameter";
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -65,7 +103,10 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, co
       baseLr_(optimizer.options().lr) {
   DDP_CHECK(options_.batchSize > 0 && options_.evalBatchSize > 0, "batch sizes must be positive");
   DDP_CHECK(options_.lossReadEvery > 0, "lossReadEvery must be positive");
-  if (device_ == Device::kCuda) gpu_ = std::make_unique<Gpu>(options_.hostThreads);
+  if (device_ == Device::kCuda) {
+    gpu_ = std::make_unique<Gpu>(options_.hostThreads,
+                                 options_.skipNonFinite ? options_.lossReadEvery : 0);
+  }
   DDP_CHECK(options_.gradAccum > 0, "gradient accumulation needs at least one micro-batch");
   if (options_.autoBucketCap) {
     tuner_ = std::make_unique<comm::BucketCapTuner>(comm::BucketCapTuner::defaultCandidates());
@@ -106,9 +147,9 @@ void Trainer::buildReducer(std::size_t capBytes) {
 }
 
 // Note [Automatic bucket cap] in comm/bucket_tuner.h: after each of the first
-// steps, the step's time goes to the tuner, and the buckets are rebuilt when
-// it moves to the next candidate. Gradients do not carry over between steps
-// (the first micro-batch overwrites them), so nothing is lost.
+// steps, the step's time goes to the tuner, and the Reducer re-partitions its
+// storage for the cap the next step tries (Reducer::setBucketCaps: the
+// gradient views stay valid, nothing is allocated).
 void Trainer::tuneBucketCap(std::chrono::steady_clock::time_point stepStart) {
   if (!tuner_ || !tuner_->tuning()) return;
 #if DDP_WITH_CUDA
@@ -116,7 +157,9 @@ void Trainer::tuneBucketCap(std::chrono::steady_clock::time_point stepStart) {
 #endif
   const std::size_t before = tuner_->currentCap();
   tuner_->recordStep(secondsSince(stepStart), comm_);
-  if (tuner_->currentCap() != before) buildReducer(tuner_->currentCap());
+  if (const std::size_t cap = tuner_->currentCap(); cap != before) {
+    reducer_->setBucketCaps(std::min(options_.firstBucketBytes, cap), cap);
+  }
   if (!tuner_->tuning() && options_.onBucketCapChosen) {
     options_.onBucketCapChosen(tuner_->chosen(), tuner_->candidates(), tuner_->medians());
   }
@@ -246,7 +289,11 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
       skippedFor_ = name;
     }
   }
-  if (skippedFor_.empty()) optimizer_.step();
+  const std::int32_t* deviceSkip = nullptr;  // Note [Skipping a step on the device]
+#if DDP_WITH_CUDA
+  if (gpu_ && options_.skipNonFinite) deviceSkip = gpu_->flagNonFinite(*reducer_);
+#endif
+  if (skippedFor_.empty()) optimizer_.step(deviceSkip);
   lastTimes_.optimizer = lap();
   gpuMark(kOptimizerPhase);
   if (tracing) {
@@ -301,10 +348,23 @@ void Trainer::run(TrainObserver& observer) {
       if (unread.empty()) return;
       const double loss = trainTotals_.take().first;  // waits for the device
       if (gpu_) {
+        bool anySkipped = false;
+#if DDP_WITH_CUDA
+        // Every rank holds the same reduced gradients, so the same flags.
+        const std::vector<std::int32_t> flags = gpu_->takeSkipFlags();
+        DDP_CHECK(flags.empty() || flags.size() == unread.size(), "skip flags out of step");
+        for (std::size_t i = 0; i < flags.size(); ++i) {
+          if (flags[i] == 0) continue;
+          unread[i].skippedFor = kSomeParameter;
+          ++skipped;
+          anySkipped = true;
+        }
+#endif
         // Each rank reads its own loss, so the ranks agree before any stops.
         std::int32_t nonFinite = std::isfinite(loss) ? 0 : 1;
         comm_.allreduceSync(std::span<std::int32_t>(&nonFinite, 1), comm::ReduceOp::kMax);
-        if (nonFinite != 0) {
+        // A skipped step's loss may be what was not finite: it was dealt with.
+        if (nonFinite != 0 && !anySkipped) {
           throw NonFiniteError(str("steps ", unread.front().globalStep, " to ",
                                    unread.back().globalStep, ": the loss of ",
                                    std::isfinite(loss) ? "another rank" : "this rank", " is ",

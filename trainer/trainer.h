@@ -75,8 +75,11 @@ struct TrainOptions {
   // every rank): false stops run() with NonFiniteError naming the step and
   // the first such parameter, before the update; true skips that step's
   // update on every rank and counts it (EpochReport::skippedSteps). CPU:
-  // checked every step. GPU: the loss is checked when it is read
-  // (lossReadEvery), and skipping is not available.
+  // checked every step. GPU: without skipping, the loss is checked when it
+  // is read (lossReadEvery); with it, every step's gradients are checked on
+  // the device and the update is cancelled there (Note [Skipping a step on
+  // the device] in trainer/sgd.h), and the skips are reported when the loss
+  // is read.
   bool skipNonFinite = false;
   // Test-only fault injection (ddp_train --inject-fault), on one rank: called
   // before each step with its 1-based global step (may sleep or issue an extra
@@ -111,7 +114,8 @@ struct StepReport {
   double epochSeconds = 0.0;
   PhaseTimes times;  // this step's phases
   // Set when the step's gradients were not finite and its update was skipped
-  // (TrainOptions::skipNonFinite): the first parameter holding one.
+  // (TrainOptions::skipNonFinite): the first parameter holding one (on GPUs,
+  // which check all gradients at once: "at least one parameter").
   std::string skippedFor;
 };
 

@@ -6,11 +6,14 @@
 // skips an element cannot pass by leaving an old value: gradients are filled
 // with NaN before an overwriting backward, and every layer first runs a
 // forward and backward on NaN inputs so its activation buffers hold NaN.
+#include "trainer/cuda/kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
+#include "runtime/cuda/memory.h"
 #include "trainer/cross_entropy.h"
 #include "trainer/linear.h"
 #include "trainer/random.h"
@@ -151,6 +154,68 @@ TEST(SgdOnGpu, UpdatesMatchTheCpu) {
     }
     expectClose(frozenBefore, frozen.value, 0.0, "frozen parameter");
   }
+}
+
+// A device int32 holding `value`, for skip flags.
+std::shared_ptr<void> deviceFlag(std::int32_t value) {
+  std::shared_ptr<void> flag = ddp::cuda::allocateDevice(sizeof value);
+  ddp::cuda::copyToDevice(flag.get(), &value, sizeof value);
+  return flag;
+}
+
+std::int32_t readFlag(const std::shared_ptr<void>& flag) {
+  std::int32_t value = -1;
+  ddp::cuda::copyToHost(&value, flag.get(), sizeof value);
+  return value;
+}
+
+// Note [Skipping a step on the device]: with a flag, the first real update
+// must still set the momentum buffer to the gradient, even after skipped
+// steps, and a raised flag must leave parameters and momentum untouched.
+TEST(SgdOnGpu, ADeviceSkipFlagCancelsTheUpdateAndOtherwiseMatchesTheCpu) {
+  for (const SgdOptions options :
+       {SgdOptions{0.1f, 0.0f, 0.0f, false}, SgdOptions{0.05f, 0.9f, 1e-4f, false},
+        SgdOptions{0.05f, 0.9f, 1e-3f, true}}) {
+    Parameter cpu{"p", randomTensor({777}, 20), randomTensor({777}, 21), true};
+    Parameter gpu{"p", cpu.value.to(Device::kCuda), cpu.grad.to(Device::kCuda), true};
+    Sgd cpuSgd({&cpu}, options), gpuSgd({&gpu}, options);
+    const auto skip = deviceFlag(1), go = deviceFlag(0);
+    const auto* skipFlag = static_cast<const std::int32_t*>(skip.get());
+    const auto* goFlag = static_cast<const std::int32_t*>(go.get());
+    gpuSgd.step(skipFlag);  // a skipped first step: nothing moves
+    expectClose(cpu.value, gpu.value, 0.0, "parameters after a skipped first step");
+    for (int step = 0; step < 3; ++step) {
+      cpuSgd.step();
+      gpuSgd.step(goFlag);
+      expectClose(cpu.value, gpu.value, 1e-5, "parameters after step " + std::to_string(step));
+      const Tensor before = gpu.value.to(Device::kCpu);
+      gpuSgd.step(skipFlag);  // skipped: parameters and momentum stay
+      expectClose(before, gpu.value, 0.0, "parameters after a skipped step");
+    }
+  }
+}
+
+TEST(NonFiniteOnGpu, AnyNaNOrInfinityRaisesTheFlagAndNothingClearsIt) {
+  Tensor data = randomTensor({100003}, 30).to(Device::kCuda);
+  const auto flag = deviceFlag(0);
+  auto* f = static_cast<std::int32_t*>(flag.get());
+  cuda::flagNonFinite(data.data(), data.numel(), f);
+  EXPECT_EQ(readFlag(flag), 0) << "finite data raised the flag";
+  for (const float bad :
+       {kNaN, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+    for (const std::size_t at : {std::size_t{0}, std::size_t{4097}, std::size_t{100002}}) {
+      Tensor host = randomTensor({100003}, 31);
+      host.data()[at] = bad;
+      const Tensor poisoned = host.to(Device::kCuda);
+      const auto fresh = deviceFlag(0);
+      cuda::flagNonFinite(poisoned.data(), poisoned.numel(),
+                          static_cast<std::int32_t*>(fresh.get()));
+      EXPECT_EQ(readFlag(fresh), 1) << bad << " at " << at << " was missed";
+    }
+  }
+  const auto raised = deviceFlag(1);
+  cuda::flagNonFinite(data.data(), data.numel(), static_cast<std::int32_t*>(raised.get()));
+  EXPECT_EQ(readFlag(raised), 1) << "finite data cleared a raised flag";
 }
 
 TEST(TensorOnGpu, CopiesRoundTripAndFill) {

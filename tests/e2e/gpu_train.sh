@@ -49,6 +49,21 @@ run 1 "${short[@]}" --device cuda --batch-size 32 --grad-accum 2 \
 "$COMPARE_WEIGHTS" "$WORK/gpu.safetensors" "$WORK/accum.safetensors" --rtol 1e-4 ||
   fail "gradient accumulation on the GPU differs from one big batch"
 
+# --skip-nonfinite on the GPU (Note [Skipping a step on the device]): step
+# 4's gradients are poisoned; the update is cancelled on the device, reported
+# and counted when the loss is read, and the run ends where the CPU run that
+# skips the same step ends.
+poison=(--inject-fault nonfinite:0:4 --skip-nonfinite)
+run 1 "${short[@]}" "${poison[@]}" --device cuda --metrics "$WORK/gpu_skip.jsonl" \
+  --save-model "$WORK/gpu_skip.safetensors" > "$WORK/gpu_skip.log" 2>&1
+grep -q "step 4: the gradient of at least one parameter holds a NaN or infinity" "$WORK/gpu_skip.log" ||
+  fail "GPU skip not reported: $(cat "$WORK/gpu_skip.log")"
+grep -q '"skipped_steps":1' "$WORK/gpu_skip.jsonl" || fail "GPU skip not counted in --metrics"
+run 1 "${short[@]}" "${poison[@]}" --device cpu --threads 1 \
+  --save-model "$WORK/cpu_skip.safetensors" > /dev/null 2>&1
+"$COMPARE_WEIGHTS" "$WORK/cpu_skip.safetensors" "$WORK/gpu_skip.safetensors" --rtol 1e-3 ||
+  fail "a GPU run skipping step 4 differs from the CPU run skipping it"
+
 # A checkpoint written from the GPU resumes exactly (constant rate: the
 # interrupted run's plan is shorter).
 constant=("${model[@]}" --lr-schedule constant --device cuda)

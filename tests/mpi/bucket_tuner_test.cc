@@ -1,6 +1,7 @@
 // --bucket-cap-mb auto (Note [Automatic bucket cap]): every rank picks the
-// same cap even when each rank measured different times, and it is the cap
-// whose slowest rank was fastest.
+// same cap even when each rank measured different times, it is the cap
+// whose slowest rank was fastest, and the candidates take turns so that a
+// drift in speed during tuning does not decide.
 #include "comm/bucket_tuner.h"
 
 #include <gtest/gtest.h>
@@ -13,18 +14,24 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-// Runs the tuner with step times from `time(rank, candidate, step)`; returns the choice.
+// Runs the tuner with step times from `time(rank, candidate, step)`; returns
+// the choice. Checks the schedule: one warm-up step on the first candidate,
+// then four rounds in serpentine order (0, 1, ..., then ..., 1, 0).
 template <class F>
 std::size_t tune(Communicator& comm, const std::vector<std::size_t>& caps, F time) {
-  BucketCapTuner tuner(caps, /*warmupSteps=*/1, /*timedSteps=*/3);
+  BucketCapTuner tuner(caps, /*warmupSteps=*/1, /*timedRounds=*/4);
+  const std::size_t c = caps.size();
   std::size_t steps = 0;
   while (tuner.tuning()) {
     const std::size_t candidate = static_cast<std::size_t>(
         std::find(caps.begin(), caps.end(), tuner.currentCap()) - caps.begin());
+    const std::size_t position = steps == 0 ? 0 : (steps - 1) % c,
+                      round = steps == 0 ? 0 : (steps - 1) / c;
+    EXPECT_EQ(candidate, round % 2 == 0 ? position : c - 1 - position) << "step " << steps;
     tuner.recordStep(time(comm.rank(), candidate, steps), comm);
     ++steps;
   }
-  EXPECT_EQ(steps, caps.size() * 4);
+  EXPECT_EQ(steps, 1 + c * 4);
   return tuner.chosen();
 }
 
@@ -37,7 +44,7 @@ TEST(BucketCapTuner, EveryRankChoosesTheCapWhoseSlowestRankIsFastest) {
   const std::size_t chosen = tune(*comm, caps, [&](int rank, std::size_t c, std::size_t step) {
     double t = c == static_cast<std::size_t>(rank % 4) ? 1.0 : 2.0;
     if (rank == n - 1) t = c == 2 ? 2.5 : 4.0;
-    return t + (step % 2 == 0 ? 0.001 : 0.0);  // the warm-up step's time must not matter
+    return step == 0 ? 0.0 : t + (step % 2 == 0 ? 0.001 : 0.0);  // the warm-up step must not count
   });
   EXPECT_EQ(chosen, 25 * kMiB);
   std::uint64_t mine = chosen, agreed = 0;
@@ -48,18 +55,43 @@ TEST(BucketCapTuner, EveryRankChoosesTheCapWhoseSlowestRankIsFastest) {
 TEST(BucketCapTuner, TiesGoToTheEarlierCandidateAndWarmUpStepsAreIgnored) {
   auto comm = makeTestComm();
   const std::vector<std::size_t> caps = {5 * kMiB, 1 * kMiB, 100 * kMiB};
-  std::vector<double> medians;
-  BucketCapTuner tuner(caps, 1, 3);
+  BucketCapTuner tuner(caps, /*warmupSteps=*/2, /*timedRounds=*/3);
   std::size_t step = 0;
   while (tuner.tuning()) {
-    // Warm-up steps (the first of each candidate) are very slow.
-    tuner.recordStep(step % 4 == 0 ? 100.0 : 1.0, *comm);
+    tuner.recordStep(step < 2 ? 100.0 : 1.0, *comm);  // warm-up steps are very slow
     ++step;
   }
+  EXPECT_EQ(step, 2 + 3 * caps.size());
   EXPECT_EQ(tuner.chosen(), 5 * kMiB);
   ASSERT_EQ(tuner.medians().size(), 3u);
   for (double m : tuner.medians())
     EXPECT_EQ(m, 1.0);
+}
+
+// The machine slows down steadily while the tuner runs (another job starts):
+// 5% per step, against a candidate that is truly 3% faster. Trying each
+// candidate in a block of steps would credit the drift to whichever came
+// first; even plain turns (0, 1, 2, 0, 1, 2) would favour candidate 0.
+// Serpentine turns give every candidate the same median position.
+TEST(BucketCapTuner, ASteadyDriftDoesNotDecide) {
+  auto comm = makeTestComm();
+  const std::vector<std::size_t> caps = {1 * kMiB, 25 * kMiB, kSingleBucket};
+  const std::size_t chosen = tune(*comm, caps, [](int, std::size_t c, std::size_t step) {
+    const double drift = 1.0 + 0.05 * static_cast<double>(step);
+    return drift * (c == 1 ? 0.97 : 1.0);
+  });
+  EXPECT_EQ(chosen, 25 * kMiB);
+}
+
+// The median, not the mean: one step hit by a hiccup does not sink a candidate.
+TEST(BucketCapTuner, OneSlowStepDoesNotSinkACandidate) {
+  auto comm = makeTestComm();
+  const std::vector<std::size_t> caps = {1 * kMiB, 25 * kMiB};
+  const std::size_t chosen = tune(*comm, caps, [](int, std::size_t c, std::size_t step) {
+    if (c == 0 && step == 3) return 50.0;  // one hiccup on the faster candidate
+    return c == 0 ? 1.0 : 1.1;
+  });
+  EXPECT_EQ(chosen, 1 * kMiB);
 }
 
 TEST(BucketCapTuner, OneCandidateNeedsNoTuning) {

@@ -123,6 +123,53 @@ TEST(Reducer, RanksWithDifferentModelsFailFastOnEveryRank) {
   EXPECT_THROW(Reducer(*comm, specs, {}), MismatchError);
 }
 
+// --bucket-cap-mb auto switches caps between steps: the same storage is cut
+// into other buckets, every gradient view stays put, and each layout still
+// yields the mean.
+TEST(Reducer, SetBucketCapsRepartitionsTheSameStorage) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  const std::vector<GradientSpec> specs = {
+      {"a", 1000}, {"frozen", 8, false}, {"b", 3000}, {"c", 5}};
+  Reducer reducer(*comm, specs, {4096, 4096, false});
+  std::vector<float*> views;
+  for (std::size_t g = 0; g < specs.size(); ++g)
+    views.push_back(reducer.gradient(g).data());
+  const std::vector<std::pair<std::size_t, std::size_t>> caps = {
+      {4096, 4096}, {kSingleBucket, kSingleBucket}, {0, 0}, {20, 100000}};
+  const std::vector<std::size_t> bucketCounts = {2, 1, 3, 2};
+  for (std::size_t step = 0; step < caps.size(); ++step) {
+    if (step > 0) reducer.setBucketCaps(caps[step].first, caps[step].second);
+    ASSERT_EQ(reducer.buckets().size(), bucketCounts[step]) << "step " << step;
+    reducer.prepareForBackward(true);
+    for (std::size_t g = specs.size(); g-- > 0;) {
+      EXPECT_EQ(reducer.gradient(g).data(), views[g]) << specs[g].name << " moved";
+      if (!specs[g].requiresGrad) continue;
+      for (float& v : reducer.gradient(g))
+        v = static_cast<float>(r * 2 + g + step);
+      reducer.markReady(g);
+    }
+    reducer.finalize();
+    EXPECT_EQ(reducer.launches().size(), bucketCounts[step]);
+    for (std::size_t g = 0; g < specs.size(); ++g) {
+      if (!specs[g].requiresGrad) continue;
+      const float mean = static_cast<float>(n - 1) + static_cast<float>(g + step);
+      for (float v : reducer.gradient(g))
+        ASSERT_FLOAT_EQ(v, mean) << specs[g].name << " at step " << step;
+    }
+  }
+  reducer.prepareForBackward(true);
+  EXPECT_THROW(reducer.setBucketCaps(0, 0), InternalError) << "re-bucketed during a pass";
+}
+
+TEST(Reducer, RanksThatSwitchToDifferentCapsFailOnEveryRank) {
+  auto comm = makeTestComm();
+  if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
+  Reducer reducer(*comm, {{"w", 100}, {"b", 10}}, {0, 0, false});
+  const std::size_t cap = comm->rank() == 1 ? kSingleBucket : 0;
+  EXPECT_THROW(reducer.setBucketCaps(cap, cap), MismatchError);
+}
+
 TEST(Reducer, BucketAllreduceStartsBeforeBackwardOfTheFirstLayerEnds) {
   auto comm = makeTestComm();
   // A large first layer makes its backward long; cap 0 gives each parameter

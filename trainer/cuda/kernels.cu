@@ -129,7 +129,8 @@ __global__ void softmaxBackwardKernel(const float* probabilities, const std::int
 }
 
 __global__ void sgdKernel(float* p, const float* grad, float* buf, std::size_t count, float lr,
-                          float mu, float wd, bool nesterov, bool first) {
+                          float mu, float wd, bool nesterov, bool first, const std::int32_t* skip) {
+  if (skip != nullptr && *skip != 0) return;  // the same for every thread: no divergence
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
        i += std::size_t{gridDim.x} * blockDim.x) {
     const float g = grad[i] + wd * p[i];
@@ -141,6 +142,16 @@ __global__ void sgdKernel(float* p, const float* grad, float* buf, std::size_t c
     buf[i] = b;
     p[i] -= lr * (nesterov ? g + mu * b : b);
   }
+}
+
+__global__ void flagNonFiniteKernel(const float* data, std::size_t count, std::int32_t* flag) {
+  bool bad = false;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    bad = bad || !isfinite(data[i]);
+  // Every writer stores the same value, so plain stores race harmlessly; one
+  // per warp keeps them few.
+  if (__any_sync(0xffffffffu, bad) && threadIdx.x % kWarp == 0) *flag = 1;
 }
 
 }  // namespace
@@ -196,10 +207,18 @@ void softmaxCrossEntropyBackward(const float* probabilities, const std::int32_t*
 }
 
 void sgdUpdate(float* parameter, const float* grad, float* buffer, std::size_t count, float lr,
-               float momentum, float weightDecay, bool nesterov, bool first) {
+               float momentum, float weightDecay, bool nesterov, bool first,
+               const std::int32_t* skip) {
   if (count == 0) return;
   sgdKernel<<<blocksFor(count), kThreads, 0, ddp::cuda::computeStream()>>>(
-      parameter, grad, buffer, count, lr, momentum, weightDecay, nesterov, first);
+      parameter, grad, buffer, count, lr, momentum, weightDecay, nesterov, first, skip);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void flagNonFinite(const float* data, std::size_t count, std::int32_t* flag) {
+  if (count == 0) return;
+  flagNonFiniteKernel<<<blocksFor(count), kThreads, 0, ddp::cuda::computeStream()>>>(data, count,
+                                                                                     flag);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

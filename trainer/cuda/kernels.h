@@ -40,8 +40,18 @@ void softmaxCrossEntropyBackward(const float* probabilities, const std::int32_t*
 
 // One SGD step with PyTorch's rule (trainer/sgd.h) over `count` elements.
 // `buffer` is the momentum buffer (ignored when momentum is 0); `first`: the
-// buffer is initialised from this gradient.
+// buffer is initialised from this gradient. `skip` (device memory, may be
+// null): when *skip is non-zero as the kernel runs, nothing is written, so a
+// flag computed earlier on the stream can cancel the step with no host
+// round trip (--skip-nonfinite, Note [Skipping a step on the device] in
+// trainer/sgd.h).
 void sgdUpdate(float* parameter, const float* grad, float* buffer, std::size_t count, float lr,
-               float momentum, float weightDecay, bool nesterov, bool first);
+               float momentum, float weightDecay, bool nesterov, bool first,
+               const std::int32_t* skip = nullptr);
+
+// Sets *flag (device memory) to 1 if any of data[0, count) is a NaN or an
+// infinity; leaves it alone otherwise, so the caller zeroes it first and
+// several launches may share one flag.
+void flagNonFinite(const float* data, std::size_t count, std::int32_t* flag);
 
 }  // namespace ddp::trainer::cuda
