@@ -11,11 +11,14 @@
 // synchronize). Each iteration refills the buffers, starts after a barrier,
 // and checks every element of the result against its closed form, so a wrong
 // result is counted (#wrong, elements), never hidden; the program exits 1 if
-// any was wrong. The three take turns iteration by iteration (serpentine
-// order), so a drift in the machine's speed during a size's iterations
-// slows all three alike instead of whichever ran during it. Times are the
-// median over iterations of the slowest rank's time; algbw = bytes / time, busbw = algbw x 2(n-1)/n
-// (nccl-tests' convention). ours/raw is in-place over raw.
+// any was wrong. Each case runs its iterations back to back rather than
+// taking turns with the others (as ddp_bench's caps do): the shared-memory
+// path and MPI's own path leave different data in the caches (MPI's
+// fragments, the peer's lines), so interleaving them measured raw
+// MPI_Allreduce on shared buffers at 378 us for 1 MiB instead of its
+// steady 131 us. Times are the median over iterations of the slowest rank's
+// time; algbw = bytes / time, busbw = algbw x 2(n-1)/n (nccl-tests'
+// convention). ours/raw is in-place over raw.
 //
 // --memory (MPI): `shared` puts the buffers in memory from
 // Communicator::allocate(), which the Reducer uses: the node shared-memory
@@ -210,44 +213,29 @@ struct Measured {
   int wrong = 0;
 };
 
-// One thing to time: `prepare` (untimed) fills the buffers, `call` is timed,
-// `check` counts the wrong elements of the result.
-struct Case {
-  std::function<void()> prepare;
-  std::function<void()> call;
-  std::function<int()> check;
-};
-
-// Runs the cases in turns, serpentine (0, 1, 2, 2, 1, 0, ...), warmup +
-// iterations times each. Per case: the median over iterations of the
-// slowest rank's time, and the wrong elements summed over iterations and
-// ranks.
-std::vector<Measured> measure(int iterations, int warmup, const std::vector<Case>& cases) {
-  std::vector<std::vector<double>> times(cases.size());
-  std::vector<int> wrong(cases.size(), 0);
+// Median over iterations of the slowest rank's time, and the wrong elements
+// summed over iterations and ranks.
+Measured measure(int iterations, int warmup, const std::function<void()>& prepare,
+                 const std::function<void()>& call, const std::function<int()>& check) {
+  std::vector<double> times;
+  int wrong = 0;
   for (int i = 0; i < warmup + iterations; ++i) {
-    for (std::size_t k = 0; k < cases.size(); ++k) {
-      const std::size_t c = i % 2 == 0 ? k : cases.size() - 1 - k;
-      cases[c].prepare();
-      MPI_Barrier(MPI_COMM_WORLD);
-      const double start = MPI_Wtime();
-      cases[c].call();
-      const double elapsed = MPI_Wtime() - start;
-      wrong[c] += cases[c].check();
-      if (i >= warmup) times[c].push_back(elapsed * 1e6);
-    }
+    prepare();
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double start = MPI_Wtime();
+    call();
+    const double elapsed = MPI_Wtime() - start;
+    wrong += check();
+    if (i >= warmup) times.push_back(elapsed * 1e6);
   }
-  std::vector<Measured> result(cases.size());
-  for (std::size_t c = 0; c < cases.size(); ++c) {
-    std::vector<double> worst(times[c].size());
-    MPI_Allreduce(times[c].data(), worst.data(), static_cast<int>(worst.size()), MPI_DOUBLE,
-                  MPI_MAX, MPI_COMM_WORLD);
-    std::nth_element(worst.begin(), worst.begin() + static_cast<long>(worst.size() / 2),
-                     worst.end());
-    result[c].micros = worst[worst.size() / 2];
-    MPI_Allreduce(&wrong[c], &result[c].wrong, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  }
-  return result;
+  std::vector<double> worst(times.size());
+  MPI_Allreduce(times.data(), worst.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
+  std::nth_element(worst.begin(), worst.begin() + static_cast<long>(worst.size() / 2), worst.end());
+  Measured m;
+  m.micros = worst[worst.size() / 2];
+  MPI_Allreduce(&wrong, &m.wrong, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return m;
 }
 
 int usage() {
@@ -338,14 +326,15 @@ int main(int argc, char** argv) {
     float* send = bench->send();
     float* recv = bench->recv();
     const auto checkRecv = [&] { return bench->check(recv, count, n); };
-    const std::vector<Measured> measured = measure(
-        iterations, warmup,
-        {{[&] { bench->fill(send, count, rank); }, [&] { bench->ours(send, recv, count); },
-          checkRecv},
-         {[&] { bench->fill(recv, count, rank); }, [&] { bench->ours(recv, recv, count); },
-          checkRecv},
-         {[&] { bench->fill(recv, count, rank); }, [&] { bench->raw(recv, count); }, checkRecv}});
-    const Measured &oop = measured[0], &ip = measured[1], &raw = measured[2];
+    const Measured oop = measure(
+        iterations, warmup, [&] { bench->fill(send, count, rank); },
+        [&] { bench->ours(send, recv, count); }, checkRecv);
+    const Measured ip = measure(
+        iterations, warmup, [&] { bench->fill(recv, count, rank); },
+        [&] { bench->ours(recv, recv, count); }, checkRecv);
+    const Measured raw = measure(
+        iterations, warmup, [&] { bench->fill(recv, count, rank); },
+        [&] { bench->raw(recv, count); }, checkRecv);
     anyWrong += oop.wrong + ip.wrong + raw.wrong;
     const double b = static_cast<double>(count * sizeof(float));
     const auto algbw = [&](double us) { return b / us / 1e3; };  // GB/s

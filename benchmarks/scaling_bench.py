@@ -39,6 +39,34 @@ def run_bench(build, np_, profile, caps, steps, warmup, work):
             return json.load(f)
 
 
+def pooled_auto(runs, profile, n):
+    """auto against the best fixed cap with every round's samples: each run's
+    step times are divided by the mean of its fixed caps (removing the level of
+    that process and moment), then each cap's median over rounds is taken.
+    Returns the best fixed cap, auto's ratio to it, and the median and worst
+    ratio of the caps auto chose (judged by their pooled fixed-cap medians)."""
+    normalized, picks = {}, []
+    for doc in runs:
+        if doc["profile"] != profile or doc["ranks"] != n:
+            continue
+        fixed = [r for r in doc["results"] if r["cap"] != "auto"]
+        auto = next((r for r in doc["results"] if r["cap"] == "auto"), None)
+        if not fixed or auto is None:
+            continue
+        level = statistics.mean(r["step_ms"] for r in fixed)
+        for r in doc["results"]:
+            normalized.setdefault(r["cap"], []).append(r["step_ms"] / level)
+        picks.append(auto["chosen"])
+    if not picks:
+        return None
+    med = {cap: statistics.median(v) for cap, v in normalized.items()}
+    fixed = {cap: v for cap, v in med.items() if cap != "auto"}
+    best = min(fixed, key=fixed.get)
+    quality = [fixed[c] / fixed[best] for c in picks if c in fixed]
+    return {"best": best, "auto": med["auto"] / fixed[best],
+            "pick_median": statistics.median(quality), "pick_worst": max(quality)}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -150,6 +178,12 @@ def main():
                     print(f"; the chosen cap / best: median {statistics.median(picks):.3f}x, "
                           f"worst {max(picks):.3f}x", end="")
                 print(f"; chose {'; '.join(choices)}", end="")
+            pooled = pooled_auto(runs, profile, n)
+            if pooled:
+                print(f"\n  pooled over rounds (each run's steps over the mean of its fixed "
+                      f"caps, median over rounds): best fixed {pooled['best']}; auto / best "
+                      f"{pooled['auto']:.3f}x; the chosen caps / best: median "
+                      f"{pooled['pick_median']:.3f}x, worst {pooled['pick_worst']:.3f}x", end="")
         print()
 
 
