@@ -1,20 +1,44 @@
 #include "comm/bucket_tuner.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "comm/reducer.h"
 #include "runtime/error.h"
 
 namespace ddp::comm {
+namespace {
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+// A robust relative sigma of `times`: 1.4826 x MAD / median (the factor
+// makes the MAD of normal noise equal its sigma).
+double relativeSigma(const std::vector<double>& times) {
+  const double middle = median(times);
+  if (middle <= 0) return 0;
+  std::vector<double> deviations;
+  for (double t : times)
+    deviations.push_back(std::abs(t - middle));
+  return 1.4826 * median(deviations) / middle;
+}
+
+}  // namespace
 
 BucketCapTuner::BucketCapTuner(std::vector<std::size_t> candidates, std::size_t warmupSteps,
-                               std::size_t timedRounds)
+                               std::size_t timedRounds, std::size_t maxRounds)
     : candidates_(std::move(candidates)),
       warmupLeft_(warmupSteps),
       timedRounds_(timedRounds),
+      maxRounds_(maxRounds),
       times_(candidates_.size()) {
   if (candidates_.empty()) throw UsageError("bucket cap tuning needs at least one candidate");
-  DDP_CHECK(timedRounds_ > 0, "bucket cap tuning needs timed rounds");
+  DDP_CHECK(timedRounds_ > 0 && timedRounds_ % 2 == 0 && maxRounds_ % 2 == 0 &&
+                maxRounds_ >= timedRounds_,
+            "bucket cap tuning needs an even number of rounds, at most maxRounds");
   if (candidates_.size() == 1) {
     medians_ = {0.0};
     chosen_ = candidates_[0];
@@ -48,14 +72,23 @@ void BucketCapTuner::recordStep(double seconds, Communicator& comm) {
   times_[candidate()].push_back(seconds);
   if (++position_ < candidates_.size()) return;
   position_ = 0;
-  if (++round_ < timedRounds_) return;
-  // Every rank has timed every candidate: the slowest rank's medians decide.
-  for (std::vector<double>& times : times_) {
-    std::sort(times.begin(), times.end());
-    const std::size_t mid = times.size() / 2;
-    medians_.push_back(times.size() % 2 == 1 ? times[mid] : (times[mid - 1] + times[mid]) / 2);
+  ++round_;
+  if (round_ < timedRounds_ || (round_ - timedRounds_) % 2 != 0) return;
+  // A decision point (Note [Automatic bucket cap]): every rank reaches it
+  // after the same step. The table is each candidate's median, then sigma.
+  std::vector<double> table;
+  std::vector<double> sigmas;
+  for (const std::vector<double>& times : times_) {
+    table.push_back(median(times));
+    sigmas.push_back(relativeSigma(times));
   }
-  comm.allreduceSync(std::span<double>(medians_), ReduceOp::kMax);
+  table.push_back(median(sigmas));
+  comm.allreduceSync(std::span<double>(table), ReduceOp::kMax);
+  const double sigma = table.back();
+  table.pop_back();
+  const double precision = 1.25 * sigma / std::sqrt(static_cast<double>(round_));
+  if (precision > kMedianPrecision && round_ < maxRounds_) return;  // two more rounds
+  medians_ = std::move(table);
   const auto best = std::min_element(medians_.begin(), medians_.end());
   chosen_ = candidates_[static_cast<std::size_t>(best - medians_.begin())];
 }

@@ -46,6 +46,7 @@ struct Trainer::Gpu {
     DDP_CHECK(skipUsed < skipSlots, "more unread steps than skip flags");
     auto* flag = static_cast<std::int32_t*>(skipFlags.get()) + skipUsed++;
     DDP_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof *flag, ddp::cuda::computeStream()));
+    if (reducer.buckets().empty()) return flag;  // nothing trainable: nothing to check
     const comm::Bucket& last = reducer.buckets().back();
     cuda::flagNonFinite(static_cast<const float*>(reducer.storage().get()),
                         last.offset + last.count, flag);
