@@ -177,7 +177,11 @@ void Trainer::broadcastParameters() {
 double Trainer::step(std::span<const std::size_t> batchIndices) {
   runStep(batchIndices);
 #if DDP_WITH_CUDA
-  if (gpu_) gpu_->timer.take();
+  if (gpu_) {
+    gpu_->timer.take();
+    const std::vector<std::int32_t> flags = gpu_->takeSkipFlags();  // empty without skipping
+    if (!flags.empty() && flags.back() != 0) skippedFor_ = kSomeParameter;
+  }
 #endif
   return trainTotals_.take().first;
 }
