@@ -65,6 +65,7 @@ std::size_t BucketCapTuner::chosen() const {
 
 void BucketCapTuner::recordStep(double seconds, Communicator& comm) {
   if (chosen_) return;
+  ++steps_;
   if (warmupLeft_ > 0) {
     --warmupLeft_;
     return;

@@ -283,14 +283,13 @@ int train(const Options& o) {
     trainOptions.firstBucketBytes = std::size_t{1} << 20;  // or the cap, if smaller
     trainOptions.autoBucketCap = o.bucketCapAuto;
     trainOptions.onBucketCapChosen = [](std::size_t cap, const std::vector<std::size_t>& caps,
-                                        const std::vector<double>& medians) {
+                                        const std::vector<double>& medians, std::size_t steps) {
       std::vector<std::string> tried;
       for (std::size_t i = 0; i < caps.size(); ++i)
         tried.push_back(str(capName(caps[i]), ": ", fixed(medians[i] * 1e3, 2), " ms"));
       log::info(str("reducer: bucket cap auto chose ", capName(cap),
-                    " (median step of the "
-                    "slowest rank: ",
-                    join(tried, ", "), ")"));
+                    " (median step of the slowest rank: ", join(tried, ", "), "; ", steps,
+                    " steps of tuning)"));
     };
     trainOptions.lrSchedule = trainer::parseLrSchedule(o.lrSchedule);
     trainOptions.sampler = {!o.noShuffle, o.dropLast, o.seed};

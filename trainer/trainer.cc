@@ -162,7 +162,8 @@ void Trainer::tuneBucketCap(std::chrono::steady_clock::time_point stepStart) {
     reducer_->setBucketCaps(std::min(options_.firstBucketBytes, cap), cap);
   }
   if (!tuner_->tuning() && options_.onBucketCapChosen) {
-    options_.onBucketCapChosen(tuner_->chosen(), tuner_->candidates(), tuner_->medians());
+    options_.onBucketCapChosen(tuner_->chosen(), tuner_->candidates(), tuner_->medians(),
+                               tuner_->steps());
   }
 }
 

@@ -42,11 +42,11 @@ struct TrainOptions {
   std::size_t bucketCapBytes = std::size_t{25} << 20;  // 0: one bucket per parameter
   // --bucket-cap-mb auto: the first steps try BucketCapTuner's default caps
   // and keep the fastest (Note [Automatic bucket cap]); bucketCapBytes is
-  // then unused. onBucketCapChosen is told the choice and each candidate's
-  // median step time (seconds, the slowest rank's).
+  // then unused. onBucketCapChosen is told the choice, each candidate's
+  // median step time (seconds, the slowest rank's) and the steps tuning took.
   bool autoBucketCap = false;
   std::function<void(std::size_t cap, const std::vector<std::size_t>& candidates,
-                     const std::vector<double>& medians)>
+                     const std::vector<double>& medians, std::size_t steps)>
       onBucketCapChosen;
   comm::GradCompression compression = comm::GradCompression::kNone;
   std::size_t evalBatchSize = 1000;

@@ -21,7 +21,7 @@ for np in 2 4; do
     cmp "$WORK/np$np-cap25.safetensors" "$WORK/np$np-cap$cap.safetensors" \
       || fail "np=$np: cap $cap is not bitwise equal to cap 25"
   done
-  grep -qE "reducer: bucket cap auto chose (one bucket|[0-9]+ MiB) \(median step" "$WORK/log" ||
+  grep -qE "reducer: bucket cap auto chose (one bucket|[0-9]+ MiB) \(median step .*; [0-9]+ steps of tuning\)" "$WORK/log" ||
     fail "auto did not report its choice: $(cat "$WORK/log")"
   echo "np=$np: caps 0, 1, 25, inf and auto bitwise equal and within 1e-5 of np=1;" \
     "$(grep -oE "auto chose [^(]*" "$WORK/log")"

@@ -35,6 +35,7 @@ std::size_t tune(Communicator& comm, const std::vector<std::size_t>& caps, F tim
   }
   EXPECT_EQ(steps, 1 + c * rounds);
   EXPECT_EQ(tuner.rounds(), rounds);
+  EXPECT_EQ(tuner.steps(), steps);
   return tuner.chosen();
 }
 
