@@ -14,11 +14,10 @@
 // any was wrong. Each case runs its iterations back to back rather than
 // taking turns with the others (as ddp_bench's caps do): the shared-memory
 // path and MPI's own path leave different data in the caches (MPI's
-// fragments, the peer's lines), so interleaving them measured raw
-// MPI_Allreduce on shared buffers at 378 us for 1 MiB instead of its
-// steady 131 us. Times are the median over iterations of the slowest rank's
-// time; algbw = bytes / time, busbw = algbw x 2(n-1)/n (nccl-tests'
-// convention). ours/raw is in-place over raw.
+// fragments, the peer's lines), so interleaving them measured each path
+// out of its steady state (tried, and reverted). Times are the median over
+// iterations of the slowest rank's time; algbw = bytes / time, busbw =
+// algbw x 2(n-1)/n (nccl-tests' convention). ours/raw is in-place over raw.
 //
 // --memory (MPI): `shared` puts the buffers in memory from
 // Communicator::allocate(), which the Reducer uses: the node shared-memory

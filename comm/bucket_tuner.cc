@@ -31,7 +31,7 @@ double relativeSigma(const std::vector<double>& times) {
 BucketCapTuner::BucketCapTuner(std::vector<std::size_t> candidates, std::size_t warmupSteps,
                                std::size_t timedRounds, std::size_t maxRounds)
     : candidates_(std::move(candidates)),
-      warmupLeft_(warmupSteps),
+      warmupSteps_(warmupSteps),
       timedRounds_(timedRounds),
       maxRounds_(maxRounds),
       times_(candidates_.size()) {
@@ -65,11 +65,7 @@ std::size_t BucketCapTuner::chosen() const {
 
 void BucketCapTuner::recordStep(double seconds, Communicator& comm) {
   if (chosen_) return;
-  ++steps_;
-  if (warmupLeft_ > 0) {
-    --warmupLeft_;
-    return;
-  }
+  if (++steps_ <= warmupSteps_) return;
   times_[candidate()].push_back(seconds);
   if (++position_ < candidates_.size()) return;
   position_ = 0;

@@ -82,12 +82,12 @@ class BucketCapTuner {
 
  private:
   std::vector<std::size_t> candidates_;
-  std::size_t warmupLeft_;
+  std::size_t warmupSteps_;
   std::size_t timedRounds_;
   std::size_t maxRounds_;
-  std::size_t position_ = 0;  // within the round
-  std::size_t round_ = 0;
-  std::size_t steps_ = 0;                   // timed rounds completed
+  std::size_t steps_ = 0;                   // recorded, warm-up included
+  std::size_t position_ = 0;                // within the round
+  std::size_t round_ = 0;                   // timed rounds completed
   std::vector<std::vector<double>> times_;  // per candidate: this rank's timed steps
   std::vector<double> medians_;             // per candidate, after tuning: the slowest rank's
   std::optional<std::size_t> chosen_;

@@ -86,8 +86,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "bucket-cap-mb", po::value(&raw.bucketCap)->value_name("MB")->default_value(raw.bucketCap),
       "gradient bucket size: each bucket's all-reduce starts as soon as backward has written it "
       "(the first bucket is capped at 1 MiB; 0: one bucket per parameter; inf: one bucket, no "
-      "overlap; auto: the first 20 steps try 1, 5, 25, 100 MiB and one bucket, and keep the "
-      "fastest)")(
+      "overlap; auto: the first 21 steps (up to 61 when step times scatter) try 1, 5, 25, "
+      "100 MiB and one bucket in turn, and keep the fastest)")(
       "grad-compression",
       po::value(&o.gradCompression)->value_name("NAME")->default_value(o.gradCompression),
       "none | bf16: all-reduce gradients as bfloat16 (half the bytes; float32 accumulation)")(

@@ -41,11 +41,12 @@ struct Trainer::Gpu {
   std::size_t skipSlots = 0;
   std::size_t skipUsed = 0;
 
-  // Queues the check of every reduced gradient; returns the step's flag.
+  // Queues the check of every reduced gradient; returns the step's flag
+  // (zero until the check raises it: flags start zeroed and are cleared
+  // when they are taken, so a step launches one kernel and nothing else).
   const std::int32_t* flagNonFinite(const comm::Reducer& reducer) {
     DDP_CHECK(skipUsed < skipSlots, "more unread steps than skip flags");
     auto* flag = static_cast<std::int32_t*>(skipFlags.get()) + skipUsed++;
-    DDP_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof *flag, ddp::cuda::computeStream()));
     if (reducer.buckets().empty()) return flag;  // nothing trainable: nothing to check
     const comm::Bucket& last = reducer.buckets().back();
     cuda::flagNonFinite(static_cast<const float*>(reducer.storage().get()),
@@ -55,8 +56,11 @@ struct Trainer::Gpu {
   // The flags of the steps since the last call, in order (waits for the device).
   std::vector<std::int32_t> takeSkipFlags() {
     std::vector<std::int32_t> flags(skipUsed);
-    if (skipUsed > 0)
-      ddp::cuda::copyToHost(flags.data(), skipFlags.get(), skipUsed * sizeof(std::int32_t));
+    if (skipUsed > 0) {
+      const std::size_t bytes = skipUsed * sizeof(std::int32_t);
+      ddp::cuda::copyToHost(flags.data(), skipFlags.get(), bytes);
+      DDP_CUDA_CHECK(cudaMemsetAsync(skipFlags.get(), 0, bytes, ddp::cuda::computeStream()));
+    }
     skipUsed = 0;
     return flags;
   }
