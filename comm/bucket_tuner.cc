@@ -72,17 +72,22 @@ void BucketCapTuner::recordStep(double seconds, Communicator& comm) {
   ++round_;
   if (round_ < timedRounds_ || (round_ - timedRounds_) % 2 != 0) return;
   // A decision point (Note [Automatic bucket cap]): every rank reaches it
-  // after the same step. The table is each candidate's median, then sigma.
+  // after the same step, with round_ steps per candidate. One all-reduce
+  // (max) turns each step's time into its slowest rank's; the medians and the
+  // scatter are taken over those.
+  std::vector<double> slowest;
+  for (const std::vector<double>& times : times_)
+    slowest.insert(slowest.end(), times.begin(), times.end());
+  comm.allreduceSync(std::span<double>(slowest), ReduceOp::kMax);
   std::vector<double> table;
   std::vector<double> sigmas;
-  for (const std::vector<double>& times : times_) {
+  for (std::size_t c = 0; c < candidates_.size(); ++c) {
+    const auto first = slowest.begin() + static_cast<long>(c * round_);
+    const std::vector<double> times(first, first + static_cast<long>(round_));
     table.push_back(median(times));
     sigmas.push_back(relativeSigma(times));
   }
-  table.push_back(median(sigmas));
-  comm.allreduceSync(std::span<double>(table), ReduceOp::kMax);
-  const double sigma = table.back();
-  table.pop_back();
+  const double sigma = median(sigmas);
   const double precision = 1.25 * sigma / std::sqrt(static_cast<double>(round_));
   if (precision > kMedianPrecision && round_ < maxRounds_) return;  // two more rounds
   medians_ = std::move(table);

@@ -43,7 +43,8 @@ struct TrainOptions {
   // --bucket-cap-mb auto: the first steps try BucketCapTuner's default caps
   // and keep the fastest (Note [Automatic bucket cap]); bucketCapBytes is
   // then unused. onBucketCapChosen is told the choice, each candidate's
-  // median step time (seconds, the slowest rank's) and the steps tuning took.
+  // median step time (seconds; each step as slow as its slowest rank) and the
+  // steps tuning took.
   bool autoBucketCap = false;
   std::function<void(std::size_t cap, const std::vector<std::size_t>& candidates,
                      const std::vector<double>& medians, std::size_t steps)>

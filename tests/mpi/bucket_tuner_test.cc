@@ -1,7 +1,8 @@
 // --bucket-cap-mb auto (Note [Automatic bucket cap]): every rank picks the
 // same cap even when each rank measured different times, it is the cap
-// whose slowest rank was fastest, and the candidates take turns so that a
-// drift in speed during tuning does not decide.
+// whose steps were fastest counting each step as its slowest rank, and the
+// candidates take turns so that a drift in speed during tuning does not
+// decide.
 #include "comm/bucket_tuner.h"
 
 #include <gtest/gtest.h>
@@ -54,6 +55,24 @@ TEST(BucketCapTuner, EveryRankChoosesTheCapWhoseSlowestRankIsFastest) {
   std::uint64_t mine = chosen, agreed = 0;
   MPI_Allreduce(&mine, &agreed, 1, MPI_UINT64_T, MPI_BXOR, MPI_COMM_WORLD);
   EXPECT_EQ(agreed, n % 2 == 0 ? 0u : mine);  // identical on every rank
+}
+
+// A step is as slow as its slowest rank, and with more ranks than cores a
+// different rank is held up in each step. Candidate 0 has one slow rank in
+// each of its first steps, a different one each time: every rank's own median
+// is fast (1.0), but the slowest rank of most steps takes 3.0. Candidate 1
+// takes 1.5 on every rank. Medians of each step's slowest rank pick candidate
+// 1; the slowest of the ranks' own medians would pick candidate 0.
+TEST(BucketCapTuner, EachStepCountsAsItsSlowestRank) {
+  auto comm = makeTestComm();
+  if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
+  const std::vector<std::size_t> caps = {1 * kMiB, kSingleBucket};
+  const std::size_t chosen = tune(*comm, caps, [](int rank, std::size_t c, std::size_t step) {
+    if (c == 1) return 1.5;
+    const std::size_t round = step == 0 ? 0 : (step - 1) / 2;
+    return round == static_cast<std::size_t>(rank) ? 3.0 : 1.0;
+  });
+  EXPECT_EQ(chosen, kSingleBucket);
 }
 
 TEST(BucketCapTuner, TiesGoToTheEarlierCandidateAndWarmUpStepsAreIgnored) {
@@ -111,8 +130,8 @@ TEST(BucketCapTuner, NoisyStepsGetMoreRoundsQuietOnesDoNot) {
             25 * kMiB);
   EXPECT_EQ(tune(
                 *comm, caps,
-                [&](int rank, std::size_t c, std::size_t step) {
-                  const double noise = 0.075 * static_cast<double>((step * 7 + rank) % 5) - 0.15;
+                [&](int, std::size_t c, std::size_t step) {
+                  const double noise = 0.075 * static_cast<double>((step * 7) % 5) - 0.15;
                   return base[c] * (1.0 + noise);
                 },
                 12, 12),
