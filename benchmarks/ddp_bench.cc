@@ -9,7 +9,8 @@
 // --backward-ms calibrates it to a target backward time on one rank.
 //
 //   mpirun -np N ddp_bench --profile resnet50 [--bucket-cap-mb 1,5,25,100,inf,auto]
-//       [--steps 10] [--warmup 3] [--work K | --backward-ms T] [--batch B] [--json FILE]
+//       [--steps 10] [--warmup 3] [--work K | --backward-ms T] [--batch B] [--threads T]
+//       [--json FILE]
 //   ddp_bench --profile resnet50 --describe      (the profile's layers as JSON)
 //
 // For each cap (in MiB; inf: one bucket; auto: BucketCapTuner picks, Note
@@ -49,6 +50,7 @@
 #include "comm/bucket_tuner.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/reducer.h"
+#include "runtime/cpu_share.h"
 #include "runtime/error.h"
 #include "runtime/world.h"
 #include "trainer/mlp.h"
@@ -69,6 +71,7 @@ struct Options {
   std::size_t work = 8;
   double backwardMs = 0.0;
   std::size_t batch = 32;
+  int threads = 0;  // BLAS threads per rank; 0: the rank's share (Note [Threads per rank])
   std::string json;
   bool describe = false;  // print the profile as JSON and exit (no MPI)
 };
@@ -131,6 +134,8 @@ Options parse(int argc, char** argv) {
       o.backwardMs = std::atof(value.c_str());
     } else if (flag == "--batch") {
       o.batch = count();
+    } else if (flag == "--threads") {
+      o.threads = static_cast<int>(count());
     } else if (flag == "--json") {
       o.json = value;
     } else {
@@ -397,8 +402,9 @@ nlohmann::json describeProfile(const std::string& name) {
 int run(const Options& o) {
   World world;
   comm::MpiCommunicator comm(world.comm(), {});
-  trainer::setBlasThreads(
-      std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world.localSize()));
+  const CpuShare cpus = shareCpus(world);                        // collective: every rank calls it
+  const int threads = o.threads > 0 ? o.threads : cpus.threads;  // Note [Threads per rank]
+  trainer::setBlasThreads(threads);
   EmulatedModel model(makeProfile(o.profile), world.rank(), o.work);
   if (o.backwardMs > 0) calibrate(model, comm, o.backwardMs);
   const int n = world.size();
@@ -406,11 +412,12 @@ int run(const Options& o) {
   if (world.rank() == 0) {
     std::printf(
         "# ddp_bench: %s (%zu tensors, %.1fM parameters, %.1f MiB of gradients), %d ranks "
-        "on %d node(s), mpi, work K=%zu, batch %zu per rank, median of %zu steps per cap, the caps "
+        "on %d node(s), mpi, %d BLAS thread(s) per rank, work K=%zu, batch %zu per rank, median of "
+        "%zu steps per cap, the caps "
         "taking turns step by step after %zu warm-up rounds (slowest rank)\n",
         profile.name.c_str(), profile.tensorCount(),
         static_cast<double>(profile.parameterCount()) / 1e6,
-        static_cast<double>(profile.parameterCount()) * 4 / kMiB, n, world.nodeCount(),
+        static_cast<double>(profile.parameterCount()) * 4 / kMiB, n, world.nodeCount(), threads,
         model.work(), o.batch, o.steps, o.warmup);
     std::printf("%8s %8s %8s %9s %9s %9s %9s %9s %11s %8s %6s\n", "cap(MiB)", "chosen", "buckets",
                 "step(ms)", "fwd", "bwd", "comm", "opt", "samples/s", "exposed", "#wrong");
@@ -482,6 +489,7 @@ int run(const Options& o) {
                                 {"ranks", n},
                                 {"nodes", world.nodeCount()},
                                 {"work", model.work()},
+                                {"blas_threads", threads},
                                 {"batch", o.batch},
                                 {"steps", o.steps},
                                 {"results", results}};

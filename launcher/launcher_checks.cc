@@ -53,4 +53,29 @@ std::optional<std::string> keepaliveWarning(const Keepalive& keepalive, double t
              " --mca oob_tcp_keepalive_probes ", s.probes, " (README, \"Across nodes\")");
 }
 
+std::optional<std::string> idleCpuWarning(const CpuShare& share, int localRanks,
+                                          Launcher launcher) {
+  if (share.idleCpus() == 0) return std::nullopt;
+  const int each = std::max(1, share.nodeAvailable / std::max(1, localRanks));
+  std::string fix;
+  switch (launcher) {
+    case Launcher::kMpirun:
+      fix =
+          str("Open MPI binds each rank to one core when np <= 2 and to a socket above that; "
+              "`mpirun --bind-to none` (or --map-by slot:PE=",
+              each, ") gives each rank ", each);
+      break;
+    case Launcher::kSrun:
+      fix = str("`srun --cpus-per-task ", each, "` gives each rank ", each);
+      break;
+    case Launcher::kSingleton:
+      fix = str("its CPU affinity, set by taskset or a cgroup, allows ", share.allowed);
+      break;
+  }
+  return str(localRanks, localRanks == 1 ? " rank" : " ranks", " on this node may run on ",
+             share.nodeUsable, " of its ", share.nodeAvailable, " CPUs: ", share.idleCpus(),
+             share.idleCpus() == 1 ? " stays" : " stay", " idle, and each rank runs ",
+             share.threads, " compute thread", share.threads == 1 ? "" : "s", " (", fix, ")");
+}
+
 }  // namespace ddp::launcher

@@ -22,6 +22,9 @@
 #include <optional>
 #include <string>
 
+#include "runtime/cpu_share.h"
+#include "runtime/world.h"
+
 namespace ddp::launcher {
 
 // Open MPI's daemon keepalive, in seconds.
@@ -45,5 +48,11 @@ Keepalive suggestedKeepalive(double timeoutSeconds, double stallWarningSeconds);
 // node only after --timeout; nothing when it is fine.
 std::optional<std::string> keepaliveWarning(const Keepalive& keepalive, double timeoutSeconds,
                                             double stallWarningSeconds);
+
+// The warning for a node whose ranks may not use all the CPUs it has for
+// the job (Note [Threads per rank] in runtime/cpu_share.h), with the launch
+// option that would give each of its `localRanks` ranks its share; nothing
+// when no CPU is idle.
+std::optional<std::string> idleCpuWarning(const CpuShare& share, int localRanks, Launcher launcher);
 
 }  // namespace ddp::launcher

@@ -25,6 +25,7 @@
 #include "launcher/options.h"
 #include "launcher/placement.h"
 #include "launcher/progress.h"
+#include "runtime/cpu_share.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/memory.h"
@@ -58,10 +59,10 @@ Data loadData(const Options& o) {
           trainer::loadFashionMnist(o.dataDir, trainer::Split::kTest)};
 }
 
-int blasThreadsFor(const Options& o, const World& world) {
-  if (o.threads > 0) return o.threads;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / world.localSize());
+// --threads, or this rank's share of the CPUs it may run on (Note [Threads
+// per rank] in runtime/cpu_share.h).
+int computeThreadsFor(const Options& o, const CpuShare& cpus) {
+  return o.threads > 0 ? o.threads : cpus.threads;
 }
 
 void printSummary(const World& world, const comm::Communicator& comm, const Options& o, int threads,
@@ -222,7 +223,8 @@ int train(const Options& o) {
       });
   comm::Communicator& comm = *communicator;
   std::unique_ptr<comm::Watchdog> watchdog;  // Note [Watchdog reports]
-  const int threads = blasThreadsFor(o, world);
+  const CpuShare cpus = shareCpus(world);
+  const int threads = computeThreadsFor(o, cpus);
   trainer::setBlasThreads(threads);
 
   try {
@@ -260,6 +262,13 @@ int train(const Options& o) {
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model));
     printSummary(world, comm, o, threads, placement, *model, data);
+    if (world.rank() == 0) {
+      CpuShare used = cpus;
+      used.threads = threads;  // --threads may override the share
+      if (auto warning = idleCpuWarning(used, world.localSize(), world.launcher())) {
+        log::warn(*warning);
+      }
+    }
     if (world.launcher() == Launcher::kMpirun && world.nodeCount() > 1 && world.rank() == 0) {
       // Note [Lost nodes under mpirun]
       const auto warning = keepaliveWarning(keepaliveFromEnvironment(std::getenv), o.timeoutSeconds,

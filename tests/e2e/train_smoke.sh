@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One real epoch on Fashion-MNIST at np=2: learns (test accuracy >= 80%),
-# writes the metrics file, and --init-from continues from saved weights.
+# writes the metrics file, and --init-from continues from saved weights; the
+# threads per rank follow the launcher's CPU binding.
 . "$(dirname "$0")/lib.sh"
 need_fmnist
 run 2 --epochs 1 --threads 1 --metrics "$WORK/metrics.jsonl" --save-model "$WORK/m.safetensors" > "$WORK/out"
@@ -22,4 +23,20 @@ run 2 --init-from "$WORK/m.safetensors" --max-steps 1 --lr 1e-12 --momentum 0 \
   --save-model "$WORK/again.safetensors" > /dev/null
 "$COMPARE_WEIGHTS" "$WORK/m.safetensors" "$WORK/again.safetensors" --rtol 1e-6 > /dev/null \
   || fail "--init-from did not start from the saved weights"
+# Threads per rank follow the CPUs a rank may run on (Note [Threads per
+# rank]): mpirun -np 1 binds the rank to one core, --bind-to none does not.
+cpus=$(nproc)
+tiny=(--dataset synthetic --synthetic-samples 256 --epochs 1 --max-steps 1)
+run 1 "${tiny[@]}" > "$WORK/bound.out" 2>&1
+grep -q "device cpu (1 BLAS thread per rank)" "$WORK/bound.out" ||
+  fail "a rank bound to one core does not run one thread: $(head -3 "$WORK/bound.out")"
+if [ "$cpus" -gt 1 ]; then
+  grep -q "warning: 1 rank on this node may run on 1 of its $cpus CPUs.*--bind-to none" \
+    "$WORK/bound.out" || fail "no idle-CPU warning: $(head -3 "$WORK/bound.out")"
+fi
+timeout 120 mpirun -q --bind-to none -np 1 "$DDP_TRAIN" "${tiny[@]}" > "$WORK/unbound.out" 2>&1
+threads=$([ "$cpus" -gt 1 ] && echo "$cpus BLAS threads" || echo "1 BLAS thread")
+grep -q "device cpu ($threads per rank)" "$WORK/unbound.out" ||
+  fail "an unbound rank does not use the node's $cpus CPUs: $(head -3 "$WORK/unbound.out")"
+! grep -q "stays* idle" "$WORK/unbound.out" || fail "idle-CPU warning without binding"
 echo "train smoke: ok"

@@ -1,10 +1,13 @@
-// The keepalive check for mpirun across nodes (Note [Lost nodes under mpirun]).
+// Start-up checks: the keepalive for mpirun across nodes (Note [Lost nodes
+// under mpirun]) and the threads per rank (Note [Threads per rank]).
 #include "launcher/launcher_checks.h"
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace ddp::launcher {
 namespace {
@@ -64,6 +67,85 @@ TEST(Keepalive, KeepaliveOffAlwaysWarns) {
   const auto warning = keepaliveWarning(off, 300, 60);
   ASSERT_TRUE(warning.has_value());
   EXPECT_NE(warning->find("keepalive off"), std::string::npos) << *warning;
+}
+
+CpuMask cpus(std::initializer_list<int> list) {
+  CpuMask mask;
+  for (int cpu : list)
+    mask.set(static_cast<std::size_t>(cpu));
+  return mask;
+}
+
+CpuMask range(int first, int last) {
+  CpuMask mask;
+  for (int cpu = first; cpu <= last; ++cpu)
+    mask.set(static_cast<std::size_t>(cpu));
+  return mask;
+}
+
+TEST(ThreadsPerRank, ARankBoundToItsOwnCoreRunsOneThread) {
+  // mpirun -np 2 on a 64-core node: each rank bound to one core.
+  const std::vector<CpuMask> node = {cpus({0}), cpus({1})};
+  EXPECT_EQ(threadsForMask(node[0], node), 1);
+  EXPECT_EQ(threadsForMask(node[1], node), 1);
+}
+
+TEST(ThreadsPerRank, RanksBoundToOneSocketShareIt) {
+  // mpirun -np 8 on two 32-core sockets: four ranks per socket.
+  std::vector<CpuMask> node(4, range(0, 31));
+  node.insert(node.end(), 4, range(32, 63));
+  for (const CpuMask& mine : node)
+    EXPECT_EQ(threadsForMask(mine, node), 8);
+}
+
+TEST(ThreadsPerRank, UnboundRanksDivideTheNode) {
+  const std::vector<CpuMask> node(3, range(0, 15));
+  EXPECT_EQ(threadsForMask(node[0], node), 5);
+  // More ranks than CPUs still run one thread each.
+  const std::vector<CpuMask> crowded(4, range(0, 1));
+  EXPECT_EQ(threadsForMask(crowded[0], crowded), 1);
+}
+
+TEST(ThreadsPerRank, DisjointSetsAreEachRanksOwn) {
+  // srun --cpus-per-task 4: each task gets its own four CPUs.
+  const std::vector<CpuMask> node = {range(0, 3), range(4, 7), range(8, 11)};
+  for (const CpuMask& mine : node)
+    EXPECT_EQ(threadsForMask(mine, node), 4);
+}
+
+TEST(IdleCpus, NoWarningWhenTheRanksMayUseEveryCpu) {
+  CpuShare share;
+  share.threads = 1;
+  share.allowed = 1;
+  share.nodeUsable = 2;
+  share.nodeAvailable = 2;
+  EXPECT_FALSE(idleCpuWarning(share, 2, Launcher::kMpirun));
+}
+
+TEST(IdleCpus, MpirunsCoreBindingIsNamedWithTheOptionThatFixesIt) {
+  // mpirun -np 2 on a 64-core node.
+  CpuShare share;
+  share.threads = 1;
+  share.allowed = 1;
+  share.nodeUsable = 2;
+  share.nodeAvailable = 64;
+  const auto warning = idleCpuWarning(share, 2, Launcher::kMpirun);
+  ASSERT_TRUE(warning);
+  EXPECT_NE(warning->find("2 ranks on this node may run on 2 of its 64 CPUs: 62 stay idle"),
+            std::string::npos)
+      << *warning;
+  EXPECT_NE(warning->find("1 compute thread "), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("--bind-to none"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("PE=32) gives each rank 32"), std::string::npos) << *warning;
+}
+
+TEST(IdleCpus, SrunGetsItsOwnAdvice) {
+  CpuShare share;
+  share.nodeUsable = 4;
+  share.nodeAvailable = 16;
+  const auto warning = idleCpuWarning(share, 4, Launcher::kSrun);
+  ASSERT_TRUE(warning);
+  EXPECT_NE(warning->find("srun --cpus-per-task 4"), std::string::npos) << *warning;
 }
 
 }  // namespace

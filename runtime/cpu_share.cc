@@ -1,0 +1,79 @@
+#include "runtime/cpu_share.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include "runtime/mpi_check.h"
+#include "runtime/world.h"
+
+namespace ddp {
+namespace {
+
+int onlineCpus() {
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? static_cast<int>(std::min<long>(online, CpuMask().size())) : 1;
+}
+
+}  // namespace
+
+CpuMask allowedCpus() {
+  CpuMask mask;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (std::size_t cpu = 0; cpu < mask.size() && cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &set)) mask.set(cpu);
+  }
+  if (mask.none()) {
+    for (int cpu = 0; cpu < onlineCpus(); ++cpu)
+      mask.set(static_cast<std::size_t>(cpu));
+  }
+  return mask;
+}
+
+int threadsForMask(const CpuMask& mine, std::span<const CpuMask> node) {
+  const auto sharers = std::count_if(node.begin(), node.end(),
+                                     [&](const CpuMask& other) { return (mine & other).any(); });
+  const int cpus = static_cast<int>(mine.count());
+  return std::max(1, cpus / static_cast<int>(std::max<std::ptrdiff_t>(1, sharers)));
+}
+
+CpuShare shareCpus(const World& world) {
+  // Each rank's node index and mask; the masks travel as 64-bit words.
+  constexpr std::size_t kWords = CpuMask().size() / 64;
+  const CpuMask mine = allowedCpus();
+  std::vector<unsigned long long> entry(1 + kWords, 0);
+  entry[0] = static_cast<unsigned long long>(world.nodeIndex());
+  for (std::size_t cpu = 0; cpu < mine.size(); ++cpu)
+    if (mine.test(cpu)) entry[1 + cpu / 64] |= 1ull << (cpu % 64);
+  std::vector<unsigned long long> all(entry.size() * static_cast<std::size_t>(world.size()));
+  DDP_MPI_CHECK(MPI_Allgather(entry.data(), static_cast<int>(entry.size()), MPI_UNSIGNED_LONG_LONG,
+                              all.data(), static_cast<int>(entry.size()), MPI_UNSIGNED_LONG_LONG,
+                              world.comm()));
+  std::vector<CpuMask> node;
+  CpuMask usable;
+  for (int r = 0; r < world.size(); ++r) {
+    const unsigned long long* theirs = all.data() + static_cast<std::size_t>(r) * entry.size();
+    if (theirs[0] != entry[0]) continue;
+    CpuMask mask;
+    for (std::size_t cpu = 0; cpu < mask.size(); ++cpu)
+      if ((theirs[1 + cpu / 64] >> (cpu % 64)) & 1ull) mask.set(cpu);
+    usable |= mask;
+    node.push_back(mask);
+  }
+  CpuShare share;
+  share.threads = threadsForMask(mine, node);
+  share.allowed = static_cast<int>(mine.count());
+  share.nodeUsable = static_cast<int>(usable.count());
+  share.nodeAvailable = onlineCpus();
+  if (const char* slurm = std::getenv("SLURM_CPUS_ON_NODE")) {
+    if (const int cpus = std::atoi(slurm); cpus > 0) share.nodeAvailable = cpus;
+  }
+  return share;
+}
+
+}  // namespace ddp

@@ -1,0 +1,52 @@
+// CpuShare: how many compute threads (BLAS, batch gathering) each rank runs.
+//
+// Note [Threads per rank]
+// Launchers decide which CPUs a rank may run on, and
+// std::thread::hardware_concurrency() sees none of it: Open MPI 4's mpirun
+// binds each rank to one core when np <= 2 and to a socket above that,
+// srun to what --cpus-per-task and --cpu-bind give, and taskset, cpusets and
+// containers narrow the set further. Dividing the node's CPUs by its ranks
+// gave `mpirun -np 1` on this 2-core machine 2 BLAS threads on its one
+// allowed core, and would give a rank bound to one core of a 64-core node
+// 32. So each rank reads its affinity mask, the ranks of a node exchange
+// theirs, and a rank's threads are the CPUs of its mask divided by the ranks
+// of the node whose masks overlap it (itself included), at least 1:
+//   - bound to its own core: 1;
+//   - four ranks bound to the same 32-core socket: 8 each;
+//   - not bound: the node's CPUs divided by its ranks.
+// CPUs that no rank of the node may use are reported (idleCpus), since a
+// launcher's default binding is the usual reason a node computes on fewer
+// cores than it has.
+#pragma once
+
+#include <bitset>
+#include <span>
+
+namespace ddp {
+
+class World;
+
+// A set of CPU numbers, as sched_getaffinity reports them (CPU_SETSIZE).
+using CpuMask = std::bitset<1024>;
+
+// The CPUs this process may run on (its affinity mask); every online CPU
+// when the mask cannot be read. Any thread.
+CpuMask allowedCpus();
+
+// The threads for a rank whose mask is `mine`, on a node whose ranks
+// (itself included) have the masks `node` (Note [Threads per rank]).
+int threadsForMask(const CpuMask& mine, std::span<const CpuMask> node);
+
+struct CpuShare {
+  int threads = 1;        // compute threads for this rank
+  int allowed = 1;        // CPUs in this rank's mask
+  int nodeUsable = 1;     // CPUs in the union of the masks of this node's ranks
+  int nodeAvailable = 1;  // CPUs the node has for this job (SLURM_CPUS_ON_NODE, else online)
+  int idleCpus() const { return nodeAvailable > nodeUsable ? nodeAvailable - nodeUsable : 0; }
+};
+
+// This rank's share of its node's CPUs. Collective over the world (one
+// all-gather of the masks); called once at start-up, on the main thread.
+CpuShare shareCpus(const World& world);
+
+}  // namespace ddp
