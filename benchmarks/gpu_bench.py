@@ -3,7 +3,7 @@
 
 For each model (default 784-1024-1024-10, large 784-4096-4096-4096-10) and
 per-rank batch (256, 4096), alternates --repeats runs of
-  mpirun -np 1 ddp_train --device cuda --dataset synthetic ...   (epoch 2 timed)
+  mpirun --bind-to none -np 1 ddp_train --device cuda --dataset synthetic ...   (epoch 2 timed)
   python3 benchmarks/pytorch_gpu_step.py ...                     (after warm-up)
 and prints the median step times and the ratio (PyTorch / ddp_train: above 1
 means ddp_train is faster). Both use float32 GEMMs (TF32 off), SGD with
@@ -45,7 +45,11 @@ def run_ours(args, hidden, batch):
     steps = steps_for(batch)
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "m.jsonl")
-        cmd = ["mpirun", "-q", "-np", "1", os.path.join(args.build, "launcher", "ddp_train"),
+        # --bind-to none: mpirun -np 1 would bind the rank to one core, leaving
+        # it one batch-gathering thread (Note [Threads per rank]); PyTorch's
+        # process runs unbound.
+        cmd = ["mpirun", "-q", "--bind-to", "none", "-np", "1",
+               os.path.join(args.build, "launcher", "ddp_train"),
                "--device", "cuda", "--dataset", "synthetic", "--synthetic-samples", str(steps * batch),
                "--hidden", hidden, "--batch-size", str(batch), "--epochs", "2",
                "--log-every", "1000000", "--lr", "0.01", "--metrics", metrics]

@@ -13,6 +13,7 @@ Efficiency is weak scaling (fixed per-rank batch): step(np=1) / step(np=N) at
 the same cap. The markdown goes to stdout; plots come from plots.py.
 """
 import argparse
+import csv
 import json
 import os
 import statistics
@@ -123,11 +124,11 @@ def main():
     for r in rows:
         one = base.get((r["profile"], r["cap"]))
         r["efficiency"] = one / r["step_ms"] if one else None
-    with open(os.path.join(args.out, "scaling.csv"), "w") as f:
-        fields = list(rows[0].keys())
-        f.write(",".join(fields) + "\n")
-        for r in rows:
-            f.write(",".join("" if r[k] is None else str(r[k]) for k in fields) + "\n")
+    with open(os.path.join(args.out, "scaling.csv"), "w", newline="") as f:
+        # csv quotes the fields that hold commas (auto's choices over rounds).
+        writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
 
     caps = args.caps.split(",")
     for profile in profiles:
