@@ -78,4 +78,13 @@ std::optional<std::string> idleCpuWarning(const CpuShare& share, int localRanks,
              share.threads, " compute thread", share.threads == 1 ? "" : "s", " (", fix, ")");
 }
 
+std::optional<std::string> threadsWarning(int threads, const CpuShare& share) {
+  if (threads <= share.allowed) return std::nullopt;
+  const char* cpus = share.allowed == 1 ? " CPU" : " CPUs";
+  return str("--threads ", threads, ", but this rank may run on ", share.allowed, cpus,
+             ": its threads take turns there, usually slower than ", share.allowed,
+             " (measured for BLAS: RESULTS.md, ddp_bench); lower --threads or bind the rank to "
+             "more CPUs");
+}
+
 }  // namespace ddp::launcher

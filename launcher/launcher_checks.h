@@ -55,4 +55,8 @@ std::optional<std::string> keepaliveWarning(const Keepalive& keepalive, double t
 // when no CPU is idle.
 std::optional<std::string> idleCpuWarning(const CpuShare& share, int localRanks, Launcher launcher);
 
+// The warning for --threads above the CPUs this rank may run on (its
+// threads would take turns on them); nothing otherwise.
+std::optional<std::string> threadsWarning(int threads, const CpuShare& share);
+
 }  // namespace ddp::launcher

@@ -268,6 +268,7 @@ int train(const Options& o) {
       if (auto warning = idleCpuWarning(used, world.localSize(), world.launcher())) {
         log::warn(*warning);
       }
+      if (auto warning = threadsWarning(threads, cpus)) log::warn(*warning);
     }
     if (world.launcher() == Launcher::kMpirun && world.nodeCount() > 1 && world.rank() == 0) {
       // Note [Lost nodes under mpirun]

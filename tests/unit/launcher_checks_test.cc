@@ -148,5 +148,17 @@ TEST(IdleCpus, SrunGetsItsOwnAdvice) {
   EXPECT_NE(warning->find("srun --cpus-per-task 4"), std::string::npos) << *warning;
 }
 
+TEST(ThreadsPerRank, MoreThreadsThanAllowedCpusAreWarnedAbout) {
+  CpuShare share;
+  share.allowed = 1;
+  EXPECT_FALSE(threadsWarning(1, share));
+  const auto warning = threadsWarning(4, share);
+  ASSERT_TRUE(warning);
+  EXPECT_NE(warning->find("--threads 4, but this rank may run on 1 CPU:"), std::string::npos)
+      << *warning;
+  share.allowed = 8;
+  EXPECT_FALSE(threadsWarning(8, share));
+}
+
 }  // namespace
 }  // namespace ddp::launcher
