@@ -113,23 +113,23 @@ TEST(ThreadsPerRank, DisjointSetsAreEachRanksOwn) {
     EXPECT_EQ(threadsForMask(mine, node), 4);
 }
 
-TEST(IdleCpus, NoWarningWhenTheRanksMayUseEveryCpu) {
+// Each rank bound to one CPU; the node's ranks use `usable` of `available`.
+CpuShare boundToOneCpu(int usable, int available) {
   CpuShare share;
   share.threads = 1;
   share.allowed = 1;
-  share.nodeUsable = 2;
-  share.nodeAvailable = 2;
-  EXPECT_FALSE(idleCpuWarning(share, 2, Launcher::kMpirun));
+  share.nodeUsable = usable;
+  share.nodeAvailable = available;
+  return share;
+}
+
+TEST(IdleCpus, NoWarningWhenTheRanksMayUseEveryCpu) {
+  EXPECT_FALSE(idleCpuWarning(boundToOneCpu(2, 2), 2, Launcher::kMpirun));
 }
 
 TEST(IdleCpus, MpirunsCoreBindingIsNamedWithTheOptionThatFixesIt) {
   // mpirun -np 2 on a 64-core node.
-  CpuShare share;
-  share.threads = 1;
-  share.allowed = 1;
-  share.nodeUsable = 2;
-  share.nodeAvailable = 64;
-  const auto warning = idleCpuWarning(share, 2, Launcher::kMpirun);
+  const auto warning = idleCpuWarning(boundToOneCpu(2, 64), 2, Launcher::kMpirun);
   ASSERT_TRUE(warning);
   EXPECT_NE(warning->find("2 ranks on this node may run on 2 of its 64 CPUs: 62 stay idle"),
             std::string::npos)
@@ -140,10 +140,7 @@ TEST(IdleCpus, MpirunsCoreBindingIsNamedWithTheOptionThatFixesIt) {
 }
 
 TEST(IdleCpus, SrunGetsItsOwnAdvice) {
-  CpuShare share;
-  share.nodeUsable = 4;
-  share.nodeAvailable = 16;
-  const auto warning = idleCpuWarning(share, 4, Launcher::kSrun);
+  const auto warning = idleCpuWarning(boundToOneCpu(4, 16), 4, Launcher::kSrun);
   ASSERT_TRUE(warning);
   EXPECT_NE(warning->find("srun --cpus-per-task 4"), std::string::npos) << *warning;
 }
