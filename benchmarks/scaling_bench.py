@@ -7,8 +7,9 @@ caps, repeated in alternating rounds; medians go to JSON, CSV and markdown.
         [--warmup 2] [--work 8] [--out benchmarks/results]
 
 Each (profile, np) run measures every cap in one ddp_bench invocation, the
-caps taking turns step by step, so caps are compared side by side; rounds alternate over profiles and world sizes so
-that a noisy period on the shared machine spreads over all of them.
+caps taking turns step by step, so caps are compared side by side; rounds
+alternate over profiles and world sizes so that a noisy period on the shared
+machine spreads over all of them.
 Efficiency is weak scaling (fixed per-rank batch): step(np=1) / step(np=N) at
 the same cap. The markdown goes to stdout; plots come from plots.py.
 """

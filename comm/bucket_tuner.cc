@@ -50,8 +50,13 @@ std::vector<std::size_t> BucketCapTuner::defaultCandidates() {
   return {1 * kMiB, 5 * kMiB, 25 * kMiB, 100 * kMiB, kSingleBucket};
 }
 
+std::size_t BucketCapTuner::timedSteps() const {
+  return steps_ > warmupSteps_ ? steps_ - warmupSteps_ : 0;
+}
+
 std::size_t BucketCapTuner::candidate() const {
-  return round_ % 2 == 0 ? position_ : candidates_.size() - 1 - position_;
+  const std::size_t c = candidates_.size(), position = timedSteps() % c;
+  return rounds() % 2 == 0 ? position : c - 1 - position;
 }
 
 std::size_t BucketCapTuner::currentCap() const {
@@ -65,14 +70,14 @@ std::size_t BucketCapTuner::chosen() const {
 
 void BucketCapTuner::recordStep(double seconds, Communicator& comm) {
   if (chosen_) return;
+  const std::size_t ran = candidate();  // the step just run
   if (++steps_ <= warmupSteps_) return;
-  times_[candidate()].push_back(seconds);
-  if (++position_ < candidates_.size()) return;
-  position_ = 0;
-  ++round_;
-  if (round_ < timedRounds_ || (round_ - timedRounds_) % 2 != 0) return;
+  times_[ran].push_back(seconds);
+  if (timedSteps() % candidates_.size() != 0) return;  // the round goes on
+  const std::size_t round = rounds();
+  if (round < timedRounds_ || (round - timedRounds_) % 2 != 0) return;
   // A decision point (Note [Automatic bucket cap]): every rank reaches it
-  // after the same step, with round_ steps per candidate. One all-reduce
+  // after the same step, with `round` steps per candidate. One all-reduce
   // (max) turns each step's time into its slowest rank's; the medians and the
   // scatter are taken over those.
   std::vector<double> slowest;
@@ -82,14 +87,14 @@ void BucketCapTuner::recordStep(double seconds, Communicator& comm) {
   std::vector<double> table;
   std::vector<double> sigmas;
   for (std::size_t c = 0; c < candidates_.size(); ++c) {
-    const auto first = slowest.begin() + static_cast<long>(c * round_);
-    const std::vector<double> times(first, first + static_cast<long>(round_));
+    const auto first = slowest.begin() + static_cast<long>(c * round);
+    const std::vector<double> times(first, first + static_cast<long>(round));
     table.push_back(median(times));
     sigmas.push_back(relativeSigma(times));
   }
   const double sigma = median(sigmas);
-  const double precision = 1.25 * sigma / std::sqrt(static_cast<double>(round_));
-  if (precision > kMedianPrecision && round_ < maxRounds_) return;  // two more rounds
+  const double precision = 1.25 * sigma / std::sqrt(static_cast<double>(round));
+  if (precision > kMedianPrecision && round < maxRounds_) return;  // two more rounds
   medians_ = std::move(table);
   const auto best = std::min_element(medians_.begin(), medians_.end());
   chosen_ = candidates_[static_cast<std::size_t>(best - medians_.begin())];

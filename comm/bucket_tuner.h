@@ -83,7 +83,7 @@ class BucketCapTuner {
   std::size_t chosen() const;
   const std::vector<double>& medians() const { return medians_; }
   const std::vector<std::size_t>& candidates() const { return candidates_; }
-  std::size_t rounds() const { return round_; }
+  std::size_t rounds() const { return timedSteps() / candidates_.size(); }
   // Steps recorded so far (warm-up included): the steps tuning took, once done.
   std::size_t steps() const { return steps_; }
 
@@ -93,13 +93,13 @@ class BucketCapTuner {
   std::size_t timedRounds_;
   std::size_t maxRounds_;
   std::size_t steps_ = 0;                   // recorded, warm-up included
-  std::size_t position_ = 0;                // within the round
-  std::size_t round_ = 0;                   // timed rounds completed
   std::vector<std::vector<double>> times_;  // per candidate: this rank's timed steps
   std::vector<double> medians_;             // per candidate, after tuning; see medians()
   std::optional<std::size_t> chosen_;
 
-  // The candidate index the next step uses.
+  // Recorded steps after the warm-up; the candidate index the next step uses
+  // (both follow from steps_: rounds of one step per candidate, serpentine).
+  std::size_t timedSteps() const;
   std::size_t candidate() const;
 };
 

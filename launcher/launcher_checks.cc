@@ -53,7 +53,7 @@ std::optional<std::string> keepaliveWarning(const Keepalive& keepalive, double t
              " --mca oob_tcp_keepalive_probes ", s.probes, " (README, \"Across nodes\")");
 }
 
-std::optional<std::string> idleCpuWarning(const CpuShare& share, int localRanks,
+std::optional<std::string> idleCpuWarning(const CpuShare& share, int threads, int localRanks,
                                           Launcher launcher) {
   if (share.idleCpus() == 0) return std::nullopt;
   const int each = std::max(1, share.nodeAvailable / std::max(1, localRanks));
@@ -74,8 +74,8 @@ std::optional<std::string> idleCpuWarning(const CpuShare& share, int localRanks,
   }
   return str(localRanks, localRanks == 1 ? " rank" : " ranks", " on this node may run on ",
              share.nodeUsable, " of its ", share.nodeAvailable, " CPUs: ", share.idleCpus(),
-             share.idleCpus() == 1 ? " stays" : " stay", " idle, and each rank runs ",
-             share.threads, " compute thread", share.threads == 1 ? "" : "s", " (", fix, ")");
+             share.idleCpus() == 1 ? " stays" : " stay", " idle, and each rank runs ", threads,
+             " compute thread", threads == 1 ? "" : "s", " (", fix, ")");
 }
 
 std::optional<std::string> threadsWarning(int threads, const CpuShare& share) {

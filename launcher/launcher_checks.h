@@ -52,8 +52,9 @@ std::optional<std::string> keepaliveWarning(const Keepalive& keepalive, double t
 // The warning for a node whose ranks may not use all the CPUs it has for
 // the job (Note [Threads per rank] in runtime/cpu_share.h), with the launch
 // option that would give each of its `localRanks` ranks its share; nothing
-// when no CPU is idle.
-std::optional<std::string> idleCpuWarning(const CpuShare& share, int localRanks, Launcher launcher);
+// when no CPU is idle. `threads`: what each rank runs (the share, or --threads).
+std::optional<std::string> idleCpuWarning(const CpuShare& share, int threads, int localRanks,
+                                          Launcher launcher);
 
 // The warning for --threads above the CPUs this rank may run on (its
 // threads would take turns on them); nothing otherwise.

@@ -263,9 +263,7 @@ int train(const Options& o) {
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model));
     printSummary(world, comm, o, threads, placement, *model, data);
     if (world.rank() == 0) {
-      CpuShare used = cpus;
-      used.threads = threads;  // --threads may override the share
-      if (auto warning = idleCpuWarning(used, world.localSize(), world.launcher())) {
+      if (auto warning = idleCpuWarning(cpus, threads, world.localSize(), world.launcher())) {
         log::warn(*warning);
       }
       if (auto warning = threadsWarning(threads, cpus)) log::warn(*warning);

@@ -116,7 +116,6 @@ TEST(ThreadsPerRank, DisjointSetsAreEachRanksOwn) {
 // Each rank bound to one CPU; the node's ranks use `usable` of `available`.
 CpuShare boundToOneCpu(int usable, int available) {
   CpuShare share;
-  share.threads = 1;
   share.allowed = 1;
   share.nodeUsable = usable;
   share.nodeAvailable = available;
@@ -124,12 +123,12 @@ CpuShare boundToOneCpu(int usable, int available) {
 }
 
 TEST(IdleCpus, NoWarningWhenTheRanksMayUseEveryCpu) {
-  EXPECT_FALSE(idleCpuWarning(boundToOneCpu(2, 2), 2, Launcher::kMpirun));
+  EXPECT_FALSE(idleCpuWarning(boundToOneCpu(2, 2), 1, 2, Launcher::kMpirun));
 }
 
 TEST(IdleCpus, MpirunsCoreBindingIsNamedWithTheOptionThatFixesIt) {
   // mpirun -np 2 on a 64-core node.
-  const auto warning = idleCpuWarning(boundToOneCpu(2, 64), 2, Launcher::kMpirun);
+  const auto warning = idleCpuWarning(boundToOneCpu(2, 64), 1, 2, Launcher::kMpirun);
   ASSERT_TRUE(warning);
   EXPECT_NE(warning->find("2 ranks on this node may run on 2 of its 64 CPUs: 62 stay idle"),
             std::string::npos)
@@ -140,7 +139,7 @@ TEST(IdleCpus, MpirunsCoreBindingIsNamedWithTheOptionThatFixesIt) {
 }
 
 TEST(IdleCpus, SrunGetsItsOwnAdvice) {
-  const auto warning = idleCpuWarning(boundToOneCpu(4, 16), 4, Launcher::kSrun);
+  const auto warning = idleCpuWarning(boundToOneCpu(4, 16), 1, 4, Launcher::kSrun);
   ASSERT_TRUE(warning);
   EXPECT_NE(warning->find("srun --cpus-per-task 4"), std::string::npos) << *warning;
 }
