@@ -312,6 +312,15 @@ int train(const Options& o) {
           trainer::saveCheckpoint(path, *model, sgd, at, checkpointOptions(o));
           log::info(
               str("checkpoint: wrote ", path, " (epoch ", at.epoch, ", step ", at.globalStep, ")"));
+          if (o.keepCheckpoints == 0) return;
+          std::vector<std::string> failed;
+          const auto deleted =
+              trainer::pruneCheckpoints(o.checkpointDir, at.globalStep, o.keepCheckpoints, &failed);
+          if (!deleted.empty()) {
+            log::info(str("checkpoint: deleted ", join(deleted, ", "), " (--keep-checkpoints ",
+                          o.keepCheckpoints, ")"));
+          }
+          if (!failed.empty()) log::warn(str("checkpoint: could not delete ", join(failed, ", ")));
         });
       };
     }
@@ -322,10 +331,15 @@ int train(const Options& o) {
     if (!o.resume.empty()) {
       // Rank 0 finds and reads the checkpoint, every rank gets it over MPI:
       // nodes need not share the directory (Note [Files across nodes]).
-      std::string file, bytes;
+      std::string file, previous, bytes;
       comm::agree(comm, [&] {
         if (world.rank() != 0) return;
-        file = o.resume == "latest" ? trainer::newestCheckpoint(o.checkpointDir) : o.resume;
+        if (o.resume != "latest") {
+          file = o.resume;
+        } else if (const auto all = trainer::completeCheckpoints(o.checkpointDir); !all.empty()) {
+          file = all.back();
+          if (all.size() > 1) previous = all[all.size() - 2];
+        }
         if (!file.empty()) bytes = readWholeFile(file);
       });
       comm::shareFrom(comm, 0, file);
@@ -333,8 +347,17 @@ int train(const Options& o) {
       comm::agree(comm, [&] {
         if (file.empty()) return;
         std::istringstream in(bytes);
-        start = trainer::restoreCheckpoint(file, trainer::readSafetensors(in, file), *model, sgd,
-                                           checkpointOptions(o));
+        trainer::SafetensorsFile parsed;
+        try {
+          parsed = trainer::readSafetensors(in, file);
+        } catch (const DataError& e) {
+          if (previous.empty()) throw;
+          // A damaged newest checkpoint: say how to fall back, but do not do
+          // it unasked (damage means a disk or a copy to look at).
+          throw DataError(str(e.what(), "; to resume from the checkpoint before it, ", previous,
+                              ", move ", file, " out of ", o.checkpointDir));
+        }
+        start = trainer::restoreCheckpoint(file, parsed, *model, sgd, checkpointOptions(o));
       });
       if (file.empty()) {
         log::info(str("resume: no checkpoint in ", o.checkpointDir, " yet; starting fresh"));

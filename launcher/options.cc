@@ -25,6 +25,7 @@ struct Raw {
   long long syntheticSamples = 8192;
   long long gradAccum = 1;
   long long checkpointEvery = 0;
+  long long keepCheckpoints = 0;
   std::string freeze;
   std::string bucketCap = "25";
 };
@@ -61,6 +62,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "write checkpoints (weights, optimizer state, position) to DIR at the end of each epoch")(
       "checkpoint-every", po::value(&raw.checkpointEvery)->value_name("N"),
       "also write a checkpoint every N steps")(
+      "keep-checkpoints", po::value(&raw.keepCheckpoints)->value_name("N"),
+      "after writing a checkpoint, delete the older ones beyond the newest N (default: keep all)")(
       "resume", po::value(&o.resume)->value_name("FILE")->implicit_value("latest"),
       "continue from checkpoint FILE, or without FILE from the newest one in --checkpoint-dir "
       "(any world size: the rest of the epoch is re-sharded)");
@@ -280,6 +283,9 @@ Options parseOptions(int argc, const char* const argv[]) {
   o.checkpointEvery = nonNegative(raw.checkpointEvery, "checkpoint-every");
   if (o.checkpointEvery > 0 && o.checkpointDir.empty())
     throw UsageError("--checkpoint-every needs --checkpoint-dir");
+  o.keepCheckpoints = nonNegative(raw.keepCheckpoints, "keep-checkpoints");
+  if (o.keepCheckpoints > 0 && o.checkpointDir.empty())
+    throw UsageError("--keep-checkpoints needs --checkpoint-dir");
   if (o.resume == "latest" && o.checkpointDir.empty())
     throw UsageError("--resume without a FILE needs --checkpoint-dir (where to look for one)");
   if (!o.resume.empty() && !o.initFrom.empty())

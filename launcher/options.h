@@ -28,6 +28,7 @@ struct Options {
   // checkpoints
   std::string checkpointDir;
   std::size_t checkpointEvery = 0;  // steps; 0: at the end of each epoch only
+  std::size_t keepCheckpoints = 0;  // 0: keep every checkpoint
   std::string resume;               // "": start fresh; "latest": newest in checkpointDir; or a file
   // optimisation
   std::size_t epochs = 5;

@@ -1,5 +1,6 @@
 #include "trainer/checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <regex>
@@ -76,6 +77,11 @@ TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& 
     throw DataError(str(path, ": not a ddp checkpoint (no ddp.format = ", kFormat,
                         "; weights alone load with --init-from)"));
   }
+  if (!file.checksummed) {
+    throw DataError(str(path,
+                        ": the checkpoint carries no checksums (its metadata was damaged, or "
+                        "another program rewrote it)"));
+  }
   for (const auto& [key, value] : expected) {
     const auto it = meta.find(key);
     if (it == meta.end() || it->second != value) {
@@ -129,22 +135,54 @@ TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& 
   return position;
 }
 
-std::string newestCheckpoint(const std::string& dir) {
+namespace {
+
+// The complete checkpoints in `dir` with their steps, oldest first.
+std::vector<std::pair<unsigned long long, std::string>> checkpointsByStep(const std::string& dir) {
   static const std::regex pattern(R"(checkpoint-(\d{9,})\.safetensors)");
   std::error_code error;
-  std::string best;
-  unsigned long long bestStep = 0;
+  std::vector<std::pair<unsigned long long, std::string>> found;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     std::smatch match;
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file() || !std::regex_match(name, match, pattern)) continue;
-    const unsigned long long step = std::stoull(match[1].str());
-    if (best.empty() || step > bestStep) {
-      best = entry.path().string();
-      bestStep = step;
+    found.emplace_back(std::stoull(match[1].str()), entry.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+}  // namespace
+
+std::vector<std::string> completeCheckpoints(const std::string& dir) {
+  std::vector<std::string> paths;
+  for (auto& [step, path] : checkpointsByStep(dir))
+    paths.push_back(std::move(path));
+  return paths;
+}
+
+std::string newestCheckpoint(const std::string& dir) {
+  const std::vector<std::string> all = completeCheckpoints(dir);
+  return all.empty() ? std::string() : all.back();
+}
+
+std::vector<std::string> pruneCheckpoints(const std::string& dir, std::size_t writtenStep,
+                                          std::size_t keep, std::vector<std::string>* failed) {
+  std::vector<std::string> older;
+  for (auto& [step, path] : checkpointsByStep(dir)) {
+    if (step < writtenStep) older.push_back(std::move(path));
+  }
+  const std::size_t kept = keep == 0 ? older.size() : std::min(older.size(), keep - 1);
+  std::vector<std::string> deleted;
+  for (std::size_t i = 0; i + kept < older.size(); ++i) {
+    std::error_code error;
+    if (std::filesystem::remove(older[i], error)) {
+      deleted.push_back(older[i]);
+    } else if (failed != nullptr) {
+      failed->push_back(older[i]);
     }
   }
-  return best;
+  return deleted;
 }
 
 }  // namespace ddp::trainer

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "trainer/safetensors.h"
 #include "trainer/sequential.h"
@@ -63,7 +64,20 @@ TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& 
                                 Sequential& model, Sgd& optimizer,
                                 const CheckpointOptions& expected);
 
+// The complete checkpoints in `dir` (named checkpointPath(), temporary files
+// left by a crash excluded), oldest step first.
+std::vector<std::string> completeCheckpoints(const std::string& dir);
 // The complete checkpoint with the highest step in `dir`, or "" if none.
 std::string newestCheckpoint(const std::string& dir);
+
+// Retention (--keep-checkpoints): deletes the complete checkpoints in `dir`
+// older than `writtenStep`, the one just written, except the newest
+// `keep` - 1 of them, so `keep` remain counting it. Ones with a higher step
+// (another run's, in the same directory) and partial files are left alone.
+// Call it only once the new checkpoint is durable (saveCheckpoint returned).
+// Returns the deleted paths; a file that cannot be deleted is skipped
+// (returned in `failed`).
+std::vector<std::string> pruneCheckpoints(const std::string& dir, std::size_t writtenStep,
+                                          std::size_t keep, std::vector<std::string>* failed);
 
 }  // namespace ddp::trainer

@@ -2,12 +2,16 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "runtime/error.h"
 #include "runtime/str.h"
@@ -17,6 +21,46 @@ namespace {
 
 using nlohmann::json;
 constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit
+// Note [Checksums in safetensors files]
+constexpr std::string_view kTensorCrcPrefix = "ddp.crc32.";
+constexpr std::string_view kMetadataCrcKey = "ddp.metadata_crc32";
+
+std::uint32_t crcOf(const void* data, std::size_t bytes) {
+  return static_cast<std::uint32_t>(crc32_z(0, static_cast<const Bytef*>(data), bytes));
+}
+
+std::string hex(std::uint32_t crc) {
+  char text[9];
+  std::snprintf(text, sizeof text, "%08x", crc);
+  return text;
+}
+
+// Of every entry but the metadata checksum itself: key NUL value NUL, in key order.
+std::uint32_t metadataCrc(const std::map<std::string, std::string>& metadata) {
+  uLong crc = crc32_z(0, nullptr, 0);
+  for (const auto& [key, value] : metadata) {
+    if (key == kMetadataCrcKey) continue;
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(key.c_str()), key.size() + 1);
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(value.c_str()), value.size() + 1);
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+bool isChecksumKey(const std::string& key) {
+  return key.starts_with(kTensorCrcPrefix) || key == kMetadataCrcKey;
+}
+
+// Throws DataError unless `file`'s metadata entry `key` is `computed`, the
+// checksum of `what` ("its metadata", "tensor 'x'").
+void expectCrc(const std::string& path, const SafetensorsFile& file, const std::string& key,
+               const std::string& what, std::uint32_t computed) {
+  const auto stored = file.metadata.find(key);
+  if (stored != file.metadata.end() && stored->second == hex(computed)) return;
+  throw DataError(str(path, ": the file is damaged: ", what, " has CRC-32 ", hex(computed),
+                      " but the file recorded ",
+                      stored == file.metadata.end() ? std::string("none") : stored->second,
+                      " (changed or corrupted after it was written)"));
+}
 
 void writeAll(int fd, const void* data, std::size_t size, const std::string& path) {
   const auto* bytes = static_cast<const char*>(data);
@@ -42,8 +86,14 @@ void fsyncDirectoryOf(const std::string& path) {
 void saveSafetensors(const std::string& path,
                      const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                      const std::map<std::string, std::string>& metadata) {
+  for (const auto& entry : metadata)
+    DDP_CHECK(!isChecksumKey(entry.first), str("saveSafetensors: reserved key ", entry.first));
+  std::map<std::string, std::string> meta = metadata;
+  for (const auto& [name, tensor] : tensors)
+    meta[str(kTensorCrcPrefix, name)] = hex(crcOf(tensor->data(), tensor->numel() * sizeof(float)));
+  meta[std::string(kMetadataCrcKey)] = hex(metadataCrc(meta));
   json header = json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  header["__metadata__"] = meta;
   std::uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
     const std::uint64_t bytes = tensor->numel() * sizeof(float);
@@ -117,14 +167,21 @@ SafetensorsFile readSafetensors(std::istream& in, const std::string& path) {
 
   const std::uint64_t dataSize = fileSize - 8 - length;
   SafetensorsFile file;
+  if (header.contains("__metadata__")) {
+    const json& metadata = header["__metadata__"];
+    if (!metadata.is_object()) throw DataError(str(path, ": __metadata__ is not a JSON object"));
+    for (const auto& [key, value] : metadata.items()) {
+      if (value.is_string()) file.metadata[key] = value.get<std::string>();
+    }
+  }
+  file.checksummed = std::any_of(file.metadata.begin(), file.metadata.end(),
+                                 [](const auto& entry) { return isChecksumKey(entry.first); });
+  if (file.checksummed) {
+    expectCrc(path, file, std::string(kMetadataCrcKey), "its metadata", metadataCrc(file.metadata));
+  }
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      for (const auto& [key, value] : entry.items()) {
-        if (value.is_string()) file.metadata[key] = value.get<std::string>();
-      }
-      continue;
-    }
+    if (name == "__metadata__") continue;
     try {
       const std::string dtype = entry.at("dtype").get<std::string>();
       if (dtype != "F32") {
@@ -137,20 +194,33 @@ SafetensorsFile readSafetensors(std::istream& in, const std::string& path) {
         throw DataError(str(path, ": tensor '", name, "' data_offsets lie outside the file's ",
                             dataSize, " data bytes (truncated file?)"));
       }
-      if (offsets[1] - offsets[0] != numelOf(shape) * sizeof(float)) {
+      const std::uint64_t bytes = offsets[1] - offsets[0];
+      if (bytes != numelOf(shape) * sizeof(float)) {
         throw DataError(str(path, ": tensor '", name, "' shape ", shapeString(shape),
-                            " does not match its ", offsets[1] - offsets[0], " data bytes"));
+                            " does not match its ", bytes, " data bytes"));
       }
       ranges.emplace_back(offsets[0], offsets[1]);
       Tensor tensor(shape);
       in.seekg(static_cast<std::streamoff>(8 + length + offsets[0]));
-      if (!in.read(reinterpret_cast<char*>(tensor.data()),
-                   static_cast<std::streamsize>(offsets[1] - offsets[0]))) {
+      if (!in.read(reinterpret_cast<char*>(tensor.data()), static_cast<std::streamsize>(bytes))) {
         throw DataError(str(path, ": truncated while reading tensor '", name, "'"));
+      }
+      if (file.checksummed) {
+        expectCrc(path, file, str(kTensorCrcPrefix, name), str("tensor '", name, "'"),
+                  crcOf(tensor.data(), bytes));
       }
       file.tensors.emplace(name, std::move(tensor));
     } catch (const json::exception& e) {
       throw DataError(str(path, ": malformed entry for tensor '", name, "' (", e.what(), ")"));
+    }
+  }
+  if (file.checksummed) {
+    for (const auto& [key, value] : file.metadata) {
+      if (key.starts_with(kTensorCrcPrefix) &&
+          !file.tensors.contains(key.substr(kTensorCrcPrefix.size()))) {
+        throw DataError(str(path, ": the file is damaged: it has a checksum for tensor '",
+                            key.substr(kTensorCrcPrefix.size()), "' but no such tensor"));
+      }
     }
   }
   std::sort(ranges.begin(), ranges.end());

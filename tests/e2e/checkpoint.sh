@@ -39,6 +39,36 @@ expect_error "was written with ddp.option.hidden = '64,32' but this run has '128
 expect_error "not a ddp checkpoint" "${c[@]}" --resume "$WORK/full.safetensors"
 expect_error "no-such-file" "${c[@]}" --resume "$WORK/no-such-file.safetensors"
 [ "$sums" = "$(sha256sum "$ck"/*.safetensors)" ] || fail "a failed resume changed a checkpoint"
+# A newest checkpoint with one bit flipped in its data (Note [Checksums in
+# safetensors files]): refused, naming the tensor and the way back; moved
+# out of the directory, the run resumes from the one before.
+damaged=$WORK/damaged
+cp -r "$ck" "$damaged"
+read -r previous newest <<< "$(ls "$damaged" | sort | tail -2 | xargs)"
+last=$(tail -c 1 "$damaged/$newest" | od -An -tu1 | tr -d ' ')
+printf "\\x$(printf %02x $((last ^ 1)))" |
+  dd of="$damaged/$newest" bs=1 seek=$(($(stat -c %s "$damaged/$newest") - 1)) conv=notrunc status=none
+expect_error "$newest: the file is damaged: tensor '.*' has CRC-32" \
+  "${c[@]}" --max-steps 200 --checkpoint-dir "$damaged" --resume
+grep -q "to resume from the checkpoint before it, .*$previous, move" "$WORK/bad.err" ||
+  fail "no way back named: $(cat "$WORK/bad.err")"
+mv "$damaged/$newest" "$damaged/$newest.damaged"
+run 2 "${c[@]}" --max-steps 200 --checkpoint-dir "$damaged" --resume > "$WORK/fallback.log"
+grep -q "resume: from .*$previous" "$WORK/fallback.log" ||
+  fail "did not resume from the one before: $(grep resume "$WORK/fallback.log")"
+# --keep-checkpoints 2: each write deletes the older ones beyond the newest
+# two, and what is left resumes.
+kept=$WORK/kept
+run 2 "${c[@]}" --max-steps 30 --checkpoint-dir "$kept" --checkpoint-every 5 --keep-checkpoints 2 \
+  > "$WORK/kept.log"
+[ "$(ls "$kept" | xargs)" = "checkpoint-000000025.safetensors checkpoint-000000030.safetensors" ] ||
+  fail "--keep-checkpoints 2 left: $(ls "$kept" | xargs)"
+grep -q "checkpoint: deleted .*checkpoint-000000020.safetensors (--keep-checkpoints 2)" \
+  "$WORK/kept.log" || fail "no deletion reported: $(grep checkpoint: "$WORK/kept.log")"
+run 2 "${c[@]}" --max-steps 40 --checkpoint-dir "$kept" --resume --keep-checkpoints 2 \
+  > "$WORK/kept-resumed.log" || fail "cannot resume from the kept checkpoints"
+grep -q "resume: from .*checkpoint-000000030.safetensors" "$WORK/kept-resumed.log" ||
+  fail "did not resume from the newest kept: $(grep resume "$WORK/kept-resumed.log")"
 
 # 4. kill -9 while checkpoints are being written (one per step, 7 MiB each):
 # the newest complete checkpoint still loads, a partial file is ignored.

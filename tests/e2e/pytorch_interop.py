@@ -2,7 +2,9 @@
 
   check  WEIGHTS DATA_DIR ACCURACY   load ddp_train's weights into an nn.Module whose
                                      nn.Sequential sits in `layers`, with strict names and
-                                     shapes; its test accuracy must equal ddp_train's
+                                     shapes; its test accuracy must equal ddp_train's, and
+                                     the file's checksums must be what Python's zlib.crc32
+                                     computes
   write  WEIGHTS HIDDEN SEED         write a freshly initialised PyTorch MLP as safetensors
 
 Reads and writes safetensors with a few lines of its own (Debian has no safetensors
@@ -12,6 +14,7 @@ import gzip
 import json
 import struct
 import sys
+import zlib
 
 import torch
 import torch.nn as nn
@@ -30,6 +33,23 @@ class Mlp(nn.Module):
 
     def forward(self, x):
         return self.layers(x)
+
+
+def check_checksums(path):
+    """Note [Checksums in safetensors files], from Python's side."""
+    data = open(path, "rb").read()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    meta = header["__metadata__"]
+    for name, entry in header.items():
+        if name != "__metadata__":
+            begin, end = entry["data_offsets"]
+            crc = zlib.crc32(data[8 + length + begin : 8 + length + end])
+            assert meta[f"ddp.crc32.{name}"] == f"{crc:08x}", name
+    canonical = b"".join(
+        k.encode() + b"\0" + v.encode() + b"\0" for k, v in sorted(meta.items()) if k != "ddp.metadata_crc32"
+    )
+    assert meta["ddp.metadata_crc32"] == f"{zlib.crc32(canonical):08x}"
 
 
 def read_safetensors(path):
@@ -70,6 +90,7 @@ def load_idx(path):
 def main():
     if sys.argv[1] == "check":
         weights, data_dir, expected = sys.argv[2], sys.argv[3], float(sys.argv[4])
+        check_checksums(weights)
         tensors = read_safetensors(weights)
         hidden = [tensors[f"layers.{2 * i}.weight"].shape[0] for i in range(len(tensors) // 2 - 1)]
         model = Mlp(hidden)

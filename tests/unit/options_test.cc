@@ -83,7 +83,9 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--inject-fault", "crash:1:5"}, "--inject-fault"},
         Invalid{{"--inject-fault", "desync:-1:5"}, "--inject-fault"},
         Invalid{{"--inject-fault", "nonfinite:1:0"}, "--inject-fault"},
-        Invalid{{"--inject-fault", "stall:0:3:-2"}, "--inject-fault"}));
+        Invalid{{"--inject-fault", "stall:0:3:-2"}, "--inject-fault"},
+        Invalid{{"--keep-checkpoints", "-1"}, "--keep-checkpoints"},
+        Invalid{{"--keep-checkpoints", "2"}, "--keep-checkpoints needs --checkpoint-dir"}));
 
 TEST(Options, FaultInjectionIsParsed) {
   const FaultInjection stall = parseFaultInjection("stall:2:7:1.5");
@@ -135,12 +137,12 @@ TEST(Options, HelpNeedsNothingElseAndListsEveryOption) {
   const char* argv[] = {"ddp_train", "--help", "--data-dir", "/nonexistent"};
   EXPECT_TRUE(parseOptions(4, argv).help);
   const std::string text = usageText();
-  for (const char* option :
-       {"--config",       "--dataset",   "--data-dir",   "--model",      "--hidden",
-        "--epochs",       "--max-steps", "--batch-size", "--lr",         "--momentum",
-        "--weight-decay", "--seed",      "--threads",    "--log-every",  "--log-all-ranks",
-        "--save-model",   "--init-from", "--metrics",    "--no-shuffle", "--drop-last",
-        "--timeout"}) {
+  for (const char* option : {"--config",    "--dataset",         "--data-dir",      "--model",
+                             "--hidden",    "--epochs",          "--max-steps",     "--batch-size",
+                             "--lr",        "--momentum",        "--weight-decay",  "--seed",
+                             "--threads",   "--log-every",       "--log-all-ranks", "--save-model",
+                             "--init-from", "--metrics",         "--no-shuffle",    "--drop-last",
+                             "--timeout",   "--keep-checkpoints"}) {
     EXPECT_NE(text.find(option), std::string::npos) << option;
   }
 }

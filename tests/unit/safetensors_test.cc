@@ -3,6 +3,7 @@
 #include "trainer/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -114,6 +115,21 @@ std::string goodModelBytes(std::size_t in, std::size_t hidden, std::size_t out) 
   return readAll(dir.file("m"));
 }
 
+std::string flipLastByte(std::string bytes) {
+  bytes.back() = static_cast<char>(bytes.back() ^ 0x01);
+  return bytes;
+}
+
+// `bytes` with the one occurrence of `from` replaced by `to` (same length, so
+// the header length stays right).
+std::string replaced(std::string bytes, const std::string& from, const std::string& to) {
+  const std::size_t at = bytes.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  EXPECT_EQ(bytes.find(from, at + 1), std::string::npos) << from;
+  EXPECT_EQ(from.size(), to.size());
+  return bytes.replace(at, from.size(), to);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Cases, SafetensorsRejects,
     ::testing::Values(
@@ -137,11 +153,72 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"Truncated", goodModelBytes(3, 2, 2).substr(0, goodModelBytes(3, 2, 2).size() - 4),
                 "truncated"},
         BadFile{"WrongShapes", goodModelBytes(3, 5, 2), "has shape"},
-        BadFile{"MissingTensor",
-                goodModelBytes(3, 2, 2).replace(goodModelBytes(3, 2, 2).find("layers.2.bias"), 13,
-                                                "layers.2.bia_"),
-                "has no tensor 'layers.2.bias'"}),
+        BadFile{
+            "MissingTensor",  // from another writer: no checksums to catch it first
+            withHeader(R"({"layers.0.weight":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
+                       R"("layers.0.bias":{"dtype":"F32","shape":[2],"data_offsets":[24,32]},)"
+                       R"("layers.2.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[32,48]}})",
+                       std::string(48, '\0')),
+            "has no tensor 'layers.2.bias'"},
+        BadFile{"RenamedTensor",
+                replaced(goodModelBytes(3, 2, 2), "\"layers.2.bias\":{", "\"layers.2.bia_\":{"),
+                "damaged: tensor 'layers.2.bia_' has CRC-32"},
+        // Note [Checksums in safetensors files]: damage that still parses.
+        BadFile{"FlippedDataBit", flipLastByte(goodModelBytes(3, 2, 2)),
+                "damaged: tensor 'layers.2.bias' has CRC-32"},
+        BadFile{"ChangedMetadataValue", replaced(goodModelBytes(3, 2, 2), "\"ddp\"", "\"dDp\""),
+                "damaged: its metadata has CRC-32"},
+        BadFile{
+            "TensorChecksumRenamed",
+            replaced(goodModelBytes(3, 2, 2), "ddp.crc32.layers.0.bias", "ddp.crc32.layers.0.bia_"),
+            "damaged: its metadata has CRC-32"},
+        BadFile{"MetadataChecksumRenamed",
+                replaced(goodModelBytes(3, 2, 2), "ddp.metadata_crc32", "ddp.metadata_crc3_"),
+                "but the file recorded none"}),
     [](const auto& info) { return info.param.name; });
+
+TEST(Safetensors, ChecksumsAreZlibCrc32sOfEachTensorAndOfTheMetadata) {
+  TempDir dir;
+  auto model = buildMlp(3, {2}, 4, 1);
+  saveModel(dir.file("m.safetensors"), *model);
+  const std::string bytes = readAll(dir.file("m.safetensors"));
+  std::uint64_t length = 0;
+  for (int i = 0; i < 8; ++i)
+    length |= std::uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
+  const auto header = nlohmann::json::parse(bytes.substr(8, length));
+  const auto& meta = header["__metadata__"];
+  const auto hex = [](uLong crc) {
+    char text[9];
+    std::snprintf(text, sizeof text, "%08lx", crc);
+    return std::string(text);
+  };
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    const std::size_t begin = entry["data_offsets"][0], end = entry["data_offsets"][1];
+    const auto* data = reinterpret_cast<const Bytef*>(bytes.data() + 8 + length + begin);
+    EXPECT_EQ(meta["ddp.crc32." + name], hex(crc32(0, data, end - begin))) << name;
+  }
+  std::string canonical;  // key NUL value NUL, in key order, all but the metadata checksum
+  for (const auto& [key, value] : meta.items()) {
+    if (key != "ddp.metadata_crc32") canonical += key + '\0' + value.get<std::string>() + '\0';
+  }
+  EXPECT_EQ(meta["ddp.metadata_crc32"],
+            hex(crc32(0, reinterpret_cast<const Bytef*>(canonical.data()), canonical.size())));
+  EXPECT_TRUE(loadSafetensors(dir.file("m.safetensors")).checksummed);
+}
+
+TEST(Safetensors, FilesFromOtherWritersNeedNoChecksums) {
+  TempDir dir;
+  writeAll(
+      dir.file("other.safetensors"),
+      withHeader(
+          R"({"__metadata__":{"format":"pt"},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+          std::string(8, '\0')));
+  const SafetensorsFile file = loadSafetensors(dir.file("other.safetensors"));
+  EXPECT_FALSE(file.checksummed);
+  ASSERT_TRUE(file.tensors.contains("x"));
+  EXPECT_EQ(file.tensors.at("x").numel(), 2u);
+}
 
 TEST(Safetensors, ExtraTensorIsRejected) {
   TempDir dir;

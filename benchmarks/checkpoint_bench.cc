@@ -1,0 +1,83 @@
+// checkpoint_bench: what writing and reading a checkpoint costs, and how much
+// of it is the checksums (Note [Checksums in safetensors files] in
+// trainer/safetensors.h), for the default MLP (784-1024-1024-10) and the large
+// one (784-4096-4096-4096-10), each with its momentum buffers: the file
+// --checkpoint-dir writes. Median of 7 rounds of: CRC-32 of every tensor
+// alone, saveCheckpoint (checksums, write, fsync, rename), loadCheckpoint
+// (from the page cache: the file was just written; checksums verified).
+//
+//   build/benchmarks/checkpoint_bench [DIR]    (default: the current directory)
+#include <zlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "trainer/checkpoint.h"
+#include "trainer/mlp.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+void measure(const std::string& dir, const char* name, const std::vector<std::size_t>& hidden) {
+  using namespace ddp::trainer;
+  auto model = buildMlp(784, hidden, 10, 1);
+  Sgd sgd(model->parameters(), {0.1f, 0.9f, 0.0f, false});
+  for (Parameter* p : model->parameters())
+    std::fill(p->grad.data(), p->grad.data() + p->grad.numel(), 0.5f);
+  sgd.step();  // creates the momentum buffers
+  std::vector<const Tensor*> tensors;
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < model->parameters().size(); ++i) {
+    tensors.push_back(&model->parameters()[i]->value);
+    tensors.push_back(&sgd.momentumBuffers()[i]);
+  }
+  for (const Tensor* t : tensors)
+    bytes += t->numel() * sizeof(float);
+
+  const std::string path = checkpointPath(dir, 1);
+  std::vector<double> crc, save, load;
+  uLong sink = 0;
+  for (int round = 0; round < 7; ++round) {
+    auto start = Clock::now();
+    for (const Tensor* t : tensors)
+      sink ^= crc32_z(0, reinterpret_cast<const Bytef*>(t->data()), t->numel() * sizeof(float));
+    crc.push_back(msSince(start));
+    start = Clock::now();
+    saveCheckpoint(path, *model, sgd, TrainPosition{}, {});
+    save.push_back(msSince(start));
+    start = Clock::now();
+    loadCheckpoint(path, *model, sgd, {});
+    load.push_back(msSince(start));
+  }
+  std::filesystem::remove(path);
+  const double mib = static_cast<double>(bytes) / (1 << 20);
+  std::printf("%-8s %9.1f %9.1f %9.1f %9.1f %11.0f%%   (crc %08lx)\n", name, mib, median(crc),
+              median(save), median(load), 100.0 * median(crc) / median(save),
+              static_cast<unsigned long>(sink));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string dir = argc > 1 ? argv[1] : ".";
+  std::printf("checkpoint_bench in %s: median of 7 rounds (ms)\n", dir.c_str());
+  std::printf("%-8s %9s %9s %9s %9s %12s\n", "model", "MiB", "crc32", "save", "load",
+              "crc of save");
+  measure(dir, "default", {1024, 1024});
+  measure(dir, "large", {4096, 4096, 4096});
+  return 0;
+}

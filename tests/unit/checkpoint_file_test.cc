@@ -1,0 +1,122 @@
+// Checkpoints: the position and optimizer state come back as written, the
+// newest complete file is found by step, and a checkpoint whose checksums are
+// gone is refused (Note [Checksums in safetensors files]).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.h"
+#include "test_files.h"
+#include "trainer/checkpoint.h"
+#include "trainer/mlp.h"
+
+namespace ddp::trainer {
+namespace {
+
+using ddp::testing::TempDir;
+
+TrainPosition somePosition() {
+  TrainPosition at;
+  at.epoch = 2;
+  at.consumed = 224;
+  at.globalStep = 70;
+  at.worldSize = 2;
+  at.epochLossSum = 0.1 + 0.2;  // not exact in decimal: must come back bit for bit
+  at.epochSteps = 7;
+  return at;
+}
+
+// A model whose optimizer has taken a step, so it has momentum buffers.
+struct TrainedModel {
+  std::unique_ptr<Sequential> model;
+  Sgd sgd;
+  explicit TrainedModel(std::uint64_t seed)
+      : model(buildMlp(3, {4}, 2, seed)), sgd(model->parameters(), {0.1f, 0.9f, 0.0f, false}) {
+    for (Parameter* p : model->parameters())
+      std::fill(p->grad.data(), p->grad.data() + p->grad.numel(), 0.5f);
+    sgd.step();
+  }
+};
+
+TEST(Checkpoint, RestoresParametersMomentumAndPositionExactly) {
+  TempDir dir;
+  TrainedModel written(1), restored(2);
+  const std::string path = checkpointPath(dir.file(""), 70);
+  saveCheckpoint(path, *written.model, written.sgd, somePosition(), {{"ddp.option.lr", "0.1"}});
+  const TrainPosition at =
+      loadCheckpoint(path, *restored.model, restored.sgd, {{"ddp.option.lr", "0.1"}});
+  EXPECT_EQ(at.epoch, 2u);
+  EXPECT_EQ(at.consumed, 224u);
+  EXPECT_EQ(at.globalStep, 70u);
+  EXPECT_EQ(at.worldSize, 2);
+  EXPECT_EQ(at.epochLossSum, 0.1 + 0.2);
+  EXPECT_EQ(at.epochSteps, 7u);
+  const auto a = written.model->parameters(), b = restored.model->parameters();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    for (std::size_t j = 0; j < a[i]->value.numel(); ++j) {
+      ASSERT_EQ(a[i]->value.data()[j], b[i]->value.data()[j]) << a[i]->name;
+      ASSERT_EQ(written.sgd.momentumBuffers()[i].data()[j],
+                restored.sgd.momentumBuffers()[i].data()[j])
+          << a[i]->name;
+    }
+  }
+}
+
+TEST(Checkpoint, NewestCompleteIsFoundByStepNotByName) {
+  TempDir dir;
+  TrainedModel run(1);
+  // 1000000000 sorts before 999999999 as a name.
+  for (std::size_t step : {9, 999999999, 1000000000})
+    saveCheckpoint(checkpointPath(dir.file(""), step), *run.model, run.sgd, somePosition(), {});
+  std::ofstream(dir.file("checkpoint-000000200.safetensors.tmp.123")) << "partial";
+  const auto all = completeCheckpoints(dir.file(""));
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0], checkpointPath(dir.file(""), 9));
+  EXPECT_EQ(all[2], checkpointPath(dir.file(""), 1000000000));
+  EXPECT_EQ(newestCheckpoint(dir.file("")), checkpointPath(dir.file(""), 1000000000));
+}
+
+TEST(Checkpoint, PruningKeepsTheNewestAndLeavesOtherRunsAndPartialFiles) {
+  TempDir dir;
+  TrainedModel run(1);
+  const auto at = [&](std::size_t step) { return checkpointPath(dir.file(""), step); };
+  for (std::size_t step : {10, 20, 30, 40, 500})  // 500: another run's, in the same directory
+    saveCheckpoint(at(step), *run.model, run.sgd, somePosition(), {});
+  std::ofstream(dir.file("checkpoint-000000005.safetensors.tmp.77")) << "partial";
+  std::ofstream(dir.file("checkpoint-000000001.safetensors.damaged")) << "moved aside";
+
+  std::vector<std::string> failed;
+  EXPECT_EQ(pruneCheckpoints(dir.file(""), 40, 2, &failed),
+            (std::vector<std::string>{at(10), at(20)}));
+  EXPECT_TRUE(failed.empty());
+  EXPECT_EQ(completeCheckpoints(dir.file("")), (std::vector<std::string>{at(30), at(40), at(500)}));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("checkpoint-000000005.safetensors.tmp.77")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("checkpoint-000000001.safetensors.damaged")));
+
+  EXPECT_EQ(pruneCheckpoints(dir.file(""), 40, 1, &failed), (std::vector<std::string>{at(30)}));
+  EXPECT_TRUE(pruneCheckpoints(dir.file(""), 40, 1, &failed).empty());  // nothing older left
+  EXPECT_EQ(completeCheckpoints(dir.file("")), (std::vector<std::string>{at(40), at(500)}));
+}
+
+TEST(Checkpoint, WithoutChecksumsIsRefusedBeforeAnythingIsLoaded) {
+  TempDir dir;
+  TrainedModel written(1), target(2);
+  const std::string path = checkpointPath(dir.file(""), 70);
+  saveCheckpoint(path, *written.model, written.sgd, somePosition(), {});
+  SafetensorsFile file = loadSafetensors(path);
+  ASSERT_TRUE(file.checksummed);
+  file.checksummed = false;  // what a file rewritten without them reads as
+  const float before = target.model->parameters()[0]->value.data()[0];
+  try {
+    restoreCheckpoint(path, file, *target.model, target.sgd, {});
+    FAIL() << "restored a checkpoint without checksums";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("carries no checksums"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(target.model->parameters()[0]->value.data()[0], before);
+}
+
+}  // namespace
+}  // namespace ddp::trainer
