@@ -10,10 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <thread>
 
 #include "comm/agreement.h"
@@ -106,14 +104,6 @@ constexpr double kSingleBucketMb = 1 << 20;
 // every rank from --data-dir on its own node: it is needed in full
 // everywhere, and shipping 50 MB per start would only hide a missing install.
 // tests/e2e/two_nodes.sh resumes from a directory only node a can see.
-std::string readWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  if (!in || !(bytes << in.rdbuf())) {
-    throw DataError(str(path, ": cannot read (", std::strerror(errno), ")"));
-  }
-  return bytes.str();
-}
 
 // The options that change what a training step computes.
 std::vector<std::pair<std::string, std::string>> computationOptions(const Options& o) {
@@ -331,7 +321,8 @@ int train(const Options& o) {
     if (!o.resume.empty()) {
       // Rank 0 finds and reads the checkpoint, every rank gets it over MPI:
       // nodes need not share the directory (Note [Files across nodes]).
-      std::string file, previous, bytes;
+      std::string file, previous;
+      auto bytes = std::make_shared<std::string>();
       comm::agree(comm, [&] {
         if (world.rank() != 0) return;
         if (o.resume != "latest") {
@@ -340,16 +331,15 @@ int train(const Options& o) {
           file = all.back();
           if (all.size() > 1) previous = all[all.size() - 2];
         }
-        if (!file.empty()) bytes = readWholeFile(file);
+        if (!file.empty()) *bytes = trainer::readWholeFile(file);
       });
       comm::shareFrom(comm, 0, file);
-      comm::shareFrom(comm, 0, bytes);
+      comm::shareFrom(comm, 0, *bytes);
       comm::agree(comm, [&] {
         if (file.empty()) return;
-        std::istringstream in(bytes);
         trainer::SafetensorsFile parsed;
         try {
-          parsed = trainer::readSafetensors(in, file);
+          parsed = trainer::parseSafetensors(bytes, file);
         } catch (const DataError& e) {
           if (previous.empty()) throw;
           // A damaged newest checkpoint: say how to fall back, but do not do

@@ -134,32 +134,36 @@ void saveSafetensors(const std::string& path,
   fsyncDirectoryOf(path);
 }
 
-SafetensorsFile loadSafetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+std::string readWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw DataError(str(path, ": cannot open (", std::strerror(errno), ")"));
-  return readSafetensors(in, path);
+  std::string bytes(static_cast<std::size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
+    throw DataError(str(path, ": cannot read (", std::strerror(errno), ")"));
+  }
+  return bytes;
 }
 
-SafetensorsFile readSafetensors(std::istream& in, const std::string& path) {
-  in.seekg(0, std::ios::end);
-  const auto fileSize = static_cast<std::uint64_t>(in.tellg());
-  in.seekg(0);
-  unsigned char lengthBytes[8];
-  if (fileSize < 8 || !in.read(reinterpret_cast<char*>(lengthBytes), 8)) {
+SafetensorsFile loadSafetensors(const std::string& path) {
+  return parseSafetensors(std::make_shared<std::string>(readWholeFile(path)), path);
+}
+
+SafetensorsFile parseSafetensors(std::shared_ptr<std::string> buffer, const std::string& path) {
+  const std::uint64_t fileSize = buffer->size();
+  if (fileSize < 8) {
     throw DataError(str(path, ": not a safetensors file (shorter than its 8-byte header length)"));
   }
   std::uint64_t length = 0;
   for (int i = 0; i < 8; ++i)
-    length |= std::uint64_t{lengthBytes[i]} << (8 * i);
+    length |= std::uint64_t{static_cast<unsigned char>((*buffer)[i])} << (8 * i);
   if (length > kMaxHeaderBytes || length > fileSize - 8) {
     throw DataError(
         str(path, ": bad safetensors header length ", length, " (file has ", fileSize, " bytes)"));
   }
-  std::string text(length, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(length));
   json header;
   try {
-    header = json::parse(text);
+    header = json::parse(buffer->data() + 8, buffer->data() + 8 + length);
   } catch (const json::exception& e) {
     throw DataError(str(path, ": safetensors header is not valid JSON (", e.what(), ")"));
   }
@@ -200,10 +204,15 @@ SafetensorsFile readSafetensors(std::istream& in, const std::string& path) {
                             " does not match its ", bytes, " data bytes"));
       }
       ranges.emplace_back(offsets[0], offsets[1]);
-      Tensor tensor(shape);
-      in.seekg(static_cast<std::streamoff>(8 + length + offsets[0]));
-      if (!in.read(reinterpret_cast<char*>(tensor.data()), static_cast<std::streamsize>(bytes))) {
-        throw DataError(str(path, ": truncated while reading tensor '", name, "'"));
+      char* data = buffer->data() + 8 + length + offsets[0];
+      // A view into the file's bytes: no copy, no zero-filled allocation.
+      // Files from other writers may leave the data unaligned for floats.
+      Tensor tensor;
+      if (reinterpret_cast<std::uintptr_t>(data) % alignof(float) == 0) {
+        tensor = Tensor::view(reinterpret_cast<float*>(data), shape, buffer);
+      } else {
+        tensor = Tensor(shape);
+        std::memcpy(tensor.data(), data, bytes);
       }
       if (file.checksummed) {
         expectCrc(path, file, str(kTensorCrcPrefix, name), str("tensor '", name, "'"),

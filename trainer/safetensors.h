@@ -21,8 +21,8 @@
 // MLP's checkpoint, 10-25% of the large one's (0.1-0.26 of 1.1-1.2 s).
 #pragma once
 
-#include <istream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,14 +48,19 @@ void saveSafetensors(const std::string& path,
                      const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                      const std::map<std::string, std::string>& metadata = {});
 
+// The whole file, in one read. Throws DataError if it cannot.
+std::string readWholeFile(const std::string& path);
+
 // Reads and validates the whole file: header length, JSON, F32 dtype, shapes
 // matching data_offsets, offsets inside the file and not overlapping, and
 // the checksums if it has any. Throws DataError naming the file and the
 // problem (and the tensor, for a damaged one).
 SafetensorsFile loadSafetensors(const std::string& path);
-// The same from a stream holding a whole file (a file read elsewhere and
-// sent over MPI); `name` stands for the file in errors.
-SafetensorsFile readSafetensors(std::istream& in, const std::string& name);
+// The same for a whole file already in memory (a file read elsewhere and
+// sent over MPI); `name` stands for the file in errors. The tensors are
+// views into `bytes`, which they keep alive (copies where the file leaves a
+// tensor's data unaligned for floats).
+SafetensorsFile parseSafetensors(std::shared_ptr<std::string> bytes, const std::string& name);
 
 // Checks that `file` (read from `path`) holds every parameter of `model`
 // under its name with its shape, and nothing else except, optionally,

@@ -220,6 +220,20 @@ TEST(Safetensors, FilesFromOtherWritersNeedNoChecksums) {
   EXPECT_EQ(file.tensors.at("x").numel(), 2u);
 }
 
+TEST(Safetensors, DataUnalignedForFloatsIsReadCorrectly) {
+  // Tensors are views into the file's bytes where the floats are aligned;
+  // a header of odd length (other writers do not pad) makes them unaligned.
+  std::string header = R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  header.append((4 - (8 + header.size()) % 4) % 4 + 1, ' ');  // 8 + length = 1 mod 4
+  const float values[2] = {1.5f, -2.0f};
+  TempDir dir;
+  writeAll(dir.file("odd.safetensors"),
+           withHeader(header, std::string(reinterpret_cast<const char*>(values), 8)));
+  const SafetensorsFile file = loadSafetensors(dir.file("odd.safetensors"));
+  EXPECT_EQ(file.tensors.at("x").data()[0], 1.5f);
+  EXPECT_EQ(file.tensors.at("x").data()[1], -2.0f);
+}
+
 TEST(Safetensors, ExtraTensorIsRejected) {
   TempDir dir;
   auto big = buildMlp(3, {2, 2}, 2, 1);
