@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "comm/agreement.h"
@@ -31,6 +32,7 @@
 #include "runtime/trace.h"
 #include "runtime/world.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_writer.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/mlp.h"
 #include "trainer/safetensors.h"
@@ -293,24 +295,30 @@ int train(const Options& o) {
     trainOptions.sampler = {!o.noShuffle, o.dropLast, o.seed};
     trainOptions.lossReadEvery = o.logEvery;
     trainOptions.checkpointEvery = o.checkpointEvery;
+    // Rank 0 writes checkpoints in the background (Note [Checkpoints written
+    // in the background]); agree() makes a failed write stop every rank cleanly.
+    std::optional<trainer::CheckpointWriter> checkpointWriter;
+    if (!o.checkpointDir.empty() && world.rank() == 0) {
+      checkpointWriter.emplace([&](const std::string& path, const trainer::TrainPosition& at) {
+        log::info(
+            str("checkpoint: wrote ", path, " (epoch ", at.epoch, ", step ", at.globalStep, ")"));
+        if (o.keepCheckpoints == 0) return;
+        std::vector<std::string> failed;
+        const auto deleted =
+            trainer::pruneCheckpoints(o.checkpointDir, at.globalStep, o.keepCheckpoints, &failed);
+        if (!deleted.empty()) {
+          log::info(str("checkpoint: deleted ", join(deleted, ", "), " (--keep-checkpoints ",
+                        o.keepCheckpoints, ")"));
+        }
+        if (!failed.empty()) log::warn(str("checkpoint: could not delete ", join(failed, ", ")));
+      });
+    }
     if (!o.checkpointDir.empty()) {
-      // Rank 0 writes; agree() makes a failed write stop every rank cleanly.
       trainOptions.onCheckpoint = [&](const trainer::TrainPosition& at) {
         comm::agree(comm, [&] {
-          if (world.rank() != 0) return;
-          const std::string path = trainer::checkpointPath(o.checkpointDir, at.globalStep);
-          trainer::saveCheckpoint(path, *model, sgd, at, checkpointOptions(o));
-          log::info(
-              str("checkpoint: wrote ", path, " (epoch ", at.epoch, ", step ", at.globalStep, ")"));
-          if (o.keepCheckpoints == 0) return;
-          std::vector<std::string> failed;
-          const auto deleted =
-              trainer::pruneCheckpoints(o.checkpointDir, at.globalStep, o.keepCheckpoints, &failed);
-          if (!deleted.empty()) {
-            log::info(str("checkpoint: deleted ", join(deleted, ", "), " (--keep-checkpoints ",
-                          o.keepCheckpoints, ")"));
-          }
-          if (!failed.empty()) log::warn(str("checkpoint: could not delete ", join(failed, ", ")));
+          if (!checkpointWriter) return;
+          checkpointWriter->write(trainer::checkpointPath(o.checkpointDir, at.globalStep), *model,
+                                  sgd, at, checkpointOptions(o));
         });
       };
     }
@@ -386,6 +394,7 @@ int train(const Options& o) {
                   " MiB (PSS: shared pages split between the ranks)"));
 
     comm::agree(comm, [&] {
+      if (checkpointWriter) checkpointWriter->finish();  // the last checkpoint is on disk
       if (!o.trace.empty()) {
         const std::string path = str(o.trace, ".rank", world.rank(), ".json");
         trace.write(path);

@@ -37,18 +37,22 @@ std::string checkpointPath(const std::string& dir, std::size_t globalStep) {
   return (std::filesystem::path(dir) / name).string();
 }
 
-void saveCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
-                    const TrainPosition& position, const CheckpointOptions& options) {
+std::vector<std::pair<std::string, const Tensor*>> checkpointTensors(Sequential& model,
+                                                                     Sgd& optimizer) {
+  std::vector<std::pair<std::string, const Tensor*>> tensors;
   const std::vector<Parameter*> parameters = model.parameters();
-  auto host = hostParameters(model);
+  for (Parameter* p : parameters)
+    tensors.emplace_back(p->name, &p->value);
   const std::vector<Tensor>& buffers = optimizer.momentumBuffers();
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (i < buffers.size() && !buffers[i].empty())
-      host.emplace_back(kMomentumPrefix + parameters[i]->name, buffers[i].onHost());
+      tensors.emplace_back(kMomentumPrefix + parameters[i]->name, &buffers[i]);
   }
-  std::vector<std::pair<std::string, const Tensor*>> tensors;
-  for (const auto& [name, tensor] : host)
-    tensors.emplace_back(name, &tensor);
+  return tensors;
+}
+
+std::map<std::string, std::string> checkpointMetadata(const TrainPosition& position,
+                                                      const CheckpointOptions& options) {
   std::map<std::string, std::string> meta = options;
   meta["format"] = "pt";  // what safetensors.torch expects
   meta["ddp.format"] = kFormat;
@@ -60,7 +64,20 @@ void saveCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
   char loss[64];
   std::snprintf(loss, sizeof loss, "%.17g", position.epochLossSum);
   meta["ddp.epoch_loss_sum"] = loss;
-  saveSafetensors(path, tensors, meta);
+  return meta;
+}
+
+void saveCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
+                    const TrainPosition& position, const CheckpointOptions& options) {
+  std::vector<Tensor> host;  // device tensors copied; host ones are views
+  const auto live = checkpointTensors(model, optimizer);
+  host.reserve(live.size());
+  std::vector<std::pair<std::string, const Tensor*>> tensors;
+  for (const auto& [name, tensor] : live) {
+    host.push_back(tensor->onHost());
+    tensors.emplace_back(name, &host.back());
+  }
+  saveSafetensors(path, tensors, checkpointMetadata(position, options));
 }
 
 TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,

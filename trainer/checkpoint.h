@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainer/safetensors.h"
@@ -45,8 +46,18 @@ using CheckpointOptions = std::map<std::string, std::string>;
 // "<dir>/checkpoint-<step, 9 digits>.safetensors"
 std::string checkpointPath(const std::string& dir, std::size_t globalStep);
 
+// What a checkpoint holds: the live tensors (on their device) under their
+// names, parameters first, then the momentum buffers that exist...
+std::vector<std::pair<std::string, const Tensor*>> checkpointTensors(Sequential& model,
+                                                                     Sgd& optimizer);
+// ... and its metadata: the position and `options`.
+std::map<std::string, std::string> checkpointMetadata(const TrainPosition& position,
+                                                      const CheckpointOptions& options);
+
 // Writes atomically (see above). Parameters and buffers on a device are
 // copied to the host first. Throws DataError if it cannot write.
+// CheckpointWriter (trainer/checkpoint_writer.h) does the same in the
+// background.
 void saveCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
                     const TrainPosition& position, const CheckpointOptions& options);
 

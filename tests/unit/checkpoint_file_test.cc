@@ -1,6 +1,7 @@
 // Checkpoints: the position and optimizer state come back as written, the
-// newest complete file is found by step, and a checkpoint whose checksums are
-// gone is refused (Note [Checksums in safetensors files]).
+// newest complete file is found by step, retention, a checkpoint whose
+// checksums are gone is refused (Note [Checksums in safetensors files]), and
+// the background writer (Note [Checkpoints written in the background]).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "runtime/error.h"
 #include "test_files.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_writer.h"
 #include "trainer/mlp.h"
 
 namespace ddp::trainer {
@@ -98,6 +100,52 @@ TEST(Checkpoint, PruningKeepsTheNewestAndLeavesOtherRunsAndPartialFiles) {
   EXPECT_EQ(pruneCheckpoints(dir.file(""), 40, 1, &failed), (std::vector<std::string>{at(30)}));
   EXPECT_TRUE(pruneCheckpoints(dir.file(""), 40, 1, &failed).empty());  // nothing older left
   EXPECT_EQ(completeCheckpoints(dir.file("")), (std::vector<std::string>{at(40), at(500)}));
+}
+
+TEST(CheckpointWriter, WritesTheStateAtTheCallWhileTrainingChangesIt) {
+  TempDir dir;
+  TrainedModel run(1), check(2);
+  const std::vector<float> before(run.model->parameters()[0]->value.data(),
+                                  run.model->parameters()[0]->value.data() + 4);
+  std::vector<std::string> written;  // only the writer thread appends, finish() orders the read
+  {
+    CheckpointWriter writer(
+        [&](const std::string& path, const TrainPosition&) { written.push_back(path); });
+    writer.write(checkpointPath(dir.file(""), 1), *run.model, run.sgd, somePosition(), {});
+    for (Parameter* p : run.model->parameters())  // the next steps, while it writes
+      p->value.fill(7.0f);
+    run.sgd.momentumBuffers()[0].fill(3.0f);
+    writer.write(checkpointPath(dir.file(""), 2), *run.model, run.sgd, somePosition(), {});
+    writer.finish();
+    EXPECT_EQ(written, (std::vector<std::string>{checkpointPath(dir.file(""), 1),
+                                                 checkpointPath(dir.file(""), 2)}));
+  }
+  loadCheckpoint(checkpointPath(dir.file(""), 1), *check.model, check.sgd, {});
+  for (std::size_t j = 0; j < before.size(); ++j)
+    EXPECT_EQ(check.model->parameters()[0]->value.data()[j], before[j]);
+  EXPECT_NE(check.sgd.momentumBuffers()[0].data()[0], 3.0f);
+  loadCheckpoint(checkpointPath(dir.file(""), 2), *check.model, check.sgd, {});
+  EXPECT_EQ(check.model->parameters()[0]->value.data()[0], 7.0f);
+  EXPECT_EQ(check.sgd.momentumBuffers()[0].data()[0], 3.0f);
+}
+
+TEST(CheckpointWriter, AFailedWriteIsRethrownOnceThenWritingGoesOn) {
+  TempDir dir;
+  TrainedModel run(1);
+  CheckpointWriter writer([](const std::string&, const TrainPosition&) {});
+  writer.write(dir.file("no-such-dir/checkpoint.safetensors"), *run.model, run.sgd, somePosition(),
+               {});
+  try {
+    writer.finish();
+    FAIL() << "a failed write was not reported";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-dir/checkpoint.safetensors"), std::string::npos)
+        << e.what();
+  }
+  writer.finish();  // reported once
+  writer.write(checkpointPath(dir.file(""), 3), *run.model, run.sgd, somePosition(), {});
+  writer.finish();
+  EXPECT_EQ(newestCheckpoint(dir.file("")), checkpointPath(dir.file(""), 3));
 }
 
 TEST(Checkpoint, WithoutChecksumsIsRefusedBeforeAnythingIsLoaded) {
