@@ -18,7 +18,11 @@
 //     still being written waits for it;
 //   * the end: finish() waits for the last write, so a run that returns
 //     (finished, --max-steps, a signal) has its checkpoint on disk.
-// The cost: one more host copy of the checkpoint's tensors on rank 0.
+// The cost: one more host copy of the checkpoint's tensors on rank 0. The
+// gain needs a core for the thread: the write is CPU work (checksums, the
+// kernel's copy), so with one core per rank it only moves it (measured in
+// benchmarks/RESULTS.md, "Checkpoints in a run": 3.2x less per checkpoint
+// with a free core, the same with none).
 #pragma once
 
 #include <condition_variable>
@@ -38,7 +42,7 @@ class CheckpointWriter {
  public:
   // `onWritten` runs on the writer thread after each checkpoint is durable
   // (renamed into place, directory fsynced), with its path and position:
-  // reporting it, deleting older ones. It must not throw.
+  // reporting it, deleting older ones. What it throws counts as a failed write.
   using WrittenHandler = std::function<void(const std::string& path, const TrainPosition& at)>;
   explicit CheckpointWriter(WrittenHandler onWritten);
   // Waits for a write in flight, then stops the thread. Never throws: a

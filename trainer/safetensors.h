@@ -17,8 +17,9 @@
 // file has, and a file with any has them all, so a damaged file is refused
 // naming the tensor or the metadata, before anything is loaded. Files from
 // other writers have none and load as before; checkpoints must have them.
-// What it costs (benchmarks/checkpoint_bench.cc): 7% of writing the default
-// MLP's checkpoint, 10-25% of the large one's (0.1-0.26 of 1.1-1.2 s).
+// What it costs (benchmarks/checkpoint_bench.cc, in benchmarks/RESULTS.md):
+// 7% of writing the default MLP's checkpoint, 7-28% of the large one's
+// (0.07-0.3 s of 1.0-1.1 s, as this VM's memory bandwidth varies).
 #pragma once
 
 #include <map>

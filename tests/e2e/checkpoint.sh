@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checkpoints: exact resume, re-sharding to another world size, kill -9 while
-# writing, and bad checkpoints refused without touching good files.
+# writing, bad and damaged checkpoints refused without touching good files,
+# and --keep-checkpoints.
 . "$(dirname "$0")/lib.sh"
 base=(--dataset synthetic --synthetic-samples 2000 --batch-size 16 --lr-schedule constant --threads 1)
 c=("${base[@]}" --hidden 64,32 --epochs 3)
