@@ -402,8 +402,8 @@ nlohmann::json describeProfile(const std::string& name) {
 int run(const Options& o) {
   World world;
   comm::MpiCommunicator comm(world.comm(), {});
-  const CpuShare cpus = shareCpus(world);                        // collective: every rank calls it
-  const int threads = o.threads > 0 ? o.threads : cpus.threads;  // Note [Threads per rank]
+  const CpuShare cpus = shareCpus(world);         // collective: every rank calls it
+  const int threads = cpus.threadsOr(o.threads);  // Note [Threads per rank]
   trainer::setBlasThreads(threads);
   EmulatedModel model(makeProfile(o.profile), world.rank(), o.work);
   if (o.backwardMs > 0) calibrate(model, comm, o.backwardMs);

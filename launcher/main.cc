@@ -59,12 +59,6 @@ Data loadData(const Options& o) {
           trainer::loadFashionMnist(o.dataDir, trainer::Split::kTest)};
 }
 
-// --threads, or this rank's share of the CPUs it may run on (Note [Threads
-// per rank] in runtime/cpu_share.h).
-int computeThreadsFor(const Options& o, const CpuShare& cpus) {
-  return o.threads > 0 ? o.threads : cpus.threads;
-}
-
 void printSummary(const World& world, const comm::Communicator& comm, const Options& o, int threads,
                   const Placement& placement, trainer::Sequential& model, const Data& data) {
   const std::size_t params = model.parameterCount();
@@ -216,7 +210,7 @@ int train(const Options& o) {
   comm::Communicator& comm = *communicator;
   std::unique_ptr<comm::Watchdog> watchdog;  // Note [Watchdog reports]
   const CpuShare cpus = shareCpus(world);
-  const int threads = computeThreadsFor(o, cpus);
+  const int threads = cpus.threadsOr(o.threads);  // Note [Threads per rank]
   trainer::setBlasThreads(threads);
 
   try {

@@ -43,6 +43,8 @@ struct CpuShare {
   int nodeUsable = 1;     // CPUs in the union of the masks of this node's ranks
   int nodeAvailable = 1;  // CPUs the node has for this job (SLURM_CPUS_ON_NODE, else online)
   int idleCpus() const { return nodeAvailable > nodeUsable ? nodeAvailable - nodeUsable : 0; }
+  // `requested` threads (--threads) if positive, else this share's.
+  int threadsOr(int requested) const { return requested > 0 ? requested : threads; }
 };
 
 // This rank's share of its node's CPUs. Collective over the world (one

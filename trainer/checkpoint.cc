@@ -69,15 +69,7 @@ std::map<std::string, std::string> checkpointMetadata(const TrainPosition& posit
 
 void saveCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
                     const TrainPosition& position, const CheckpointOptions& options) {
-  std::vector<Tensor> host;  // device tensors copied; host ones are views
-  const auto live = checkpointTensors(model, optimizer);
-  host.reserve(live.size());
-  std::vector<std::pair<std::string, const Tensor*>> tensors;
-  for (const auto& [name, tensor] : live) {
-    host.push_back(tensor->onHost());
-    tensors.emplace_back(name, &host.back());
-  }
-  saveSafetensors(path, tensors, checkpointMetadata(position, options));
+  saveSafetensors(path, checkpointTensors(model, optimizer), checkpointMetadata(position, options));
 }
 
 TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
@@ -176,11 +168,6 @@ std::vector<std::string> completeCheckpoints(const std::string& dir) {
   for (auto& [step, path] : checkpointsByStep(dir))
     paths.push_back(std::move(path));
   return paths;
-}
-
-std::string newestCheckpoint(const std::string& dir) {
-  const std::vector<std::string> all = completeCheckpoints(dir);
-  return all.empty() ? std::string() : all.back();
 }
 
 std::vector<std::string> pruneCheckpoints(const std::string& dir, std::size_t writtenStep,

@@ -14,7 +14,7 @@
 //
 // Written like --save-model: a temporary file, fsynced, renamed, directory
 // fsynced. A crash or kill -9 while writing leaves the temporary file, which
-// newestCheckpoint() ignores, and the previous checkpoint intact.
+// completeCheckpoints() ignores, and the previous checkpoint intact.
 #pragma once
 
 #include <cstddef>
@@ -78,8 +78,6 @@ TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& 
 // The complete checkpoints in `dir` (named checkpointPath(), temporary files
 // left by a crash excluded), oldest step first.
 std::vector<std::string> completeCheckpoints(const std::string& dir);
-// The complete checkpoint with the highest step in `dir`, or "" if none.
-std::string newestCheckpoint(const std::string& dir);
 
 // Retention (--keep-checkpoints): deletes the complete checkpoints in `dir`
 // older than `writtenStep`, the one just written, except the newest

@@ -88,9 +88,15 @@ void saveSafetensors(const std::string& path,
                      const std::map<std::string, std::string>& metadata) {
   for (const auto& entry : metadata)
     DDP_CHECK(!isChecksumKey(entry.first), str("saveSafetensors: reserved key ", entry.first));
+  std::vector<Tensor> host;  // views of host tensors, copies of device ones
+  host.reserve(tensors.size());
+  for (const auto& entry : tensors)
+    host.push_back(entry.second->onHost());
   std::map<std::string, std::string> meta = metadata;
-  for (const auto& [name, tensor] : tensors)
-    meta[str(kTensorCrcPrefix, name)] = hex(crcOf(tensor->data(), tensor->numel() * sizeof(float)));
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    meta[str(kTensorCrcPrefix, tensors[i].first)] =
+        hex(crcOf(host[i].data(), host[i].numel() * sizeof(float)));
+  }
   meta[std::string(kMetadataCrcKey)] = hex(metadataCrc(meta));
   json header = json::object();
   header["__metadata__"] = meta;
@@ -114,9 +120,8 @@ void saveSafetensors(const std::string& path,
   try {
     writeAll(fd, lengthBytes, 8, temporary);
     writeAll(fd, text.data(), text.size(), temporary);
-    for (const auto& entry : tensors) {
-      writeAll(fd, entry.second->data(), entry.second->numel() * sizeof(float), temporary);
-    }
+    for (const Tensor& tensor : host)
+      writeAll(fd, tensor.data(), tensor.numel() * sizeof(float), temporary);
     if (::fsync(fd) != 0)
       throw DataError(str(temporary, ": fsync failed (", std::strerror(errno), ")"));
   } catch (...) {
@@ -240,18 +245,10 @@ SafetensorsFile parseSafetensors(std::shared_ptr<std::string> buffer, const std:
   return file;
 }
 
-std::vector<std::pair<std::string, Tensor>> hostParameters(Sequential& model) {
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (Parameter* p : model.parameters())
-    tensors.emplace_back(p->name, p->value.onHost());
-  return tensors;
-}
-
 void saveModel(const std::string& path, Sequential& model) {
-  const auto host = hostParameters(model);
   std::vector<std::pair<std::string, const Tensor*>> tensors;
-  for (const auto& [name, tensor] : host)
-    tensors.emplace_back(name, &tensor);
+  for (Parameter* p : model.parameters())
+    tensors.emplace_back(p->name, &p->value);
   saveSafetensors(path, tensors, {{"format", "pt"}, {"producer", "ddp"}});
 }
 

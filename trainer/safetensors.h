@@ -42,7 +42,8 @@ struct SafetensorsFile {
 
 // Writes atomically: a temporary file next to `path`, fsynced, then renamed
 // over `path` (and the directory fsynced), so a crash never leaves a partial
-// file under `path`. Adds the checksums (Note [Checksums in safetensors
+// file under `path`. Tensors may be on any device (copied to the host
+// first). Adds the checksums (Note [Checksums in safetensors
 // files]) to `metadata`, whose keys must not start with "ddp.crc32." or be
 // "ddp.metadata_crc32". Throws DataError if it cannot write.
 void saveSafetensors(const std::string& path,
@@ -69,10 +70,6 @@ SafetensorsFile parseSafetensors(std::shared_ptr<std::string> bytes, const std::
 // DataError naming the file and the first problem.
 void checkHoldsModel(const std::string& path, const SafetensorsFile& file, Sequential& model,
                      const std::string& extraPrefix = "");
-
-// The model's parameters under their PyTorch names, in host memory (copies
-// of parameters on a device), for saveSafetensors.
-std::vector<std::pair<std::string, Tensor>> hostParameters(Sequential& model);
 
 // The model's parameters, saved under their PyTorch names.
 void saveModel(const std::string& path, Sequential& model);
