@@ -104,6 +104,9 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
       "epoch ", r.epoch, "/", epochs_, "  train_loss ", fixed(r.trainLoss, 4), "  test_loss ",
       fixed(r.test.loss, 4), "  test_acc ", fixed(100.0 * r.test.accuracy, 2), "%  ",
       fixed(r.samplesPerSecond, 0), " samples/s  time ", fixed(r.wallSeconds, 1), "s",
+      r.steps < r.stepsInEpoch
+          ? str("  (stopped by --max-steps after step ", r.steps, " of ", r.stepsInEpoch, ")")
+          : std::string(),
       r.skippedSteps > 0 ? str("  (", r.skippedSteps, r.skippedSteps == 1 ? " update" : " updates",
                                " skipped: not finite)")
                          : std::string()));
@@ -115,6 +118,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
   if (metrics_.is_open()) {
     const nlohmann::json line = {{"epoch", r.epoch},
                                  {"steps", r.steps},
+                                 {"steps_in_epoch", r.stepsInEpoch},
                                  {"train_loss", r.trainLoss},
                                  {"test_loss", r.test.loss},
                                  {"test_accuracy", r.test.accuracy},

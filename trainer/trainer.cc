@@ -463,6 +463,7 @@ void Trainer::run(TrainObserver& observer) {
     EpochReport report;
     report.epoch = epoch;
     report.steps = steps;
+    report.stepsInEpoch = stepsThisEpoch;
     report.trainLoss = totals[1] > 0 ? totals[0] / totals[1] : 0.0;
     report.trainSeconds = trainSeconds;
     report.skippedSteps = skipped;

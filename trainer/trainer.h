@@ -129,7 +129,8 @@ struct EvalResult {
 struct EpochReport {
   std::size_t epoch = 0;
   std::size_t steps = 0;
-  double trainLoss = 0.0;  // mean batch loss over all ranks and steps
+  std::size_t stepsInEpoch = 0;  // a full epoch's steps: more than `steps` when maxSteps stopped it
+  double trainLoss = 0.0;        // mean batch loss over all ranks and steps
   EvalResult test;
   double samplesPerSecond = 0.0;  // global training throughput
   double trainSeconds = 0.0;      // the training steps only

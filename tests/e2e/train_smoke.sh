@@ -15,6 +15,7 @@ m = lines[0]
 for key in ("epoch", "train_loss", "test_loss", "test_accuracy", "samples_per_s", "wall_time_s", "step_ms"):
     assert key in m, key
 assert m["test_samples"] == 10000, m
+assert m["steps"] == m["steps_in_epoch"] == 469, m  # 60000 / (64 x 2), rounded up
 assert m["test_accuracy"] >= 0.80, m
 print("accuracy", m["test_accuracy"])
 PY
@@ -28,6 +29,8 @@ run 2 --init-from "$WORK/m.safetensors" --max-steps 1 --lr 1e-12 --momentum 0 \
 cpus=$(nproc)
 tiny=(--dataset synthetic --synthetic-samples 256 --epochs 1 --max-steps 1)
 run 1 "${tiny[@]}" > "$WORK/bound.out" 2>&1
+grep -q "(stopped by --max-steps after step 1 of 4)" "$WORK/bound.out" ||
+  fail "a partial epoch's line does not say why: $(grep train_loss "$WORK/bound.out")"
 grep -q "device cpu (1 BLAS thread per rank)" "$WORK/bound.out" ||
   fail "a rank bound to one core does not run one thread: $(head -3 "$WORK/bound.out")"
 if [ "$cpus" -gt 1 ]; then
