@@ -24,7 +24,19 @@ export PYTHONUNBUFFERED=1
 # One node: without ssh or rsh, Open MPI's default launcher refuses to start.
 command -v ssh > /dev/null || command -v rsh > /dev/null || export OMPI_MCA_plm=isolated
 
+# meson and ninja may exist only as Python packages (the device image has
+# them so) whose scripts are not on PATH.
+if ! command -v meson > /dev/null && python3 -c 'import mesonbuild' 2> /dev/null; then
+  meson() { python3 -m mesonbuild.mesonmain "$@"; }
+fi
+if ! command -v ninja > /dev/null; then
+  ninja_dir=$(python3 -c 'import ninja; print(ninja.BIN_DIR)' 2> /dev/null) &&
+    export PATH=$ninja_dir:$PATH
+fi
+
 stage "machine"
+command -v meson > /dev/null || echo "no meson: the build will fail"
+command -v ninja > /dev/null || echo "no ninja: the build will fail"
 nvidia-smi -L 2>&1 | head -4
 nvcc --version | tail -2
 ${CXX:-g++} --version | head -1
