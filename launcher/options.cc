@@ -118,10 +118,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "that have not arrived; ranks found in different collectives end the job as a desync")(
       "skip-nonfinite", po::bool_switch(&o.skipNonFinite),
       "skip (and count) updates whose averaged gradients hold a NaN or infinity, instead of "
-      "stopping with the step and the parameter (on GPUs the check and the skip stay on the "
-      "device)")("log-every",
-                 po::value(&raw.logEvery)->value_name("N")->default_value(raw.logEvery),
-                 "progress line every N steps when stdout is not a terminal")(
+      "stopping with the step and the parameter (GPUs: checked and skipped on the device)")(
+      "log-every", po::value(&raw.logEvery)->value_name("N")->default_value(raw.logEvery),
+      "progress line every N steps when stdout is not a terminal")(
       "log-all-ranks", po::bool_switch(&o.logAllRanks),
       "every rank prints its log lines, not only rank 0")(
       "trace", po::value(&o.trace)->value_name("PREFIX"),
