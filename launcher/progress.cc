@@ -65,7 +65,7 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
   ++stepsSinceLine_;
   // Decide first, format only what is printed: this runs every step, on the
   // rank the others wait for in the next all-reduce.
-  const bool last = r.stepInEpoch == r.stepsInEpoch;
+  const bool last = r.stepsLeft == 0;
   if (terminal_) {
     const auto now = std::chrono::steady_clock::now();
     if (!last && now - lastDraw_ < std::chrono::milliseconds(100)) return;
@@ -73,17 +73,15 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
   } else if (r.stepInEpoch % logEvery_ != 0) {
     return;
   }
-  const double eta = r.epochSeconds / static_cast<double>(r.stepInEpoch) *
-                     static_cast<double>(r.stepsInEpoch - std::min(r.stepInEpoch, r.stepsInEpoch));
   // The mean step since the previous line, split into its phases.
   const double n = static_cast<double>(stepsSinceLine_);
   auto ms = [n](double seconds) { return fixed(seconds / n * 1e3, 2); };
   const trainer::PhaseTimes& t = sinceLine_;
   const std::string line =
       str("epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/", r.stepsInEpoch, "  loss ",
-          fixed(r.loss, 4), "  ", fixed(r.samplesPerSecond, 0), " samples/s  ETA ", duration(eta),
-          "  | step ", ms(t.total()), " ms: fwd ", ms(t.forward), " bwd ", ms(t.backward), " comm ",
-          ms(t.comm), " opt ", ms(t.optimizer));
+          fixed(r.loss, 4), "  ", fixed(r.samplesPerSecond, 0), " samples/s  ETA ",
+          duration(r.secondsLeft), "  | step ", ms(t.total()), " ms: fwd ", ms(t.forward), " bwd ",
+          ms(t.backward), " comm ", ms(t.comm), " opt ", ms(t.optimizer));
   sinceLine_ = {};
   stepsSinceLine_ = 0;
   if (terminal_) {

@@ -346,7 +346,8 @@ void Trainer::run(TrainObserver& observer) {
         resumed ? sampler_.remainingIndices(resume_.consumed) : sampler_.indices();
     std::size_t consumed = resumed ? resume_.consumed : 0;
     double lossSum = resumed ? resume_.epochLossSum : 0.0;
-    std::size_t steps = resumed ? resume_.epochSteps : 0, samples = 0;
+    const std::size_t stepsBefore = resumed ? resume_.epochSteps : 0;  // by an earlier run
+    std::size_t steps = stepsBefore, samples = 0;
     const std::size_t stepsThisEpoch =
         steps + (shard.size() + samplesPerStep() - 1) / samplesPerStep();
     PhaseTimes phaseSum;
@@ -398,6 +399,8 @@ void Trainer::run(TrainObserver& observer) {
       for (StepReport& r : unread) {
         r.loss = loss / static_cast<double>(unread.size());
         r.epochSeconds = elapsed;
+        r.secondsLeft = elapsed / static_cast<double>(r.stepInEpoch - stepsBefore) *
+                        static_cast<double>(r.stepsLeft);
         r.samplesPerSecond = world * static_cast<double>(samples) / elapsed;
         phaseSum += r.times;
         ++timedSteps;
@@ -427,6 +430,9 @@ void Trainer::run(TrainObserver& observer) {
       step.stepInEpoch = steps;
       step.stepsInEpoch = stepsThisEpoch;
       step.globalStep = globalStep_;
+      step.stepsLeft = stepsThisEpoch - steps;
+      if (options_.maxSteps > 0)
+        step.stepsLeft = std::min(step.stepsLeft, options_.maxSteps - globalStep_);
       step.times = lastTimes_;
       step.skippedFor = skippedFor_;
       skipped += skippedFor_.empty() ? 0 : 1;

@@ -112,7 +112,11 @@ struct StepReport {
   std::size_t globalStep = 0;     // 1-based, over the whole run
   double loss = 0.0;              // this rank's batch loss
   double samplesPerSecond = 0.0;  // global, since the epoch started
-  double epochSeconds = 0.0;
+  double epochSeconds = 0.0;      // since this process started the epoch
+  // Steps this run still takes in the epoch (maxSteps may end it before the
+  // epoch does), and the time they should take at this process's pace so far.
+  std::size_t stepsLeft = 0;
+  double secondsLeft = 0.0;
   PhaseTimes times;  // this step's phases
   // Set when the step's gradients were not finite and its update was skipped
   // (TrainOptions::skipNonFinite): the first parameter holding one (on GPUs,

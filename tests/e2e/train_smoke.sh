@@ -24,6 +24,11 @@ run 2 --init-from "$WORK/m.safetensors" --max-steps 1 --lr 1e-12 --momentum 0 \
   --save-model "$WORK/again.safetensors" > /dev/null
 "$COMPARE_WEIGHTS" "$WORK/m.safetensors" "$WORK/again.safetensors" --rtol 1e-6 > /dev/null \
   || fail "--init-from did not start from the saved weights"
+# The ETA counts the steps --max-steps leaves, not the rest of the epoch
+# (5 steps of about 10 ms, not 933).
+run 1 --max-steps 10 --log-every 5 --threads 1 > "$WORK/eta.out"
+grep -q "step 5/938 .* ETA 0s " "$WORK/eta.out" ||
+  fail "the ETA ignores --max-steps: $(grep 'step 5/' "$WORK/eta.out")"
 # Threads per rank follow the CPUs a rank may run on (Note [Threads per
 # rank]): mpirun -np 1 binds the rank to one core, --bind-to none does not.
 cpus=$(nproc)
