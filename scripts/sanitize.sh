@@ -6,8 +6,8 @@
 #
 # Extra arguments go to `meson test` (e.g. --suite mpi). Needs what
 # scripts/test.sh installs; builds build-asan/ or build-tsan/ (CPU only:
-# the CUDA code cannot run here, and nvcc does not take these flags), about
-# 10 minutes on 2 cores, then runs the suite with every process writing its
+# CUDA code is checked on a GPU by compute-sanitizer, benchmarks/gpu_check.sh),
+# about 10 minutes on 2 cores, then runs the suite with every process writing its
 # reports to a log directory, so that a report from a process whose output a
 # test captures (a rank that was meant to fail, say) is not lost.
 #
