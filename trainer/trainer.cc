@@ -398,7 +398,6 @@ void Trainer::run(TrainObserver& observer) {
       const double elapsed = secondsSince(epochStart);
       for (StepReport& r : unread) {
         r.loss = loss / static_cast<double>(unread.size());
-        r.epochSeconds = elapsed;
         r.secondsLeft = elapsed / static_cast<double>(r.stepInEpoch - stepsBefore) *
                         static_cast<double>(r.stepsLeft);
         r.samplesPerSecond = world * static_cast<double>(samples) / elapsed;

@@ -112,7 +112,6 @@ struct StepReport {
   std::size_t globalStep = 0;     // 1-based, over the whole run
   double loss = 0.0;              // this rank's batch loss
   double samplesPerSecond = 0.0;  // global, since the epoch started
-  double epochSeconds = 0.0;      // since this process started the epoch
   // Steps this run still takes in the epoch (maxSteps may end it before the
   // epoch does), and the time they should take at this process's pace so far.
   std::size_t stepsLeft = 0;
