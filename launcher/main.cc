@@ -294,8 +294,12 @@ int train(const Options& o) {
     std::optional<trainer::CheckpointWriter> checkpointWriter;
     if (!o.checkpointDir.empty() && world.rank() == 0) {
       checkpointWriter.emplace([&](const std::string& path, const trainer::TrainPosition& at) {
-        log::info(
-            str("checkpoint: wrote ", path, " (epoch ", at.epoch, ", step ", at.globalStep, ")"));
+        // A position at the start of an epoch is the end of the one before.
+        const std::string where =
+            at.consumed == 0 && at.epoch > 1
+                ? str("end of epoch ", at.epoch - 1)
+                : str("epoch ", at.epoch, ", ", at.consumed, " of its samples done");
+        log::info(str("checkpoint: wrote ", path, " (", where, ", step ", at.globalStep, ")"));
         if (o.keepCheckpoints == 0) return;
         std::vector<std::string> failed;
         const auto deleted =

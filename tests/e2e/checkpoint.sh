@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checkpoints: exact resume, re-sharding to another world size, kill -9 while
 # writing, bad and damaged checkpoints refused without touching good files,
-# and --keep-checkpoints.
+# --keep-checkpoints, and a graceful stop on SIGTERM and on Ctrl-C on mpirun.
 . "$(dirname "$0")/lib.sh"
 base=(--dataset synthetic --synthetic-samples 2000 --batch-size 16 --lr-schedule constant --threads 1)
 c=("${base[@]}" --hidden 64,32 --epochs 3)
@@ -117,4 +117,26 @@ step=${stopped##* }
   fail "no checkpoint at the stop (step $step): $(ls "$term")"
 run 2 "${base[@]}" --hidden 64,32 --epochs 50 --max-steps $((step + 3)) --checkpoint-dir "$term" --resume \
   > "$WORK/after-term.log" || fail "cannot resume after SIGTERM"
+
+# 6. Ctrl-C on mpirun (SIGINT to mpirun alone: Open MPI puts each rank in a
+# process group of its own, so the terminal's signal does not reach them).
+# mpirun sends the ranks SIGTERM 1 s later (odls_base_sigkill_timeout) and
+# SIGKILL 1 s after that: steps of a few ms leave time to agree on a stop
+# step and write its checkpoint.
+ctrlc=$WORK/ctrlc
+timeout 120 mpirun -q -np 2 "$DDP_TRAIN" "${base[@]}" --hidden 256,128 --epochs 500 \
+  --checkpoint-dir "$ctrlc" > "$WORK/ctrlc.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do  # past its first checkpoint
+  ls "$ctrlc" 2>/dev/null | grep -q '^checkpoint-.*safetensors$' && break
+  sleep 0.05
+done
+kill -INT "$(children "$job")"  # timeout -> mpirun
+set +e; wait "$job"; code=$?; set -e
+[ "$code" != 0 ] && [ "$code" != 124 ] || fail "exit $code after Ctrl-C on mpirun"
+stopped=$(grep -o "stopped by signal 15 after step [0-9]*" "$WORK/ctrlc.log") ||
+  fail "no graceful stop after Ctrl-C on mpirun: $(tail -3 "$WORK/ctrlc.log"); $(ls "$ctrlc")"
+step=${stopped##* }
+[ -f "$(printf '%s/checkpoint-%09d.safetensors' "$ctrlc" "$step")" ] ||
+  fail "no checkpoint at the Ctrl-C stop (step $step): $(ls "$ctrlc")"
 echo "checkpoint: ok"
