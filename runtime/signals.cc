@@ -19,6 +19,7 @@ extern "C" void onStopSignal(int signal) {
 void installStopHandlers() {
   std::signal(SIGTERM, onStopSignal);
   std::signal(SIGINT, onStopSignal);
+  std::signal(SIGUSR1, onStopSignal);  // Note [Stopping under mpirun]
 }
 
 int stopSignal() {

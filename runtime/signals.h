@@ -1,15 +1,28 @@
-// A graceful stop on SIGTERM or SIGINT (Slurm preemption, scancel, Ctrl-C).
+// A graceful stop on SIGTERM, SIGINT or SIGUSR1 (Slurm preemption, scancel,
+// Ctrl-C, `kill -USR1` to mpirun).
 //
 // The handler only records the signal; the training loop polls stopSignal()
 // between steps, the ranks agree (every rank must stop after the same step,
 // or the next collective would hang), and the job writes a checkpoint and
 // exits with 128 + the signal. The first signal of each kind restores the
 // default action, so a second Ctrl-C ends the process at once.
+//
+// Note [Stopping under mpirun]
+// Ctrl-C on mpirun does not reach the ranks: Open MPI gives each rank a
+// process group of its own, and mpirun answers SIGINT or SIGTERM by sending
+// the ranks SIGTERM after odls_base_sigkill_timeout (1 s) and SIGKILL as long
+// again after that, while it stops reading their output. A stop fits in that
+// window only when steps and the checkpoint are short. SIGUSR1, though,
+// mpirun forwards to every rank at once and otherwise leaves the job alone
+// (ess_base_forward_signals), so `kill -USR1 <mpirun>` stops a job under
+// mpirun with no time limit. It is also the signal Slurm users commonly
+// request before the time limit (`--signal=USR1@120`, as PyTorch Lightning
+// expects); its default action would end the rank without a checkpoint.
 #pragma once
 
 namespace ddp {
 
-// Installs the handlers (process-wide, once; main thread).
+// Installs the three handlers (process-wide, once; main thread).
 void installStopHandlers();
 
 // The stop signal received so far, or 0. Async-signal-safe to set, any thread may read.

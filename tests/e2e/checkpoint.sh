@@ -118,25 +118,29 @@ step=${stopped##* }
 run 2 "${base[@]}" --hidden 64,32 --epochs 50 --max-steps $((step + 3)) --checkpoint-dir "$term" --resume \
   > "$WORK/after-term.log" || fail "cannot resume after SIGTERM"
 
-# 6. Ctrl-C on mpirun (SIGINT to mpirun alone: Open MPI puts each rank in a
-# process group of its own, so the terminal's signal does not reach them).
-# mpirun sends the ranks SIGTERM 1 s later (odls_base_sigkill_timeout) and
-# SIGKILL 1 s after that: steps of a few ms leave time to agree on a stop
-# step and write its checkpoint.
-ctrlc=$WORK/ctrlc
-timeout 120 mpirun -q -np 2 "$DDP_TRAIN" "${base[@]}" --hidden 256,128 --epochs 500 \
-  --checkpoint-dir "$ctrlc" > "$WORK/ctrlc.log" 2>&1 &
-job=$!
-for _ in $(seq 600); do  # past its first checkpoint
-  ls "$ctrlc" 2>/dev/null | grep -q '^checkpoint-.*safetensors$' && break
-  sleep 0.05
-done
-kill -INT "$(children "$job")"  # timeout -> mpirun
-set +e; wait "$job"; code=$?; set -e
-[ "$code" != 0 ] && [ "$code" != 124 ] || fail "exit $code after Ctrl-C on mpirun"
-stopped=$(grep -o "stopped by signal 15 after step [0-9]*" "$WORK/ctrlc.log") ||
-  fail "no graceful stop after Ctrl-C on mpirun: $(tail -3 "$WORK/ctrlc.log"); $(ls "$ctrlc")"
-step=${stopped##* }
-[ -f "$(printf '%s/checkpoint-%09d.safetensors' "$ctrlc" "$step")" ] ||
-  fail "no checkpoint at the Ctrl-C stop (step $step): $(ls "$ctrlc")"
+# 6. Signals to mpirun itself (Note [Stopping under mpirun]): Ctrl-C (SIGINT
+# to mpirun alone: each rank has a process group of its own) reaches the
+# ranks as SIGTERM 1 s later and SIGKILL 1 s after that, so steps of a few
+# ms leave time to agree on a stop step and write its checkpoint; SIGUSR1
+# mpirun forwards at once, with no time limit, and the ranks exit 128 + 10.
+stop_mpirun() {  # stop_mpirun SIGNAL EXPECTED-EXIT RANK-SIGNAL
+  local dir=$WORK/mpirun-$1 code stopped step
+  timeout 120 mpirun -q -np 2 "$DDP_TRAIN" "${base[@]}" --hidden 256,128 --epochs 500 \
+    --checkpoint-dir "$dir" > "$dir.log" 2>&1 &
+  local job=$!
+  for _ in $(seq 600); do  # past its first checkpoint
+    ls "$dir" 2>/dev/null | grep -q '^checkpoint-.*safetensors$' && break
+    sleep 0.05
+  done
+  kill -"$1" "$(children "$job")"  # timeout -> mpirun
+  set +e; wait "$job"; code=$?; set -e
+  [ "$code" = "$2" ] || fail "exit $code after SIG$1 to mpirun, not $2: $(tail -3 "$dir.log")"
+  stopped=$(grep -o "stopped by signal $3 after step [0-9]*" "$dir.log") ||
+    fail "no graceful stop after SIG$1 to mpirun: $(tail -3 "$dir.log"); $(ls "$dir")"
+  step=${stopped##* }
+  [ -f "$(printf '%s/checkpoint-%09d.safetensors' "$dir" "$step")" ] ||
+    fail "no checkpoint at the SIG$1 stop (step $step): $(ls "$dir")"
+}
+stop_mpirun INT 1 15   # mpirun's own exit code after an abort
+stop_mpirun USR1 138 10
 echo "checkpoint: ok"
