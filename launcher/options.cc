@@ -104,8 +104,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "auto | cpu | cuda: where each rank trains (auto: CUDA when a GPU is visible; one GPU per "
       "rank, NCCL between them)")(
       "threads", po::value(&raw.threads)->value_name("N")->default_value(raw.threads),
-      "BLAS threads per rank; on GPUs, the threads that gather each batch (0: cores on the node / "
-      "ranks on the node)")(
+      "BLAS threads per rank; on GPUs, the threads that gather each batch (0: the CPUs this rank "
+      "may run on, shared among the node's ranks that may run on them: 1 per rank when mpirun "
+      "binds each to a core)")(
       "timeout",
       po::value(&o.timeoutSeconds)->value_name("SECONDS")->default_value(o.timeoutSeconds, "300"),
       "a collective not complete after this long ends the job, with a report of the ranks that "
