@@ -19,6 +19,12 @@
 // iterations of the slowest rank's time; algbw = bytes / time, busbw =
 // algbw x 2(n-1)/n (nccl-tests' convention). ours/raw is in-place over raw.
 //
+// --thread-floor (MPI, plain memory): a fourth case, the raw MPI_Allreduce
+// handed to a bare worker thread (a mutex, a condition variable, nothing
+// else) and waited for. It is the cost of running MPI on another thread at
+// all, which any design with a communication thread pays (Note [MPI
+// communication thread]); "ours/thread" is then what our layer adds on top.
+//
 // --memory (MPI): `shared` puts the buffers in memory from
 // Communicator::allocate(), which the Reducer uses: the node shared-memory
 // all-reduce (Note [Node shared-memory all-reduce]), a different algorithm
@@ -28,12 +34,15 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/mpi/mpi_communicator.h"
@@ -88,6 +97,58 @@ int countWrong(const float* data, std::size_t count, int n) {
   return wrong;
 }
 
+// The raw call on a bare worker thread: hand-off there and back, nothing else.
+class ThreadFloor {
+ public:
+  ThreadFloor() : thread_([this] { loop(); }) {}
+  ~ThreadFloor() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  // Notifications go out after the mutex is released, so the woken thread
+  // does not block again on it.
+  void run(std::function<void()> job) {
+    long mine = 0;
+    {
+      std::lock_guard lock(mutex_);
+      job_ = std::move(job);
+      mine = ++issued_;
+    }
+    wake_.notify_one();
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return finished_ == mine; });
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || issued_ > finished_; });
+        if (stopping_) return;
+        job = std::move(job_);
+      }
+      job();
+      {
+        std::lock_guard lock(mutex_);
+        ++finished_;
+      }
+      done_.notify_one();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::function<void()> job_;
+  long issued_ = 0, finished_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
 // One backend's buffers and calls.
 class Bench {
  public:
@@ -98,6 +159,8 @@ class Bench {
   virtual int check(const float* buffer, std::size_t count, int n) = 0;
   virtual void ours(const float* send, float* recv, std::size_t count) = 0;
   virtual void raw(float* data, std::size_t count) = 0;
+  // The raw call on a bare worker thread (--thread-floor); false: not offered.
+  virtual bool rawOnThread(float*, std::size_t) { return false; }
   virtual std::string describe() const = 0;
 };
 
@@ -130,6 +193,16 @@ class MpiBench final : public Bench {
   void raw(float* data, std::size_t count) override {
     MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   }
+  bool rawOnThread(float* data, std::size_t count) override {
+    if (!floor_) {
+      MPI_Comm_dup(MPI_COMM_WORLD, &floorComm_);  // its own, as the communicator has
+      floor_ = std::make_unique<ThreadFloor>();
+    }
+    floor_->run([&] {
+      MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, floorComm_);
+    });
+    return true;
+  }
   std::string describe() const override {
     return shared_ ? "mpi, node shared memory from Communicator::allocate (raw: MPI_Allreduce)"
                    : "mpi, plain memory (ours and raw both MPI_Allreduce)";
@@ -137,6 +210,8 @@ class MpiBench final : public Bench {
 
  private:
   ddp::comm::MpiCommunicator comm_;
+  std::unique_ptr<ThreadFloor> floor_;
+  MPI_Comm floorComm_ = MPI_COMM_NULL;
   bool shared_;
   std::shared_ptr<void> sharedSend_, sharedRecv_;
   std::vector<float> plainSend_, plainRecv_;
@@ -240,7 +315,7 @@ Measured measure(int iterations, int warmup, const std::function<void()>& prepar
 int usage() {
   std::fprintf(stderr,
                "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] "
-               "[--backend mpi|nccl] [--memory shared|plain] [--csv FILE]\n");
+               "[--backend mpi|nccl] [--memory shared|plain] [--thread-floor] [--csv FILE]\n");
   return 2;
 }
 
@@ -250,8 +325,14 @@ int main(int argc, char** argv) {
   std::size_t begin = 8, end = 256 << 20, factor = 2;
   int iterations = 20, warmup = 5;
   std::string backend = "mpi", memory = "shared", csvPath;
+  bool threadFloor = false;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
+    if (flag == "--thread-floor") {
+      threadFloor = true;
+      --i;  // takes no value
+      continue;
+    }
     if (i + 1 >= argc) return usage();
     const char* value = argv[i + 1];
     if (flag == "-b") {
@@ -275,7 +356,8 @@ int main(int argc, char** argv) {
     }
   }
   if (begin < 4 || end < begin || factor < 2 || iterations < 1 || warmup < 0 ||
-      (backend != "mpi" && backend != "nccl") || (memory != "shared" && memory != "plain")) {
+      (backend != "mpi" && backend != "nccl") || (memory != "shared" && memory != "plain") ||
+      (threadFloor && (backend != "mpi" || memory != "plain"))) {
     return usage();
   }
   ddp::World world;
@@ -302,11 +384,13 @@ int main(int argc, char** argv) {
     if (world.nodeCount() > 1) std::printf("# nodes: %s\n", describeNodes(world.nodes()).c_str());
     std::printf("# float32 sum, median of %d iterations (after %d warm-up) of the slowest rank\n",
                 iterations, warmup);
-    std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s\n", "", "",
-                "", "", "out-of-place", "", "", "", "in-place", "", "", "", "raw", "", "");
-    std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s\n", "size",
-                "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "time(us)",
-                "algbw", "busbw", "#wrong", "time(us)", "busbw", "ours/raw");
+    std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n", "",
+                "", "", "", "out-of-place", "", "", "", "in-place", "", "", "", "raw", "", "",
+                threadFloor ? "   raw on a bare thread" : "");
+    std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n",
+                "size", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong",
+                "time(us)", "algbw", "busbw", "#wrong", "time(us)", "busbw", "ours/raw",
+                threadFloor ? "     time(us) ours/thread" : "");
     if (!csvPath.empty()) {
       csv = std::fopen(csvPath.c_str(), "w");
       if (csv == nullptr) {
@@ -315,7 +399,8 @@ int main(int argc, char** argv) {
       }
       std::fprintf(csv,
                    "backend,memory,ranks,bytes,count,oop_us,oop_algbw,oop_busbw,oop_wrong,ip_us,"
-                   "ip_algbw,ip_busbw,ip_wrong,raw_us,raw_busbw,raw_wrong\n");
+                   "ip_algbw,ip_busbw,ip_wrong,raw_us,raw_busbw,raw_wrong%s\n",
+                   threadFloor ? ",thread_us,thread_wrong" : "");
     }
   }
   const double busFactor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
@@ -334,25 +419,36 @@ int main(int argc, char** argv) {
     const Measured raw = measure(
         iterations, warmup, [&] { bench->fill(recv, count, rank); },
         [&] { bench->raw(recv, count); }, checkRecv);
-    anyWrong += oop.wrong + ip.wrong + raw.wrong;
+    Measured onThread;
+    if (threadFloor) {
+      onThread = measure(
+          iterations, warmup, [&] { bench->fill(recv, count, rank); },
+          [&] { bench->rawOnThread(recv, count); }, checkRecv);
+    }
+    anyWrong += oop.wrong + ip.wrong + raw.wrong + onThread.wrong;
     const double b = static_cast<double>(count * sizeof(float));
     const auto algbw = [&](double us) { return b / us / 1e3; };  // GB/s
     if (rank == 0) {
       std::printf(
           "%12zu %12zu %6s %6s   %10.1f %8.2f %8.2f %6d   %10.1f %8.2f %8.2f %6d   %10.1f "
-          "%8.2f %7.2f\n",
+          "%8.2f %7.2f",
           count * sizeof(float), count, "float", "sum", oop.micros, algbw(oop.micros),
           algbw(oop.micros) * busFactor, oop.wrong, ip.micros, algbw(ip.micros),
           algbw(ip.micros) * busFactor, ip.wrong, raw.micros, algbw(raw.micros) * busFactor,
           ip.micros / raw.micros);
+      if (threadFloor)
+        std::printf("   %10.1f %11.2f", onThread.micros, ip.micros / onThread.micros);
+      std::printf("\n");
       std::fflush(stdout);
       if (csv != nullptr) {
-        std::fprintf(csv, "%s,%s,%d,%zu,%zu,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%d\n",
+        std::fprintf(csv, "%s,%s,%d,%zu,%zu,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%d",
                      backend.c_str(), backend == "mpi" ? memory.c_str() : "device", n,
                      count * sizeof(float), count, oop.micros, algbw(oop.micros),
                      algbw(oop.micros) * busFactor, oop.wrong, ip.micros, algbw(ip.micros),
                      algbw(ip.micros) * busFactor, ip.wrong, raw.micros,
                      algbw(raw.micros) * busFactor, raw.wrong);
+        if (threadFloor) std::fprintf(csv, ",%.3f,%d", onThread.micros, onThread.wrong);
+        std::fprintf(csv, "\n");
       }
     }
   }
