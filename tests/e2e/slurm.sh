@@ -3,7 +3,8 @@
 # state in a temp dir, stopped by PID at the end), the batch template
 # launcher/slurm/ddp_train.sbatch submitted with sbatch (np=2 on CPU), and
 # the job's output and exit state checked; then `mpirun` inside an allocation
-# (sbatch --wrap). Skipped only when Slurm and munge
+# (sbatch --wrap), SIGUSR1 to an interactive srun and scancel on a running
+# batch job (both a graceful stop with a checkpoint). Skipped only when Slurm and munge
 # are not installed (scripts/setup.sh installs them).
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -46,3 +47,53 @@ grep -q "2 ranks on 1 node (2 per node), launcher mpirun" "$out" ||
   fail "World did not detect mpirun inside the allocation: $(head -5 "$out")"
 grep -q "epoch 1/1" "$out" || fail "the mpirun job did not train: $(tail -5 "$out")"
 echo "slurm: mpirun inside job $job: $(grep -m1 -o '2 ranks on 1 node.*launcher mpirun' "$out")"
+
+# Signals to an interactive srun, which forwards them to every task: the
+# ranks stop after the same step and write its checkpoint.
+srun_stop() {  # srun_stop SIGNAL RANK-SIGNAL
+  local ck=$WORK/srun-$1 job srun_pid code stopped step
+  timeout 120 srun -n 2 --mpi=pmix "$DDP_TRAIN" --dataset synthetic --synthetic-samples 2048 \
+    --batch-size 16 --hidden 256,128 --epochs 500 --threads 1 --checkpoint-dir "$ck" \
+    > "$ck.out" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do  # past its first checkpoint
+    ls "$ck" 2> /dev/null | grep -q '^checkpoint-.*safetensors$' && break
+    sleep 0.05
+  done
+  srun_pid=$(children "$job")
+  kill -"$1" "$srun_pid"
+  set +e; wait "$job"; code=$?; set -e
+  stopped=$(grep -o "stopped by signal $2 after step [0-9]*" "$ck.out") ||
+    fail "no graceful stop after SIG$1 to srun (exit $code): $(tail -5 "$ck.out")"
+  step=${stopped##* }
+  [ -f "$(printf '%s/checkpoint-%09d.safetensors' "$ck" "$step")" ] ||
+    fail "no checkpoint at the SIG$1 stop (step $step): $(ls "$ck"); $(tail -5 "$ck.out")"
+  echo "slurm: SIG$1 to srun: exit $code, $stopped, checkpoint written"
+}
+# (SIGTERM and Ctrl-C twice on srun end the step at once: see README)
+srun_stop USR1 10
+
+# scancel on a running batch job: Slurm sends SIGTERM to every task and
+# SIGKILL only after KillWait (30 s by default); the ranks stop after the
+# same step and write its checkpoint.
+ck=$WORK/scancel
+job=$(DDP_TRAIN=$DDP_TRAIN DDP_CHECKPOINT_DIR=$ck sbatch --parsable --ntasks-per-node=2 \
+  --output="$WORK/scancel-%j.out" "$root/launcher/slurm/ddp_train.sbatch" --dataset synthetic \
+  --synthetic-samples 2048 --batch-size 16 --hidden 256,128 --epochs 500)
+for _ in $(seq 600); do  # past its first checkpoint
+  ls "$ck" 2> /dev/null | grep -q '^checkpoint-.*safetensors$' && break
+  sleep 0.05
+done
+scancel "$job"
+for _ in $(seq 300); do
+  state=$(scontrol show job "$job" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1)
+  [ "$state" != JobState=RUNNING ] && [ "$state" != JobState=COMPLETING ] && break
+  sleep 0.1
+done
+out=$WORK/scancel-$job.out
+stopped=$(grep -o "stopped by signal 15 after step [0-9]*" "$out") ||
+  fail "no graceful stop after scancel ($state): $(tail -5 "$out")"
+step=${stopped##* }
+[ -f "$(printf '%s/checkpoint-%09d.safetensors' "$ck" "$step")" ] ||
+  fail "no checkpoint at the scancel stop (step $step): $(ls "$ck")"
+echo "slurm: scancel: $state, $stopped, checkpoint written"

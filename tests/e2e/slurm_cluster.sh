@@ -5,7 +5,7 @@
 #
 #   slurm_up CTL_ADDR NODE=ADDR...   start the cluster; a NODE that is a
 #                                   nodes.sh node runs its slurmd inside it
-for tool in munged mungekey slurmctld slurmd sbatch srun sinfo sacct scontrol; do
+for tool in munged mungekey slurmctld slurmd sbatch srun scancel sinfo sacct scontrol; do
   command -v "$tool" > /dev/null || { echo "SKIP: $tool not installed (bash scripts/setup.sh installs slurm-wlm and munge)"; exit 77; }
 done
 [ "$(id -u)" = 0 ] || { echo "SKIP: the test cluster runs as root"; exit 77; }
