@@ -11,18 +11,25 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/slurm_cluster.sh"
 slurm_up 127.0.0.1 localhost=127.0.0.1
 
+# sbatch_wait NAME [sbatch args...]: submits with --wait, output to
+# $WORK/NAME-<job id>.out; sets job and out; fails unless the job exits 0.
+sbatch_wait() {
+  local name=$1 code
+  shift
+  set +e
+  timeout 180 sbatch --wait --output="$WORK/$name-%j.out" "$@" > "$WORK/$name.sbatch" 2>&1
+  code=$?
+  set -e
+  job=$(grep -o 'Submitted batch job [0-9]*' "$WORK/$name.sbatch" | grep -o '[0-9]*$') ||
+    fail "sbatch did not submit: $(cat "$WORK/$name.sbatch")"
+  out=$WORK/$name-$job.out
+  [ "$code" = 0 ] || fail "job $job ($name) exited $code: $(tail -5 "$out" 2> /dev/null)"
+}
+
 # The template, np=2 on CPU, a short synthetic run; options after the script.
 cd "$WORK"
-set +e
-DDP_TRAIN=$DDP_TRAIN timeout 180 sbatch --wait --ntasks-per-node=2 --output="$WORK/job-%j.out" \
-  "$root/launcher/slurm/ddp_train.sbatch" --dataset synthetic --synthetic-samples 2048 \
-  --hidden 64,32 --epochs 2 --log-every 10 > "$WORK/sbatch.out" 2>&1
-code=$?
-set -e
-job=$(grep -o 'Submitted batch job [0-9]*' "$WORK/sbatch.out" | grep -o '[0-9]*$') ||
-  fail "sbatch did not submit: $(cat "$WORK/sbatch.out")"
-out=$WORK/job-$job.out
-[ "$code" = 0 ] || fail "job $job exited $code: $(tail -5 "$out" 2> /dev/null)"
+sbatch_wait job --ntasks-per-node=2 "$root/launcher/slurm/ddp_train.sbatch" --dataset synthetic \
+  --synthetic-samples 2048 --hidden 64,32 --epochs 2 --log-every 10
 grep -q "launcher srun" "$out" || fail "World did not detect srun: $(head -5 "$out")"
 grep -q "2 ranks on 1 node (2 per node)" "$out" || fail "wrong layout: $(head -5 "$out")"
 grep -q "epoch 2/2" "$out" || fail "the job did not train 2 epochs: $(tail -5 "$out")"
@@ -33,16 +40,8 @@ echo "slurm: job $job $state; $(grep -c 'epoch ' "$out") epoch lines"
 
 # mpirun inside an allocation: Open MPI takes the job's slots from Slurm
 # (no -np), and World reports mpirun as the launcher.
-set +e
-timeout 180 sbatch --wait --ntasks=2 --output="$WORK/mpirun-%j.out" --wrap \
-  "mpirun $DDP_TRAIN --dataset synthetic --synthetic-samples 2048 --hidden 64 --epochs 1 --threads 1" \
-  > "$WORK/sbatch_mpirun.out" 2>&1
-code=$?
-set -e
-job=$(grep -o 'Submitted batch job [0-9]*' "$WORK/sbatch_mpirun.out" | grep -o '[0-9]*$') ||
-  fail "sbatch did not submit: $(cat "$WORK/sbatch_mpirun.out")"
-out=$WORK/mpirun-$job.out
-[ "$code" = 0 ] || fail "mpirun job $job exited $code: $(tail -5 "$out" 2> /dev/null)"
+sbatch_wait mpirun --ntasks=2 --wrap \
+  "mpirun $DDP_TRAIN --dataset synthetic --synthetic-samples 2048 --hidden 64 --epochs 1 --threads 1"
 grep -q "2 ranks on 1 node (2 per node), launcher mpirun" "$out" ||
   fail "World did not detect mpirun inside the allocation: $(head -5 "$out")"
 grep -q "epoch 1/1" "$out" || fail "the mpirun job did not train: $(tail -5 "$out")"
