@@ -243,6 +243,19 @@ int train(const Options& o) {
           throw DataError(
               str("--checkpoint-dir: cannot create '", o.checkpointDir, "': ", error.message()));
         }
+        try {  // a directory it may not write to fails here, not at the first checkpoint
+          trainer::checkCanSave(trainer::checkpointPath(o.checkpointDir, 0));
+        } catch (const DataError& e) {
+          throw DataError(str("--checkpoint-dir: ", e.what()));
+        }
+      }
+      // Found now, not after the run whose result it would hold.
+      if (world.rank() == 0 && !o.saveModel.empty()) {
+        try {
+          trainer::checkCanSave(o.saveModel);
+        } catch (const DataError& e) {
+          throw DataError(str("--save-model: ", e.what()));
+        }
       }
       progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics);
     });

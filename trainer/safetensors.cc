@@ -1,6 +1,7 @@
 #include "trainer/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -18,6 +19,11 @@
 
 namespace ddp::trainer {
 namespace {
+
+// Where saveSafetensors writes before renaming into place.
+std::string temporaryPathFor(const std::string& path) {
+  return str(path, ".tmp.", ::getpid());
+}
 
 using nlohmann::json;
 constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit
@@ -114,7 +120,7 @@ void saveSafetensors(const std::string& path,
   for (int i = 0; i < 8; ++i)
     lengthBytes[i] = static_cast<unsigned char>(length >> (8 * i));
 
-  const std::string temporary = str(path, ".tmp.", ::getpid());
+  const std::string temporary = temporaryPathFor(path);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw DataError(str(path, ": cannot create (", std::strerror(errno), ")"));
   try {
@@ -137,6 +143,18 @@ void saveSafetensors(const std::string& path,
         str(path, ": cannot rename the temporary file into place (", std::strerror(error), ")"));
   }
   fsyncDirectoryOf(path);
+}
+
+void checkCanSave(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    throw DataError(str(path, ": cannot create (it is a directory)"));
+  }
+  const std::string temporary = temporaryPathFor(path);
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw DataError(str(path, ": cannot create (", std::strerror(errno), ")"));
+  ::close(fd);
+  ::unlink(temporary.c_str());
 }
 
 std::string readWholeFile(const std::string& path) {

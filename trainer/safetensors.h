@@ -50,6 +50,12 @@ void saveSafetensors(const std::string& path,
                      const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                      const std::map<std::string, std::string>& metadata = {});
 
+// Throws DataError unless saveSafetensors(path, ...) could create its
+// temporary file now: creates that file and removes it, and refuses a
+// `path` that is a directory. For checking an output path before a run
+// whose end writes it.
+void checkCanSave(const std::string& path);
+
 // The whole file, in one read. Throws DataError if it cannot.
 std::string readWholeFile(const std::string& path);
 

@@ -53,4 +53,13 @@ run 2 --hidden 128 --init-from "$WORK/small.safetensors" --max-steps 1 > /dev/nu
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "--init-from mismatch: exit $rc"
 grep -q "small.safetensors.*has shape" "$WORK/init.err" || { cat "$WORK/init.err"; fail "--init-from mismatch not explained"; }
 grep -q "rank 0 failed" "$WORK/init.err" || { cat "$WORK/init.err"; fail "rank 1 did not name the failing rank"; }
+
+# An output path that cannot be written: refused before the first step, not
+# after the run whose result it would hold.
+rc=0
+run 2 --hidden 64 --epochs 1 --save-model "$WORK/no-such-dir/model.safetensors" > "$WORK/save.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "--save-model into a missing directory: exit $rc"
+grep -q -- "--save-model: .*no-such-dir/model.safetensors: cannot create" "$WORK/save.out" ||
+  fail "--save-model not explained: $(cat "$WORK/save.out")"
+! grep -q "epoch 1/1" "$WORK/save.out" || fail "--save-model was refused only after training"
 echo "bad data: ok"

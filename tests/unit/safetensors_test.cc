@@ -90,6 +90,23 @@ TEST(Safetensors, SavingLeavesNoTemporaryFiles) {
   EXPECT_EQ(files, 1u);
 }
 
+TEST(Safetensors, CheckCanSaveLeavesNothingAndRefusesWhatSavingWouldFailOn) {
+  TempDir dir;
+  ddp::trainer::checkCanSave(dir.file("m.safetensors"));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.file("")));
+  const auto refusal = [](const std::string& path) {
+    try {
+      ddp::trainer::checkCanSave(path);
+    } catch (const ddp::DataError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal(dir.file("missing/m.safetensors")).find("cannot create (No such file"),
+            std::string::npos);
+  EXPECT_NE(refusal(dir.file("")).find("it is a directory"), std::string::npos);
+}
+
 struct BadFile {
   std::string name;
   std::string bytes;
