@@ -159,8 +159,9 @@ class Bench {
   virtual int check(const float* buffer, std::size_t count, int n) = 0;
   virtual void ours(const float* send, float* recv, std::size_t count) = 0;
   virtual void raw(float* data, std::size_t count) = 0;
-  // The raw call on a bare worker thread (--thread-floor); false: not offered.
-  virtual bool rawOnThread(float*, std::size_t) { return false; }
+  // The raw call on a bare worker thread (--thread-floor, which main() allows
+  // for the MPI backend only).
+  virtual void rawOnThread(float*, std::size_t) {}
   virtual std::string describe() const = 0;
 };
 
@@ -193,7 +194,7 @@ class MpiBench final : public Bench {
   void raw(float* data, std::size_t count) override {
     MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   }
-  bool rawOnThread(float* data, std::size_t count) override {
+  void rawOnThread(float* data, std::size_t count) override {
     if (!floor_) {
       MPI_Comm_dup(MPI_COMM_WORLD, &floorComm_);  // its own, as the communicator has
       floor_ = std::make_unique<ThreadFloor>();
@@ -201,7 +202,10 @@ class MpiBench final : public Bench {
     floor_->run([&] {
       MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, floorComm_);
     });
-    return true;
+  }
+  ~MpiBench() override {
+    floor_.reset();  // its thread is idle between calls; stopped before its communicator goes
+    if (floorComm_ != MPI_COMM_NULL) MPI_Comm_free(&floorComm_);
   }
   std::string describe() const override {
     return shared_ ? "mpi, node shared memory from Communicator::allocate (raw: MPI_Allreduce)"

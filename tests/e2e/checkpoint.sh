@@ -77,10 +77,7 @@ big=$WORK/big
 timeout 120 mpirun -q -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 20000 --threads 1 \
   --epochs 1 --checkpoint-dir "$big" --checkpoint-every 1 > "$WORK/big.log" 2>&1 &
 job=$!
-for _ in $(seq 600); do
-  [ "$(ls "$big" 2>/dev/null | grep -c '^checkpoint-.*safetensors$')" -ge 3 ] && break
-  sleep 0.05
-done
+await_checkpoint "$big" 3
 for launcher in $(children "$job"); do  # timeout -> mpirun -> the ranks
   ranks=$(children "$launcher")
   [ -n "$ranks" ] && kill -9 $ranks
@@ -100,21 +97,14 @@ grep -q "resume: from .*$newest" "$WORK/after-kill.log" || fail "did not resume 
 term=$WORK/term
 timeout 120 mpirun -q -np 2 "$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 50 --checkpoint-dir "$term" \
   > "$WORK/term.log" 2>&1 &
-for _ in $(seq 600); do  # running, past its first checkpoint (the end of epoch 1)
-  ls "$term" 2>/dev/null | grep -q '^checkpoint-.*safetensors$' && break
-  sleep 0.05
-done
 job=$!
+await_checkpoint "$term"  # running, past its first checkpoint (the end of epoch 1)
 ranks=$(for launcher in $(children "$job"); do children "$launcher"; done)  # timeout -> mpirun -> ranks
 [ -n "$ranks" ] || fail "no ranks to signal"
 kill -TERM $ranks
 set +e; wait "$job"; code=$?; set -e
 [ "$code" = 143 ] || fail "exit $code after SIGTERM, not 143: $(tail -3 "$WORK/term.log")"
-stopped=$(grep -o "stopped by signal 15 after step [0-9]*" "$WORK/term.log") ||
-  fail "no stop report: $(tail -3 "$WORK/term.log")"
-step=${stopped##* }
-[ -f "$(printf '%s/checkpoint-%09d.safetensors' "$term" "$step")" ] ||
-  fail "no checkpoint at the stop (step $step): $(ls "$term")"
+step=$(stop_step "$WORK/term.log" "$term" 15 "SIGTERM to the ranks")
 run 2 "${base[@]}" --hidden 64,32 --epochs 50 --max-steps $((step + 3)) --checkpoint-dir "$term" --resume \
   > "$WORK/after-term.log" || fail "cannot resume after SIGTERM"
 
@@ -124,22 +114,15 @@ run 2 "${base[@]}" --hidden 64,32 --epochs 50 --max-steps $((step + 3)) --checkp
 # ms leave time to agree on a stop step and write its checkpoint; SIGUSR1
 # mpirun forwards at once, with no time limit, and the ranks exit 128 + 10.
 stop_mpirun() {  # stop_mpirun SIGNAL EXPECTED-EXIT RANK-SIGNAL
-  local dir=$WORK/mpirun-$1 code stopped step
+  local dir=$WORK/mpirun-$1 code
   timeout 120 mpirun -q -np 2 "$DDP_TRAIN" "${base[@]}" --hidden 256,128 --epochs 500 \
     --checkpoint-dir "$dir" > "$dir.log" 2>&1 &
   local job=$!
-  for _ in $(seq 600); do  # past its first checkpoint
-    ls "$dir" 2>/dev/null | grep -q '^checkpoint-.*safetensors$' && break
-    sleep 0.05
-  done
+  await_checkpoint "$dir"
   kill -"$1" "$(children "$job")"  # timeout -> mpirun
   set +e; wait "$job"; code=$?; set -e
   [ "$code" = "$2" ] || fail "exit $code after SIG$1 to mpirun, not $2: $(tail -3 "$dir.log")"
-  stopped=$(grep -o "stopped by signal $3 after step [0-9]*" "$dir.log") ||
-    fail "no graceful stop after SIG$1 to mpirun: $(tail -3 "$dir.log"); $(ls "$dir")"
-  step=${stopped##* }
-  [ -f "$(printf '%s/checkpoint-%09d.safetensors' "$dir" "$step")" ] ||
-    fail "no checkpoint at the SIG$1 stop (step $step): $(ls "$dir")"
+  stop_step "$dir.log" "$dir" "$3" "SIG$1 to mpirun" > /dev/null
 }
 stop_mpirun INT 1 15   # mpirun's own exit code after an abort
 stop_mpirun USR1 138 10

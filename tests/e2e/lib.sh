@@ -16,6 +16,26 @@ run() { local np=$1; shift; timeout 120 mpirun -q -np "$np" "$DDP_TRAIN" "$@"; }
 need_fmnist() { [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST in $FMNIST"; exit 77; }; }
 # children PID: the PIDs of PID's child processes (from /proc; no procps needed)
 children() { cat /proc/"$1"/task/*/children 2> /dev/null; }
+# await_checkpoint DIR [N]: waits (at most 30 s) until DIR holds N (default
+# 1) complete checkpoints.
+await_checkpoint() {
+  for _ in $(seq 600); do
+    [ "$(ls "$1" 2> /dev/null | grep -c '^checkpoint-.*safetensors$')" -ge "${2:-1}" ] && return 0
+    sleep 0.05
+  done
+}
+# stop_step LOG DIR SIGNAL WHAT: the step after which LOG says the ranks
+# stopped for SIGNAL; fails unless they did and DIR holds that step's
+# checkpoint. WHAT names the cause in the failure message.
+stop_step() {
+  local stopped step
+  stopped=$(grep -o "stopped by signal $3 after step [0-9]*" "$1") ||
+    fail "no graceful stop after $4: $(tail -5 "$1")"
+  step=${stopped##* }
+  [ -f "$(printf '%s/checkpoint-%09d.safetensors' "$2" "$step")" ] ||
+    fail "no checkpoint at the stop after $4 (step $step): $(ls "$2")"
+  echo "$step"
+}
 # rank_pids JOB LOG N: waits (at most 20 s) until LOG shows training has
 # started and mpirun JOB has N rank processes; prints their PIDs.
 rank_pids() {

@@ -50,24 +50,16 @@ echo "slurm: mpirun inside job $job: $(grep -m1 -o '2 ranks on 1 node.*launcher 
 # Signals to an interactive srun, which forwards them to every task: the
 # ranks stop after the same step and write its checkpoint.
 srun_stop() {  # srun_stop SIGNAL RANK-SIGNAL
-  local ck=$WORK/srun-$1 job srun_pid code stopped step
+  local ck=$WORK/srun-$1 job code step
   timeout 120 srun -n 2 --mpi=pmix "$DDP_TRAIN" --dataset synthetic --synthetic-samples 2048 \
     --batch-size 16 --hidden 256,128 --epochs 500 --threads 1 --checkpoint-dir "$ck" \
     > "$ck.out" 2>&1 &
   job=$!
-  for _ in $(seq 600); do  # past its first checkpoint
-    ls "$ck" 2> /dev/null | grep -q '^checkpoint-.*safetensors$' && break
-    sleep 0.05
-  done
-  srun_pid=$(children "$job")
-  kill -"$1" "$srun_pid"
+  await_checkpoint "$ck"
+  kill -"$1" "$(children "$job")"  # timeout -> srun
   set +e; wait "$job"; code=$?; set -e
-  stopped=$(grep -o "stopped by signal $2 after step [0-9]*" "$ck.out") ||
-    fail "no graceful stop after SIG$1 to srun (exit $code): $(tail -5 "$ck.out")"
-  step=${stopped##* }
-  [ -f "$(printf '%s/checkpoint-%09d.safetensors' "$ck" "$step")" ] ||
-    fail "no checkpoint at the SIG$1 stop (step $step): $(ls "$ck"); $(tail -5 "$ck.out")"
-  echo "slurm: SIG$1 to srun: exit $code, $stopped, checkpoint written"
+  step=$(stop_step "$ck.out" "$ck" "$2" "SIG$1 to srun (exit $code)")
+  echo "slurm: SIG$1 to srun: exit $code, stopped after step $step, checkpoint written"
 }
 # (SIGTERM and Ctrl-C twice on srun end the step at once: see README)
 srun_stop USR1 10
@@ -79,20 +71,12 @@ ck=$WORK/scancel
 job=$(DDP_TRAIN=$DDP_TRAIN DDP_CHECKPOINT_DIR=$ck sbatch --parsable --ntasks-per-node=2 \
   --output="$WORK/scancel-%j.out" "$root/launcher/slurm/ddp_train.sbatch" --dataset synthetic \
   --synthetic-samples 2048 --batch-size 16 --hidden 256,128 --epochs 500)
-for _ in $(seq 600); do  # past its first checkpoint
-  ls "$ck" 2> /dev/null | grep -q '^checkpoint-.*safetensors$' && break
-  sleep 0.05
-done
+await_checkpoint "$ck"
 scancel "$job"
 for _ in $(seq 300); do
   state=$(scontrol show job "$job" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1)
   [ "$state" != JobState=RUNNING ] && [ "$state" != JobState=COMPLETING ] && break
   sleep 0.1
 done
-out=$WORK/scancel-$job.out
-stopped=$(grep -o "stopped by signal 15 after step [0-9]*" "$out") ||
-  fail "no graceful stop after scancel ($state): $(tail -5 "$out")"
-step=${stopped##* }
-[ -f "$(printf '%s/checkpoint-%09d.safetensors' "$ck" "$step")" ] ||
-  fail "no checkpoint at the scancel stop (step $step): $(ls "$ck")"
-echo "slurm: scancel: $state, $stopped, checkpoint written"
+step=$(stop_step "$WORK/scancel-$job.out" "$ck" 15 "scancel ($state)")
+echo "slurm: scancel: $state, stopped after step $step, checkpoint written"
