@@ -1,16 +1,17 @@
 // ddp_bench: data-parallel steps of a real model's gradient shapes, without
-// the model. The real Reducer and MPI communicator reduce the gradients of a
+// the model. The real Reducer and communicator reduce the gradients of a
 // profile (benchmarks/model_profiles.h: ResNet-50, BERT-base, GPT-2 124M, the
-// MLP) while backward is emulated by real compute: each layer's gradient is
-// written by an SGEMM of 2 x (its parameters) x K flops, in reverse layer
-// order, and marked ready as it would be in training; forward runs the same
-// GEMMs into scratch, and the optimizer is a pass over parameters and
-// gradients. K (--work) sets how much compute hides communication;
-// --backward-ms calibrates it to a target backward time on one rank.
+// MLP) while backward is emulated by real compute (benchmarks/emulated_model.h):
+// each layer's gradient is written by an SGEMM of 2 x (its parameters) x K
+// flops, in reverse layer order, and marked ready as in training. K (--work)
+// sets how much compute hides communication; --backward-ms calibrates it to a
+// target backward time on one rank. --device cuda runs it on each rank's GPU
+// (cuBLAS, the NCCL backend; one GPU per rank, as ddp_train picks them), with
+// phase times from events on the compute stream.
 //
 //   mpirun -np N ddp_bench --profile resnet50 [--bucket-cap-mb 1,5,25,100,inf,auto]
 //       [--steps 10] [--warmup 3] [--work K | --backward-ms T] [--batch B] [--threads T]
-//       [--json FILE]
+//       [--device cpu|cuda] [--json FILE]
 //   ddp_bench --profile resnet50 --describe      (the profile's layers as JSON)
 //
 // For each cap (in MiB; inf: one bucket; auto: BucketCapTuner picks, Note
@@ -28,7 +29,6 @@
 // list, the tuner runs first (exactly as in ddp_train) and its choice then
 // takes turns with the fixed caps, so "auto" and the fixed cap it chose are
 // two samples of the same configuration: their difference is the noise.
-#include <cblas.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -39,29 +39,33 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <span>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "benchmarks/emulated_model.h"
 #include "benchmarks/model_profiles.h"
 #include "comm/bucket_tuner.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/reducer.h"
+#include "ddp_config.h"
 #include "runtime/cpu_share.h"
 #include "runtime/error.h"
 #include "runtime/world.h"
 #include "trainer/mlp.h"
+#if DDP_WITH_CUDA
+#include "comm/nccl/nccl_communicator.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/device.h"
+#endif
 
 namespace ddp::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr double kMiB = 1 << 20;
 constexpr std::size_t kAuto = 0;  // in the cap list: let the tuner choose
-constexpr std::size_t kColumns = 256;
 
 struct Options {
   std::string profile = "resnet50";
@@ -71,7 +75,8 @@ struct Options {
   std::size_t work = 8;
   double backwardMs = 0.0;
   std::size_t batch = 32;
-  int threads = 0;  // BLAS threads per rank; 0: the rank's share (Note [Threads per rank])
+  int threads = 0;    // BLAS threads per rank; 0: the rank's share (Note [Threads per rank])
+  bool cuda = false;  // --device cuda
   std::string json;
   bool describe = false;  // print the profile as JSON and exit (no MPI)
 };
@@ -136,6 +141,9 @@ Options parse(int argc, char** argv) {
       o.batch = count();
     } else if (flag == "--threads") {
       o.threads = static_cast<int>(count());
+    } else if (flag == "--device") {
+      if (value != "cpu" && value != "cuda") throw UsageError("--device must be cpu or cuda");
+      o.cuda = value == "cuda";
     } else if (flag == "--json") {
       o.json = value;
     } else {
@@ -146,124 +154,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// The emulated model: parameters, and inputs for the GEMMs that stand in for
-// each layer's forward and backward.
-class EmulatedModel {
- public:
-  EmulatedModel(const Profile& profile, int rank, std::size_t work) : profile_(profile) {
-    for (const Layer& layer : profile_.layers) {
-      for (const Tensor& t : layer.tensors)
-        specs_.push_back({t.name, t.numel(), true});
-    }
-    parameters_.assign(profile_.parameterCount(), 0.01f);
-    for (const Layer& layer : profile_.layers)
-      largest_ = std::max(largest_, layer.numel());  // a layer holds its tensors
-    random_.seed(static_cast<unsigned>(1234 + rank));
-    setWork(work);
-    scratch_.resize(largest_);
-  }
-
-  const std::vector<comm::GradientSpec>& specs() const { return specs_; }
-  const Profile& profile() const { return profile_; }
-  // A: (rows x K) for the largest layer; B: (K x kColumns). Rank-seeded, so
-  // every rank's gradients differ, as in data-parallel training.
-  void setWork(std::size_t work) {
-    work_ = work;
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    a_.resize((largest_ / kColumns + 1) * work_);
-    b_.resize(work_ * kColumns);
-    for (float& v : a_)
-      v = uniform(random_);
-    for (float& v : b_)
-      v = uniform(random_);
-  }
-  std::size_t work() const { return work_; }
-
-  // out (n floats) = an SGEMM of 2 x n x K flops.
-  void compute(float* out, std::size_t n) const {
-    const std::size_t rows = n / kColumns, tail = n % kColumns;
-    const int k = static_cast<int>(work_);
-    if (rows > 0) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
-                  static_cast<int>(kColumns), k, 1.0f, a_.data(), k, b_.data(),
-                  static_cast<int>(kColumns), 0.0f, out, static_cast<int>(kColumns));
-    }
-    if (tail > 0) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, static_cast<int>(tail), k, 1.0f,
-                  a_.data(), k, b_.data(), static_cast<int>(kColumns), 0.0f, out + rows * kColumns,
-                  static_cast<int>(tail));
-    }
-  }
-
-  void forward() {
-    for (const Layer& layer : profile_.layers)
-      compute(scratch_.data(), layer.numel());
-  }
-
-  // Writes each layer's gradients (last layer first) and marks them ready.
-  void backward(comm::Reducer& reducer) {
-    std::size_t index = specs_.size();
-    for (std::size_t l = profile_.layers.size(); l-- > 0;) {
-      const Layer& layer = profile_.layers[l];
-      std::size_t first = index - layer.tensors.size();
-      for (std::size_t t = first; t < index; ++t) {
-        const std::span<float> gradient = reducer.gradient(t);
-        compute(gradient.data(), gradient.size());
-      }
-      for (std::size_t t = first; t < index; ++t)
-        reducer.markReady(t);
-      index = first;
-    }
-  }
-
-  void optimizerStep(comm::Reducer& reducer) {
-    std::size_t offset = 0;
-    for (std::size_t t = 0; t < specs_.size(); ++t) {
-      const std::span<float> gradient = reducer.gradient(t);
-      float* p = parameters_.data() + offset;
-      for (std::size_t i = 0; i < gradient.size(); ++i)
-        p[i] -= 1e-6f * gradient[i];
-      offset += gradient.size();
-    }
-  }
-
- private:
-  Profile profile_;
-  std::size_t work_;
-  std::vector<comm::GradientSpec> specs_;
-  std::vector<float> parameters_;
-  std::vector<float> a_, b_, scratch_;
-  std::size_t largest_ = 0;  // elements of the largest layer
-  std::mt19937 random_;
-};
-
-struct Phases {
-  double forward = 0, backward = 0, comm = 0, optimizer = 0;
-  double total() const { return forward + backward + comm + optimizer; }
-};
-
-double since(Clock::time_point& mark) {
-  const auto now = Clock::now();
-  const double s = std::chrono::duration<double>(now - mark).count();
-  mark = now;
-  return s;
-}
-
-Phases runStep(EmulatedModel& model, comm::Reducer& reducer) {
-  Phases p;
-  auto mark = Clock::now();
-  model.forward();
-  p.forward = since(mark);
-  reducer.prepareForBackward(true);
-  model.backward(reducer);
-  p.backward = since(mark);
-  reducer.finalize();
-  p.comm = since(mark);
-  model.optimizerStep(reducer);
-  p.optimizer = since(mark);
-  return p;
-}
-
 comm::ReducerOptions reducerOptions(std::size_t cap) {
   comm::ReducerOptions r;
   r.bucketCapBytes = cap;
@@ -272,17 +162,12 @@ comm::ReducerOptions reducerOptions(std::size_t cap) {
   return r;
 }
 
-// FNV-1a over the reduced gradients' bytes.
-std::uint64_t hashGradients(comm::Reducer& reducer, std::size_t tensors) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (std::size_t t = 0; t < tensors; ++t) {
-    const std::span<float> g = reducer.gradient(t);
-    const auto* bytes = reinterpret_cast<const unsigned char*>(g.data());
-    for (std::size_t i = 0; i < g.size_bytes(); ++i)
-      h = (h ^ bytes[i]) * 1099511628211ull;
-  }
-  return h;
-}
+// What a cap's reduced gradients were, after its last step.
+struct GradientCheck {
+  int wrong = 0;      // ranks whose gradients differ from rank 0's (by hash)
+  double norm = 0.0;  // the L2 norm of all of them: the same for every cap and
+                      // every backend, up to rounding (tests/e2e/gpu_ddp_bench.sh)
+};
 
 struct CapResult {
   std::string cap;
@@ -291,7 +176,7 @@ struct CapResult {
   std::vector<Phases> steps;  // this rank's timed steps
   Phases median;              // per phase: the median over steps of the slowest rank
   double stepSeconds = 0;
-  int wrong = 0;
+  GradientCheck check;
 };
 
 // The median over steps of the slowest rank's value.
@@ -308,16 +193,26 @@ void useCap(comm::Reducer& reducer, std::size_t cap) {
   reducer.setBucketCaps(r.firstBucketBytes, r.bucketCapBytes);
 }
 
-// Every replica must hold the same reduced gradients: the ranks whose hash
-// differs from rank 0's.
-int wrongReplicas(comm::Reducer& reducer, const comm::Communicator& comm) {
-  const std::uint64_t mine = hashGradients(reducer, reducer.gradients().size());
+// Every replica must hold the same reduced gradients.
+GradientCheck checkGradients(EmulatedModel& model, comm::Reducer& reducer,
+                             const comm::Communicator& comm) {
+  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the bytes
+  double squares = 0.0;
+  for (std::size_t t = 0; t < model.specs().size(); ++t) {
+    const std::vector<float> g = model.readGradient(reducer, t);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(g.data());
+    for (std::size_t i = 0; i < g.size() * sizeof(float); ++i)
+      hash = (hash ^ bytes[i]) * 1099511628211ull;
+    for (float v : g)
+      squares += static_cast<double>(v) * v;
+  }
   std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
-  MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
-  int wrong = 0;
+  MPI_Allgather(&hash, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  GradientCheck check;
   for (std::uint64_t h : all)
-    wrong += h != all[0];
-  return wrong;
+    check.wrong += h != all[0];
+  check.norm = std::sqrt(squares);
+  return check;
 }
 
 struct Tuning {
@@ -332,7 +227,7 @@ Tuning tune(EmulatedModel& model, comm::Reducer& reducer, comm::Communicator& co
   comm::BucketCapTuner tuner(comm::BucketCapTuner::defaultCandidates());
   while (tuner.tuning()) {
     useCap(reducer, tuner.currentCap());
-    tuner.recordStep(runStep(model, reducer).total(), comm);
+    tuner.recordStep(model.step(reducer).total(), comm);
     ++t.steps;
   }
   t.chosen = tuner.chosen();
@@ -350,9 +245,9 @@ void measureSideBySide(std::vector<CapResult>& results, EmulatedModel& model,
       CapResult& r = results[round % 2 == 0 ? i : results.size() - 1 - i];
       useCap(reducer, r.chosen);
       r.buckets = reducer.buckets().size();
-      const Phases p = runStep(model, reducer);
+      const Phases p = model.step(reducer);
       if (round >= o.warmup) r.steps.push_back(p);
-      if (round + 1 == rounds) r.wrong = wrongReplicas(reducer, comm);
+      if (round + 1 == rounds) r.check = checkGradients(model, reducer, comm);
     }
   }
   for (CapResult& r : results) {
@@ -374,10 +269,10 @@ void measureSideBySide(std::vector<CapResult>& results, EmulatedModel& model,
 // Scales --work so that one rank's backward takes about `targetMs`.
 void calibrate(EmulatedModel& model, comm::Communicator& comm, double targetMs) {
   comm::Reducer reducer(comm, model.specs(), reducerOptions(comm::kSingleBucket));
-  runStep(model, reducer);
+  model.step(reducer);
   std::vector<double> times;
   for (int i = 0; i < 3; ++i)
-    times.push_back(runStep(model, reducer).backward);
+    times.push_back(model.step(reducer).backward);
   double measured = slowestMedian(times) * 1e3;
   const double scaled = static_cast<double>(model.work()) * targetMs / measured;
   model.setWork(static_cast<std::size_t>(std::max(1.0, std::round(scaled))));
@@ -399,26 +294,96 @@ nlohmann::json describeProfile(const std::string& name) {
           {"layers", layers}};
 }
 
+// With --device cuda: this rank's GPU (local rank % visible GPUs, as
+// ddp_train picks it), made current; else -1. Sets `problem` when the rank
+// cannot have one (no CUDA in this build, no GPU, more ranks than GPUs).
+int chooseGpu(const Options& o, const World& world, std::string& problem) {
+  if (!o.cuda) return -1;
+#if DDP_WITH_CUDA
+  try {
+    const int gpu =
+        cuda::deviceForLocalRank(world.localRank(), world.localSize(), cuda::visibleDeviceCount());
+    cuda::setDevice(gpu);
+    return gpu;
+  } catch (const Error& e) {
+    problem = e.what();
+  }
+#else
+  (void)world;
+  problem = "--device cuda: this ddp_bench was built without CUDA";
+#endif
+  return -1;
+}
+
+// MPI on the CPU; NCCL (host buffers through its own MPI communicator) on the GPU.
+std::unique_ptr<comm::Communicator> makeCommunicator(const World& world, int gpu) {
+#if DDP_WITH_CUDA
+  if (gpu >= 0) {
+    auto nccl = std::make_unique<comm::NcclCommunicator>(world.comm(), gpu, cuda::computeStream(),
+                                                         comm::CommOptions{});
+    // A collective the NCCL watchdog gave up on: report it and end the job.
+    nccl->setFatalHandler([&world](const std::string& report) {
+      std::fprintf(stderr, "ddp_bench: %s\n", report.c_str());
+      world.abort(1);
+    });
+    return nccl;
+  }
+#else
+  (void)gpu;
+#endif
+  return std::make_unique<comm::MpiCommunicator>(world.comm(), comm::CommOptions{});
+}
+
+std::unique_ptr<EmulatedModel> makeModel(const Options& o, int rank) {
+#if DDP_WITH_CUDA
+  if (o.cuda) return makeDeviceModel(makeProfile(o.profile), rank, o.work);
+#endif
+  return makeHostModel(makeProfile(o.profile), rank, o.work);
+}
+
+// "mpi", or "nccl on NVIDIA H200" for the ranks' GPUs (rank 0's name).
+std::string describeBackend(const comm::Communicator& comm, int gpu) {
+#if DDP_WITH_CUDA
+  if (gpu >= 0) return str(comm.backendName(), " on ", cuda::deviceInfo(gpu).name);
+#else
+  (void)gpu;
+#endif
+  return comm.backendName();
+}
+
 int run(const Options& o) {
   World world;
-  comm::MpiCommunicator comm(world.comm(), {});
+  std::string problem;
+  const int gpu = chooseGpu(o, world, problem);
+  // Every rank must get a device before any starts NCCL: the first rank with
+  // a problem reports it and all stop.
+  int mine = problem.empty() ? world.size() : world.rank(), first = 0;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world.comm());
+  if (first < world.size()) {
+    if (world.rank() == first) std::fprintf(stderr, "ddp_bench: %s\n", problem.c_str());
+    return 2;
+  }
+  std::unique_ptr<comm::Communicator> communicator = makeCommunicator(world, gpu);
+  comm::Communicator& comm = *communicator;
   const CpuShare cpus = shareCpus(world);         // collective: every rank calls it
   const int threads = cpus.threadsOr(o.threads);  // Note [Threads per rank]
   trainer::setBlasThreads(threads);
-  EmulatedModel model(makeProfile(o.profile), world.rank(), o.work);
+  const std::unique_ptr<EmulatedModel> modelOwner = makeModel(o, world.rank());
+  EmulatedModel& model = *modelOwner;
   if (o.backwardMs > 0) calibrate(model, comm, o.backwardMs);
   const int n = world.size();
   const Profile& profile = model.profile();
+  const std::string backend = describeBackend(comm, gpu);
   if (world.rank() == 0) {
     std::printf(
         "# ddp_bench: %s (%zu tensors, %.1fM parameters, %.1f MiB of gradients), %d ranks "
-        "on %d node(s), mpi, %d BLAS thread(s) per rank, work K=%zu, batch %zu per rank, median of "
+        "on %d node(s), %s, %d BLAS thread(s) per rank, work K=%zu, batch %zu per rank, median of "
         "%zu steps per cap, the caps "
         "taking turns step by step after %zu warm-up rounds (slowest rank)\n",
         profile.name.c_str(), profile.tensorCount(),
         static_cast<double>(profile.parameterCount()) / 1e6,
-        static_cast<double>(profile.parameterCount()) * 4 / kMiB, n, world.nodeCount(), threads,
-        model.work(), o.batch, o.steps, o.warmup);
+        static_cast<double>(profile.parameterCount()) * 4 / kMiB, n, world.nodeCount(),
+        backend.c_str(), threads, model.work(), o.batch, o.steps, o.warmup);
     std::printf("%8s %8s %8s %9s %9s %9s %9s %9s %11s %8s %6s\n", "cap(MiB)", "chosen", "buckets",
                 "step(ms)", "fwd", "bwd", "comm", "opt", "samples/s", "exposed", "#wrong");
   }
@@ -428,7 +393,7 @@ int run(const Options& o) {
   // the GEMM inputs and shared memory; clocks ramping up): take them here,
   // so that neither the tuner nor the first cap pays for them.
   for (std::size_t s = 0; s < o.warmup + 2; ++s)
-    runStep(model, reducer);
+    model.step(reducer);
   Tuning tuning;
   if (std::find(o.caps.begin(), o.caps.end(), kAuto) != o.caps.end()) {
     tuning = tune(model, reducer, comm);
@@ -444,7 +409,7 @@ int run(const Options& o) {
   nlohmann::json results = nlohmann::json::array();
   int wrong = 0;
   for (const CapResult& r : measured) {
-    wrong += r.wrong;
+    wrong += r.check.wrong;
     const double samples = static_cast<double>(n * o.batch) / r.stepSeconds;
     const double exposed = r.median.comm / r.stepSeconds;
     if (world.rank() == 0) {
@@ -452,7 +417,7 @@ int run(const Options& o) {
       std::printf("%8s %8s %8zu %9.2f %9.2f %9.2f %9.2f %9.2f %11.1f %7.1f%% %6d\n", r.cap.c_str(),
                   capName(r.chosen).c_str(), r.buckets, ms(r.stepSeconds), ms(r.median.forward),
                   ms(r.median.backward), ms(r.median.comm), ms(r.median.optimizer), samples,
-                  100 * exposed, r.wrong);
+                  100 * exposed, r.check.wrong);
       std::fflush(stdout);
     }
     nlohmann::json entry = {{"cap", r.cap},
@@ -465,7 +430,8 @@ int run(const Options& o) {
                             {"optimizer_ms", r.median.optimizer * 1e3},
                             {"samples_per_s", samples},
                             {"exposed_fraction", exposed},
-                            {"wrong", r.wrong}};
+                            {"wrong", r.check.wrong},
+                            {"gradient_norm", r.check.norm}};
     if (r.cap == "auto") {
       entry["tuning_steps"] = tuning.steps;
       entry["tuner_median_ms"] = nlohmann::json::array();
@@ -488,6 +454,8 @@ int run(const Options& o) {
                                 {"parameters", profile.parameterCount()},
                                 {"ranks", n},
                                 {"nodes", world.nodeCount()},
+                                {"backend", comm.backendName()},
+                                {"device", o.cuda ? "cuda" : "cpu"},
                                 {"work", model.work()},
                                 {"blas_threads", threads},
                                 {"batch", o.batch},

@@ -2,7 +2,8 @@
 # The GPU check: build ddp with CUDA, run the GPU tests, and benchmark one GPU
 # against PyTorch, in one go (about 5 minutes on a one-GPU machine with 16
 # cores, build included). Everything it reports goes to $OUT (default
-# ./gpu-check-out): gpu_check.log, the test log, gpu_bench.md.
+# ./gpu-check-out): gpu_check.log, the test log, gpu_bench.md, allreduce_nccl.txt,
+# ddp_bench_gpu.txt.
 #
 #   bash benchmarks/gpu_check.sh
 #
@@ -88,7 +89,7 @@ grep -A12 '^  ddp' "$OUT/meson-setup.log"
 ninja -C build-gpu > "$OUT/build.log" 2>&1 || { grep -B2 -A8 -m5 'error' "$OUT/build.log"; exit 1; }
 
 stage "GPU tests"
-meson test -C build-gpu device_choice gpu_kernels_np1 nccl_np1 gpu_train --print-errorlogs \
+meson test -C build-gpu device_choice gpu_kernels_np1 nccl_np1 gpu_train gpu_ddp_bench --print-errorlogs \
   --num-processes 1 > "$OUT/tests.log" 2>&1
 tests=$?
 grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):' "$OUT/tests.log"
@@ -108,6 +109,12 @@ bench=$?
 stage "allreduce_bench --backend nccl (one GPU: the layer's cost over ncclAllReduce)"
 timeout 120 mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl -b 8 -e 256M -f 4 \
   -n 20 -w 5 --csv "$OUT/allreduce_nccl.csv" | tee "$OUT/allreduce_nccl.txt"
+
+stage "ddp_bench --device cuda (one GPU: the Reducer on NCCL, caps side by side, profiles)"
+for profile in mlp resnet50 bert-base gpt2; do
+  timeout 120 mpirun -q -np 1 build-gpu/benchmarks/ddp_bench --device cuda --profile "$profile" \
+    --steps 20 --warmup 3 --json "$OUT/ddp_bench_gpu_$profile.json" | tee -a "$OUT/ddp_bench_gpu.txt"
+done
 
 stage "done (tests exit $tests, benchmark exit $bench)"
 [ "$tests" = 0 ] && [ "$bench" = 0 ]

@@ -4,7 +4,7 @@ caps, repeated in alternating rounds; medians go to JSON, CSV and markdown.
 
     python3 benchmarks/scaling_bench.py [--profiles resnet50,bert-base,gpt2]
         [--np 1,2,4] [--caps 1,5,25,100,inf,auto] [--repeats 3] [--steps 6]
-        [--warmup 2] [--work 8] [--out benchmarks/results]
+        [--warmup 2] [--work 8] [--device cpu|cuda] [--out benchmarks/results]
 
 Each (profile, np) run measures every cap in one ddp_bench invocation, the
 caps taking turns step by step, so caps are compared side by side; rounds
@@ -27,12 +27,12 @@ from compare_pytorch import mpi_env
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_bench(build, np_, profile, caps, steps, warmup, work):
+def run_bench(build, np_, profile, caps, steps, warmup, work, device="cpu"):
     env = mpi_env(one_blas_thread=False)  # ddp_bench sets its own BLAS threads
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = ["mpirun", "-q", "-np", str(np_), os.path.join(build, "benchmarks", "ddp_bench"),
                "--profile", profile, "--bucket-cap-mb", caps, "--steps", str(steps),
-               "--warmup", str(warmup), "--work", str(work), "--json", out.name]
+               "--warmup", str(warmup), "--work", str(work), "--device", device, "--json", out.name]
         done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, timeout=1800)
         if done.returncode != 0:
@@ -80,6 +80,8 @@ def main():
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--work", type=int, default=8)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="cuda: one GPU per rank, the NCCL backend")
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     parser.add_argument("--from-json", help="summarise this scaling_runs.json instead of running")
     args = parser.parse_args()
@@ -96,7 +98,7 @@ def main():
         for profile in profiles:
             for np_ in sizes:
                 doc = run_bench(args.build, np_, profile, args.caps, args.steps, args.warmup,
-                                args.work)
+                                args.work, args.device)
                 doc["round"] = round_
                 runs.append(doc)
                 print(f"round {round_ + 1}/{args.repeats} {profile} np={np_}: " +

@@ -1,0 +1,130 @@
+#include "benchmarks/emulated_model.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <span>
+
+namespace ddp::bench {
+
+EmulatedModel::EmulatedModel(Profile profile) : profile_(std::move(profile)) {
+  for (const Layer& layer : profile_.layers) {
+    for (const Tensor& t : layer.tensors)
+      specs_.push_back({t.name, t.numel(), true});
+    largest_ = std::max(largest_, layer.numel());  // a layer holds its tensors
+  }
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point& mark) {
+  const auto now = Clock::now();
+  const double s = std::chrono::duration<double>(now - mark).count();
+  mark = now;
+  return s;
+}
+
+class HostModel final : public EmulatedModel {
+ public:
+  HostModel(const Profile& profile, int rank, std::size_t work) : EmulatedModel(profile) {
+    parameters_.assign(profile.parameterCount(), 0.01f);
+    random_.seed(static_cast<unsigned>(1234 + rank));
+    setWork(work);
+    scratch_.resize(largestLayer());
+  }
+
+  // A: (rows x K) for the largest layer; B: (K x kGemmColumns).
+  void setWork(std::size_t work) override {
+    work_ = work;
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    a_.resize((largestLayer() / kGemmColumns + 1) * work_);
+    b_.resize(work_ * kGemmColumns);
+    for (float& v : a_)
+      v = uniform(random_);
+    for (float& v : b_)
+      v = uniform(random_);
+  }
+
+  Phases step(comm::Reducer& reducer) override {
+    Phases p;
+    auto mark = Clock::now();
+    forward();
+    p.forward = since(mark);
+    reducer.prepareForBackward(true);
+    backward(reducer);
+    p.backward = since(mark);
+    reducer.finalize();
+    p.comm = since(mark);
+    optimizerStep(reducer);
+    p.optimizer = since(mark);
+    return p;
+  }
+
+  std::vector<float> readGradient(comm::Reducer& reducer, std::size_t index) override {
+    const std::span<float> g = reducer.gradient(index);
+    return {g.begin(), g.end()};
+  }
+
+ private:
+  // out (n floats) = an SGEMM of 2 x n x K flops.
+  void compute(float* out, std::size_t n) const {
+    const std::size_t rows = n / kGemmColumns, tail = n % kGemmColumns;
+    const int k = static_cast<int>(work_), columns = static_cast<int>(kGemmColumns);
+    if (rows > 0) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), columns, k,
+                  1.0f, a_.data(), k, b_.data(), columns, 0.0f, out, columns);
+    }
+    if (tail > 0) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, static_cast<int>(tail), k, 1.0f,
+                  a_.data(), k, b_.data(), columns, 0.0f, out + rows * kGemmColumns,
+                  static_cast<int>(tail));
+    }
+  }
+
+  void forward() {
+    for (const Layer& layer : profile().layers)
+      compute(scratch_.data(), layer.numel());
+  }
+
+  // Writes each layer's gradients (last layer first) and marks them ready.
+  void backward(comm::Reducer& reducer) {
+    std::size_t index = specs().size();
+    for (std::size_t l = profile().layers.size(); l-- > 0;) {
+      const std::size_t first = index - profile().layers[l].tensors.size();
+      for (std::size_t t = first; t < index; ++t) {
+        const std::span<float> gradient = reducer.gradient(t);
+        compute(gradient.data(), gradient.size());
+      }
+      for (std::size_t t = first; t < index; ++t)
+        reducer.markReady(t);
+      index = first;
+    }
+  }
+
+  void optimizerStep(comm::Reducer& reducer) {
+    std::size_t offset = 0;
+    for (std::size_t t = 0; t < specs().size(); ++t) {
+      const std::span<float> gradient = reducer.gradient(t);
+      float* p = parameters_.data() + offset;
+      for (std::size_t i = 0; i < gradient.size(); ++i)
+        p[i] -= 1e-6f * gradient[i];
+      offset += gradient.size();
+    }
+  }
+
+  std::vector<float> parameters_;
+  std::vector<float> a_, b_, scratch_;
+  std::mt19937 random_;
+};
+
+}  // namespace
+
+std::unique_ptr<EmulatedModel> makeHostModel(const Profile& profile, int rank, std::size_t work) {
+  return std::make_unique<HostModel>(profile, rank, work);
+}
+
+}  // namespace ddp::bench
