@@ -1,0 +1,58 @@
+#include "launcher/resume.h"
+
+#include <memory>
+#include <string>
+
+#include "comm/agreement.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "trainer/safetensors.h"
+
+namespace ddp::launcher {
+
+trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const World& world,
+                                            const Options& o, trainer::Sequential& model,
+                                            trainer::Sgd& sgd,
+                                            const trainer::CheckpointOptions& options) {
+  std::string file, previous;
+  auto bytes = std::make_shared<std::string>();
+  comm::agree(comm, [&] {
+    if (world.rank() != 0) return;
+    if (o.resume != "latest") {
+      file = o.resume;
+    } else if (const auto all = trainer::completeCheckpoints(o.checkpointDir); !all.empty()) {
+      file = all.back();
+      if (all.size() > 1) previous = all[all.size() - 2];
+    }
+    if (!file.empty()) *bytes = trainer::readWholeFile(file);
+  });
+  comm::shareFrom(comm, 0, file);
+  comm::shareFrom(comm, 0, *bytes);
+  if (file.empty()) {
+    log::info(str("resume: no checkpoint in ", o.checkpointDir, " yet; starting fresh"));
+    return {};
+  }
+  trainer::TrainPosition start;
+  comm::agree(comm, [&] {
+    trainer::SafetensorsFile parsed;
+    try {
+      parsed = trainer::parseSafetensors(bytes, file);
+    } catch (const DataError& e) {
+      if (previous.empty()) throw;
+      // A damaged newest checkpoint: say how to fall back, but do not do it
+      // unasked (damage means a disk or a copy to look at).
+      throw DataError(str(e.what(), "; to resume from the checkpoint before it, ", previous,
+                          ", move ", file, " out of ", o.checkpointDir));
+    }
+    start = trainer::restoreCheckpoint(file, parsed, model, sgd, options);
+  });
+  log::info(str("resume: from ", file, ": epoch ", start.epoch, " with ", start.consumed,
+                " of its samples done, step ", start.globalStep,
+                start.worldSize != world.size()
+                    ? str(" (written by ", start.worldSize,
+                          " ranks; the rest of the epoch is re-sharded over ", world.size(), ")")
+                    : std::string()));
+  return start;
+}
+
+}  // namespace ddp::launcher

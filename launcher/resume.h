@@ -1,0 +1,30 @@
+// --resume: the checkpoint a run continues from, read once for the whole job.
+//
+// Rank 0 finds the file (the one --resume names, or the newest complete one
+// in --checkpoint-dir) and reads it; its bytes reach every other rank over
+// MPI, so nodes need not share the directory (Note [Files across nodes] in
+// launcher/main.cc), and every rank validates and restores the same bytes.
+#pragma once
+
+#include "comm/communicator.h"
+#include "launcher/options.h"
+#include "runtime/world.h"
+#include "trainer/checkpoint.h"
+#include "trainer/sequential.h"
+#include "trainer/sgd.h"
+
+namespace ddp::launcher {
+
+// Restores `model` and `sgd` from the checkpoint `o.resume` asks for and
+// returns where training continues; a default position (start fresh) when
+// --checkpoint-dir holds no checkpoint yet. Collective over `comm`. A file
+// that cannot be read, is damaged or was written for a different run
+// (`options`) throws DataError or MismatchError on every rank (comm::agree);
+// when the newest checkpoint is damaged the message names the one before it.
+// Logs what it resumed from.
+trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const World& world,
+                                            const Options& o, trainer::Sequential& model,
+                                            trainer::Sgd& sgd,
+                                            const trainer::CheckpointOptions& options);
+
+}  // namespace ddp::launcher

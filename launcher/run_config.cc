@@ -1,0 +1,122 @@
+#include "launcher/run_config.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "comm/reducer.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "trainer/fashion_mnist.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/safetensors.h"
+#include "trainer/synthetic_dataset.h"
+
+namespace ddp::launcher {
+namespace {
+
+// --bucket-cap-mb at or above this (or inf): one bucket, no overlap.
+constexpr double kSingleBucketMb = 1 << 20;
+
+// The options that change what a training step computes.
+std::vector<std::pair<std::string, std::string>> computationOptions(const Options& o) {
+  return {{"dataset", o.dataset},
+          {"synthetic-samples", str(o.syntheticSamples)},
+          {"model", o.model},
+          {"hidden", join(o.hidden, ",")},
+          {"freeze", join(o.freezeLayers, ",")},
+          {"batch-size", str(o.batchSize)},
+          {"grad-accum", str(o.gradAccum)},
+          {"lr", str(o.lr)},
+          {"lr-schedule", o.lrSchedule},
+          {"momentum", str(o.momentum)},
+          {"weight-decay", str(o.weightDecay)},
+          {"seed", str(o.seed)},
+          {"no-shuffle", str(o.noShuffle)},
+          {"drop-last", str(o.dropLast)}};
+}
+
+}  // namespace
+
+Data loadData(const Options& o) {
+  if (o.dataset == "synthetic") {
+    const std::size_t features = 784, classes = 10;
+    return {std::make_unique<trainer::SyntheticDataset>(o.syntheticSamples, features, classes,
+                                                        o.seed, 0),
+            std::make_unique<trainer::SyntheticDataset>(
+                std::max<std::size_t>(1, o.syntheticSamples / 4), features, classes, o.seed, 1)};
+  }
+  return {trainer::loadFashionMnist(o.dataDir, trainer::Split::kTrain),
+          trainer::loadFashionMnist(o.dataDir, trainer::Split::kTest)};
+}
+
+comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model) {
+  comm::ConsistencyItems items;
+  for (trainer::Parameter* p : model.parameters()) {
+    items.emplace_back(
+        str("parameter ", p->name),
+        str("float32 ", trainer::shapeString(p->value.shape()), p->trainable ? "" : " frozen"));
+  }
+  std::vector<std::pair<std::string, std::string>> options = computationOptions(o);
+  options.insert(options.end(), {{"grad-compression", o.gradCompression},
+                                 {"bucket-cap-mb", o.bucketCapAuto ? "auto" : str(o.bucketCapMb)},
+                                 {"epochs", str(o.epochs)},
+                                 {"max-steps", str(o.maxSteps)},
+                                 {"device", o.device}});
+  for (const auto& [name, value] : options)
+    items.emplace_back(str("option --", name), value);
+  return items;
+}
+
+trainer::CheckpointOptions checkpointOptions(const Options& o) {
+  trainer::CheckpointOptions recorded;
+  for (const auto& [name, value] : computationOptions(o))
+    recorded.emplace("ddp.option." + name, value);
+  return recorded;
+}
+
+trainer::TrainOptions trainOptionsFrom(const Options& o) {
+  trainer::TrainOptions t;
+  t.epochs = o.epochs;
+  t.maxSteps = o.maxSteps;
+  t.batchSize = o.batchSize;
+  t.gradAccum = o.gradAccum;
+  t.compression =
+      o.gradCompression == "bf16" ? comm::GradCompression::kBf16 : comm::GradCompression::kNone;
+  t.bucketCapBytes = o.bucketCapMb >= kSingleBucketMb
+                         ? comm::kSingleBucket
+                         : static_cast<std::size_t>(o.bucketCapMb * (1 << 20));
+  t.firstBucketBytes = std::size_t{1} << 20;  // or the cap, if smaller
+  t.autoBucketCap = o.bucketCapAuto;
+  t.lrSchedule = trainer::parseLrSchedule(o.lrSchedule);
+  t.sampler = {!o.noShuffle, o.dropLast, o.seed};
+  t.lossReadEvery = o.logEvery;
+  t.checkpointEvery = o.checkpointEvery;
+  t.skipNonFinite = o.skipNonFinite;
+  return t;
+}
+
+void checkOutputPaths(const Options& o) {
+  if (!o.checkpointDir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(o.checkpointDir, error);
+    if (error) {
+      throw DataError(
+          str("--checkpoint-dir: cannot create '", o.checkpointDir, "': ", error.message()));
+    }
+    try {  // a directory it may not write to fails here, not at the first checkpoint
+      trainer::checkCanSave(trainer::checkpointPath(o.checkpointDir, 0));
+    } catch (const DataError& e) {
+      throw DataError(str("--checkpoint-dir: ", e.what()));
+    }
+  }
+  if (!o.saveModel.empty()) {
+    try {
+      trainer::checkCanSave(o.saveModel);
+    } catch (const DataError& e) {
+      throw DataError(str("--save-model: ", e.what()));
+    }
+  }
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,49 @@
+// From ddp_train's options to the run's parts: the data, what every rank and
+// every checkpoint must agree on, the trainer's options, and the output
+// paths checked before training starts.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/consistency.h"
+#include "launcher/options.h"
+#include "trainer/checkpoint.h"
+#include "trainer/dataset.h"
+#include "trainer/sequential.h"
+#include "trainer/trainer.h"
+
+namespace ddp::launcher {
+
+struct Data {
+  std::unique_ptr<trainer::Dataset> train;
+  std::unique_ptr<trainer::Dataset> test;
+};
+
+// The training and test sets --dataset names. Throws DataError.
+Data loadData(const Options& o);
+
+// What every rank must agree on before the first step: each parameter (name,
+// dtype, shape, frozen) and each option that changes the computation.
+comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model);
+
+// The options a checkpoint records and a resumed run must match (as
+// "ddp.option.<name>"): those that change what a step computes, not the
+// run's length (--epochs, --max-steps: a run may be extended; with the cosine
+// schedule the rate then follows the new plan), the world size (the rest of
+// the epoch is re-sharded) or how gradients travel.
+trainer::CheckpointOptions checkpointOptions(const Options& o);
+
+// The trainer's options from the command line's; the callbacks (reports,
+// checkpoints, the stop signal, faults) and the host threads are the
+// caller's to set.
+trainer::TrainOptions trainOptionsFrom(const Options& o);
+
+// Rank 0 writes checkpoints and --save-model: a directory it cannot create
+// or a file it cannot write fails at start-up, not after the run whose result
+// it would hold. Throws DataError.
+void checkOutputPaths(const Options& o);
+
+}  // namespace ddp::launcher
