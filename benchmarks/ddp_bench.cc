@@ -32,6 +32,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -196,15 +197,15 @@ void useCap(comm::Reducer& reducer, std::size_t cap) {
 // Every replica must hold the same reduced gradients.
 GradientCheck checkGradients(EmulatedModel& model, comm::Reducer& reducer,
                              const comm::Communicator& comm) {
-  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the bytes
+  // FNV-1a over the floats' bit patterns (a float at a time: bitwise equal
+  // replicas hash alike, and it is 4x faster than byte by byte).
+  std::uint64_t hash = 1469598103934665603ull;
   double squares = 0.0;
   for (std::size_t t = 0; t < model.specs().size(); ++t) {
-    const std::vector<float> g = model.readGradient(reducer, t);
-    const auto* bytes = reinterpret_cast<const unsigned char*>(g.data());
-    for (std::size_t i = 0; i < g.size() * sizeof(float); ++i)
-      hash = (hash ^ bytes[i]) * 1099511628211ull;
-    for (float v : g)
+    for (float v : model.readGradient(reducer, t)) {
+      hash = (hash ^ std::bit_cast<std::uint32_t>(v)) * 1099511628211ull;
       squares += static_cast<double>(v) * v;
+    }
   }
   std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
   MPI_Allgather(&hash, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
