@@ -17,6 +17,25 @@ EmulatedModel::EmulatedModel(Profile profile) : profile_(std::move(profile)) {
   }
 }
 
+void EmulatedModel::forward(float* scratch) const {
+  for (const Layer& layer : profile_.layers)
+    compute(scratch, layer.numel());
+}
+
+void EmulatedModel::backward(comm::Reducer& reducer) const {
+  std::size_t index = specs_.size();
+  for (std::size_t l = profile_.layers.size(); l-- > 0;) {
+    const std::size_t first = index - profile_.layers[l].tensors.size();
+    for (std::size_t t = first; t < index; ++t) {
+      const std::span<float> gradient = reducer.gradient(t);
+      compute(gradient.data(), gradient.size());
+    }
+    for (std::size_t t = first; t < index; ++t)
+      reducer.markReady(t);
+    index = first;
+  }
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -52,7 +71,7 @@ class HostModel final : public EmulatedModel {
   Phases step(comm::Reducer& reducer) override {
     Phases p;
     auto mark = Clock::now();
-    forward();
+    forward(scratch_.data());
     p.forward = since(mark);
     reducer.prepareForBackward(true);
     backward(reducer);
@@ -70,8 +89,7 @@ class HostModel final : public EmulatedModel {
   }
 
  private:
-  // out (n floats) = an SGEMM of 2 x n x K flops.
-  void compute(float* out, std::size_t n) const {
+  void compute(float* out, std::size_t n) const override {
     const std::size_t rows = n / kGemmColumns, tail = n % kGemmColumns;
     const int k = static_cast<int>(work_), columns = static_cast<int>(kGemmColumns);
     if (rows > 0) {
@@ -82,26 +100,6 @@ class HostModel final : public EmulatedModel {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, static_cast<int>(tail), k, 1.0f,
                   a_.data(), k, b_.data(), columns, 0.0f, out + rows * kGemmColumns,
                   static_cast<int>(tail));
-    }
-  }
-
-  void forward() {
-    for (const Layer& layer : profile().layers)
-      compute(scratch_.data(), layer.numel());
-  }
-
-  // Writes each layer's gradients (last layer first) and marks them ready.
-  void backward(comm::Reducer& reducer) {
-    std::size_t index = specs().size();
-    for (std::size_t l = profile().layers.size(); l-- > 0;) {
-      const std::size_t first = index - profile().layers[l].tensors.size();
-      for (std::size_t t = first; t < index; ++t) {
-        const std::span<float> gradient = reducer.gradient(t);
-        compute(gradient.data(), gradient.size());
-      }
-      for (std::size_t t = first; t < index; ++t)
-        reducer.markReady(t);
-      index = first;
     }
   }
 

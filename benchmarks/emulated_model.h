@@ -56,6 +56,14 @@ class EmulatedModel {
   virtual std::vector<float> readGradient(comm::Reducer& reducer, std::size_t index) = 0;
 
  protected:
+  // out (n floats, where this model computes) = an SGEMM of 2 x n x K flops.
+  virtual void compute(float* out, std::size_t n) const = 0;
+  // Each layer's GEMM into `scratch` (largestLayer() floats).
+  void forward(float* scratch) const;
+  // Writes each layer's gradients (last layer first) into `reducer`'s
+  // storage and marks them ready, as backward does in training.
+  void backward(comm::Reducer& reducer) const;
+
   // Elements of the largest layer: the scratch forward writes into and the
   // rows of the GEMM input.
   std::size_t largestLayer() const { return largest_; }

@@ -55,7 +55,7 @@ class DeviceModel final : public EmulatedModel {
 
   Phases step(comm::Reducer& reducer) override {
     timer_.beginStep();
-    forward();
+    forward(floats(scratch_));
     timer_.mark(kForward);
     reducer.prepareForBackward(true);
     backward(reducer);
@@ -86,7 +86,7 @@ class DeviceModel final : public EmulatedModel {
   // out (n floats, row-major rows of kGemmColumns) = A x B: 2 x n x K flops.
   // cuBLAS is column-major, so it computes the transpose, out^T = B^T A^T,
   // which has the same bytes.
-  void compute(float* out, std::size_t n) const {
+  void compute(float* out, std::size_t n) const override {
     const std::size_t rows = n / kGemmColumns, tail = n % kGemmColumns;
     const int k = static_cast<int>(work_), columns = static_cast<int>(kGemmColumns);
     const float one = 1.0f, zero = 0.0f;
@@ -101,26 +101,6 @@ class DeviceModel final : public EmulatedModel {
       DDP_CUBLAS_CHECK(cublasSgemm(cuda::blasHandle(), CUBLAS_OP_N, CUBLAS_OP_N,
                                    static_cast<int>(tail), 1, k, &one, b, columns, a, k, &zero,
                                    out + rows * kGemmColumns, static_cast<int>(tail)));
-    }
-  }
-
-  void forward() {
-    for (const Layer& layer : profile().layers)
-      compute(floats(scratch_), layer.numel());
-  }
-
-  // Writes each layer's gradients (last layer first) and marks them ready.
-  void backward(comm::Reducer& reducer) {
-    std::size_t index = specs().size();
-    for (std::size_t l = profile().layers.size(); l-- > 0;) {
-      const std::size_t first = index - profile().layers[l].tensors.size();
-      for (std::size_t t = first; t < index; ++t) {
-        const std::span<float> gradient = reducer.gradient(t);
-        compute(gradient.data(), gradient.size());
-      }
-      for (std::size_t t = first; t < index; ++t)
-        reducer.markReady(t);
-      index = first;
     }
   }
 

@@ -12,12 +12,7 @@ bench 1 --device cuda --profile mlp --steps 1 --warmup 0 --bucket-cap-mb 25 \
   > "$WORK/probe.out" 2> "$WORK/probe.err"
 code=$?
 set -e
-if grep -q -e "no CUDA device is visible" -e "built without CUDA" "$WORK/probe.err"; then
-  [ "$code" = 2 ] || fail "--device cuda without a GPU exited $code, not 2"
-  [ "$(wc -l < "$WORK/probe.err")" = 1 ] || fail "expected one error line: $(cat "$WORK/probe.err")"
-  echo "SKIP: no CUDA device ($(cat "$WORK/probe.err"))"
-  exit 77
-fi
+skip_without_cuda "$code" "$WORK/probe.err"
 [ "$code" = 0 ] || fail "--device cuda probe failed ($code): $(cat "$WORK/probe.err")"
 grep -q ", nccl on " "$WORK/probe.out" || fail "not on NCCL: $(head -1 "$WORK/probe.out")"
 

@@ -9,12 +9,7 @@ set +e
 run 1 --device cuda --dataset synthetic --max-steps 1 > "$WORK/probe.out" 2> "$WORK/probe.err"
 code=$?
 set -e
-if grep -q -e "no CUDA device is visible" -e "built without CUDA" "$WORK/probe.err"; then
-  [ "$code" = 2 ] || fail "--device cuda without a GPU exited $code, not 2"
-  [ "$(wc -l < "$WORK/probe.err")" = 1 ] || fail "expected one error line: $(cat "$WORK/probe.err")"
-  echo "SKIP: no CUDA device ($(cat "$WORK/probe.err"))"
-  exit 77
-fi
+skip_without_cuda "$code" "$WORK/probe.err"
 [ "$code" = 0 ] || fail "--device cuda probe failed ($code): $(cat "$WORK/probe.err")"
 grep -q "backend nccl, device cuda" "$WORK/probe.out" || fail "not on NCCL/CUDA: $(head -3 "$WORK/probe.out")"
 grep -q "local rank 0, GPU 0 " "$WORK/probe.out" || fail "no per-rank GPU line: $(head -3 "$WORK/probe.out")"

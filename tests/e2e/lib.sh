@@ -14,6 +14,17 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # run NP [ddp_train args...]: quiet mpirun under a 120 s bound
 run() { local np=$1; shift; timeout 120 mpirun -q -np "$np" "$DDP_TRAIN" "$@"; }
 need_fmnist() { [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST in $FMNIST"; exit 77; }; }
+# skip_without_cuda CODE ERRFILE: after a --device cuda probe that exited
+# CODE with its stderr in ERRFILE. When it found no CUDA device (or no CUDA in
+# this build), checks that it said so in one line with exit 2, and exits 77
+# (skipped); otherwise returns.
+skip_without_cuda() {
+  grep -q -e "no CUDA device is visible" -e "built without CUDA" "$2" || return 0
+  [ "$1" = 2 ] || fail "--device cuda without a GPU exited $1, not 2"
+  [ "$(wc -l < "$2")" = 1 ] || fail "expected one error line: $(cat "$2")"
+  echo "SKIP: no CUDA device ($(cat "$2"))"
+  exit 77
+}
 # children PID: the PIDs of PID's child processes (from /proc; no procps needed)
 children() { cat /proc/"$1"/task/*/children 2> /dev/null; }
 # await_checkpoint DIR [N]: waits (at most 30 s) until DIR holds N (default
