@@ -112,7 +112,7 @@ timeout 120 mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl 
 
 stage "ddp_bench --device cuda (one GPU: the Reducer on NCCL, caps side by side, profiles)"
 for profile in mlp resnet50 bert-base gpt2; do
-  timeout 120 mpirun -q -np 1 build-gpu/benchmarks/ddp_bench --device cuda --profile "$profile" \
+  timeout 60 mpirun -q -np 1 build-gpu/benchmarks/ddp_bench --device cuda --profile "$profile" \
     --steps 20 --warmup 3 --json "$OUT/ddp_bench_gpu_$profile.json" | tee -a "$OUT/ddp_bench_gpu.txt"
 done
 
