@@ -6,7 +6,6 @@
 
 #include "comm/reducer.h"
 #include "runtime/error.h"
-#include "runtime/log.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/safetensors.h"
