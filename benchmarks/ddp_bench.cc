@@ -352,8 +352,7 @@ std::string describeBackend(const comm::Communicator& comm, int gpu) {
   return comm.backendName();
 }
 
-int run(const Options& o) {
-  World world;
+int runOn(const World& world, const Options& o) {
   std::string problem;
   const int gpu = chooseGpu(o, world, problem);
   // Every rank must get a device before any starts NCCL: the first rank with
@@ -465,6 +464,18 @@ int run(const Options& o) {
     std::ofstream(o.json) << doc.dump(1) << '\n';
   }
   return wrong == 0 ? 0 : 1;
+}
+
+// A failure on one rank (NCCL or CUDA, a broken invariant) may leave the
+// others blocked in a collective: report it, naming the rank, and end the job.
+int run(const Options& o) {
+  World world;
+  try {
+    return runOn(world, o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddp_bench: rank %d: %s\n", world.rank(), e.what());
+    world.abort(1);
+  }
 }
 
 }  // namespace
