@@ -41,6 +41,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -323,138 +324,162 @@ int usage() {
   return 2;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line (the flags in the comment at the top).
+struct Options {
   std::size_t begin = 8, end = 256 << 20, factor = 2;
   int iterations = 20, warmup = 5;
   std::string backend = "mpi", memory = "shared", csvPath;
   bool threadFloor = false;
+};
+
+// Empty when the command line is not valid (main then prints usage()).
+std::optional<Options> parse(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--thread-floor") {
-      threadFloor = true;
+      o.threadFloor = true;
       --i;  // takes no value
       continue;
     }
-    if (i + 1 >= argc) return usage();
+    if (i + 1 >= argc) return std::nullopt;
     const char* value = argv[i + 1];
     if (flag == "-b") {
-      begin = parseSize(value);
+      o.begin = parseSize(value);
     } else if (flag == "-e") {
-      end = parseSize(value);
+      o.end = parseSize(value);
     } else if (flag == "-f") {
-      factor = parseSize(value);
+      o.factor = parseSize(value);
     } else if (flag == "-n") {
-      iterations = std::atoi(value);
+      o.iterations = std::atoi(value);
     } else if (flag == "-w") {
-      warmup = std::atoi(value);
+      o.warmup = std::atoi(value);
     } else if (flag == "--backend") {
-      backend = value;
+      o.backend = value;
     } else if (flag == "--memory") {
-      memory = value;
+      o.memory = value;
     } else if (flag == "--csv") {
-      csvPath = value;
+      o.csvPath = value;
     } else {
-      return usage();
+      return std::nullopt;
     }
   }
-  if (begin < 4 || end < begin || factor < 2 || iterations < 1 || warmup < 0 ||
-      (backend != "mpi" && backend != "nccl") || (memory != "shared" && memory != "plain") ||
-      (threadFloor && (backend != "mpi" || memory != "plain"))) {
-    return usage();
+  if (o.begin < 4 || o.end < o.begin || o.factor < 2 || o.iterations < 1 || o.warmup < 0 ||
+      (o.backend != "mpi" && o.backend != "nccl") ||
+      (o.memory != "shared" && o.memory != "plain") ||
+      (o.threadFloor && (o.backend != "mpi" || o.memory != "plain"))) {
+    return std::nullopt;
   }
+  return o;
+}
+
+// The table's header on stdout, and the CSV's (null when there is no --csv).
+std::FILE* printHeader(const Options& o, const ddp::World& world, const Bench& bench) {
+  std::printf("# allreduce_bench: %d ranks on %d node(s), %s\n", world.size(), world.nodeCount(),
+              bench.describe().c_str());
+  if (world.nodeCount() > 1) std::printf("# nodes: %s\n", describeNodes(world.nodes()).c_str());
+  std::printf("# float32 sum, median of %d iterations (after %d warm-up) of the slowest rank\n",
+              o.iterations, o.warmup);
+  std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n", "", "",
+              "", "", "out-of-place", "", "", "", "in-place", "", "", "", "raw", "", "",
+              o.threadFloor ? "   raw on a bare thread" : "");
+  std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n", "size",
+              "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "time(us)", "algbw",
+              "busbw", "#wrong", "time(us)", "busbw", "ours/raw",
+              o.threadFloor ? "     time(us) ours/thread" : "");
+  if (o.csvPath.empty()) return nullptr;
+  std::FILE* csv = std::fopen(o.csvPath.c_str(), "w");
+  if (csv == nullptr) {
+    std::fprintf(stderr, "allreduce_bench: cannot write %s\n", o.csvPath.c_str());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  std::fprintf(csv,
+               "backend,memory,ranks,bytes,count,oop_us,oop_algbw,oop_busbw,oop_wrong,ip_us,"
+               "ip_algbw,ip_busbw,ip_wrong,raw_us,raw_busbw,raw_wrong%s\n",
+               o.threadFloor ? ",thread_us,thread_wrong" : "");
+  return csv;
+}
+
+// One size's measurements.
+struct Row {
+  std::size_t bytes = 0;
+  Measured outOfPlace, inPlace, raw, onThread;
+};
+
+// The row on stdout and, with --csv, in `csv`.
+void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
+  const double busFactor = ranks > 1 ? 2.0 * (ranks - 1) / ranks : 1.0;
+  const std::size_t count = r.bytes / sizeof(float);
+  const auto algbw = [&](double us) { return static_cast<double>(r.bytes) / us / 1e3; };  // GB/s
+  const Measured &oop = r.outOfPlace, &ip = r.inPlace, &raw = r.raw;
+  std::printf(
+      "%12zu %12zu %6s %6s   %10.1f %8.2f %8.2f %6d   %10.1f %8.2f %8.2f %6d   %10.1f "
+      "%8.2f %7.2f",
+      r.bytes, count, "float", "sum", oop.micros, algbw(oop.micros), algbw(oop.micros) * busFactor,
+      oop.wrong, ip.micros, algbw(ip.micros), algbw(ip.micros) * busFactor, ip.wrong, raw.micros,
+      algbw(raw.micros) * busFactor, ip.micros / raw.micros);
+  if (o.threadFloor)
+    std::printf("   %10.1f %11.2f", r.onThread.micros, ip.micros / r.onThread.micros);
+  std::printf("\n");
+  std::fflush(stdout);
+  if (csv == nullptr) return;
+  std::fprintf(csv, "%s,%s,%d,%zu,%zu,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%d",
+               o.backend.c_str(), o.backend == "mpi" ? o.memory.c_str() : "device", ranks, r.bytes,
+               count, oop.micros, algbw(oop.micros), algbw(oop.micros) * busFactor, oop.wrong,
+               ip.micros, algbw(ip.micros), algbw(ip.micros) * busFactor, ip.wrong, raw.micros,
+               algbw(raw.micros) * busFactor, raw.wrong);
+  if (o.threadFloor) std::fprintf(csv, ",%.3f,%d", r.onThread.micros, r.onThread.wrong);
+  std::fprintf(csv, "\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::optional<Options> parsed = parse(argc, argv);
+  if (!parsed) return usage();
+  const Options& o = *parsed;
   ddp::World world;
   const int n = world.size(), rank = world.rank();
   std::unique_ptr<Bench> bench;
-  if (backend == "nccl") {
+  if (o.backend == "nccl") {
 #if DDP_WITH_CUDA
     if (ddp::cuda::visibleDeviceCount() == 0) {
       if (rank == 0) std::fprintf(stderr, "allreduce_bench: --backend nccl needs a GPU\n");
       return 77;
     }
-    bench = std::make_unique<NcclBench>(world, end);
+    bench = std::make_unique<NcclBench>(world, o.end);
 #else
     if (rank == 0) std::fprintf(stderr, "allreduce_bench: built without CUDA: no --backend nccl\n");
     return 2;
 #endif
   } else {
-    bench = std::make_unique<MpiBench>(world, end, memory == "shared");
+    bench = std::make_unique<MpiBench>(world, o.end, o.memory == "shared");
   }
-  std::FILE* csv = nullptr;
-  if (rank == 0) {
-    std::printf("# allreduce_bench: %d ranks on %d node(s), %s\n", n, world.nodeCount(),
-                bench->describe().c_str());
-    if (world.nodeCount() > 1) std::printf("# nodes: %s\n", describeNodes(world.nodes()).c_str());
-    std::printf("# float32 sum, median of %d iterations (after %d warm-up) of the slowest rank\n",
-                iterations, warmup);
-    std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n", "",
-                "", "", "", "out-of-place", "", "", "", "in-place", "", "", "", "raw", "", "",
-                threadFloor ? "   raw on a bare thread" : "");
-    std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n",
-                "size", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong",
-                "time(us)", "algbw", "busbw", "#wrong", "time(us)", "busbw", "ours/raw",
-                threadFloor ? "     time(us) ours/thread" : "");
-    if (!csvPath.empty()) {
-      csv = std::fopen(csvPath.c_str(), "w");
-      if (csv == nullptr) {
-        std::fprintf(stderr, "allreduce_bench: cannot write %s\n", csvPath.c_str());
-        MPI_Abort(MPI_COMM_WORLD, 1);
-      }
-      std::fprintf(csv,
-                   "backend,memory,ranks,bytes,count,oop_us,oop_algbw,oop_busbw,oop_wrong,ip_us,"
-                   "ip_algbw,ip_busbw,ip_wrong,raw_us,raw_busbw,raw_wrong%s\n",
-                   threadFloor ? ",thread_us,thread_wrong" : "");
-    }
-  }
-  const double busFactor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
+  std::FILE* csv = rank == 0 ? printHeader(o, world, *bench) : nullptr;
   int anyWrong = 0;
-  for (std::size_t bytes = begin; bytes <= end; bytes *= factor) {
+  for (std::size_t bytes = o.begin; bytes <= o.end; bytes *= o.factor) {
     const std::size_t count = bytes / sizeof(float);
     float* send = bench->send();
     float* recv = bench->recv();
     const auto checkRecv = [&] { return bench->check(recv, count, n); };
-    const Measured oop = measure(
-        iterations, warmup, [&] { bench->fill(send, count, rank); },
-        [&] { bench->ours(send, recv, count); }, checkRecv);
-    const Measured ip = measure(
-        iterations, warmup, [&] { bench->fill(recv, count, rank); },
-        [&] { bench->ours(recv, recv, count); }, checkRecv);
-    const Measured raw = measure(
-        iterations, warmup, [&] { bench->fill(recv, count, rank); },
-        [&] { bench->raw(recv, count); }, checkRecv);
-    Measured onThread;
-    if (threadFloor) {
-      onThread = measure(
-          iterations, warmup, [&] { bench->fill(recv, count, rank); },
-          [&] { bench->rawOnThread(recv, count); }, checkRecv);
+    const auto refill = [&](float* buffer) {
+      return [&, buffer] { bench->fill(buffer, count, rank); };
+    };
+    Row row;
+    row.bytes = count * sizeof(float);
+    row.outOfPlace = measure(
+        o.iterations, o.warmup, refill(send), [&] { bench->ours(send, recv, count); }, checkRecv);
+    row.inPlace = measure(
+        o.iterations, o.warmup, refill(recv), [&] { bench->ours(recv, recv, count); }, checkRecv);
+    row.raw = measure(
+        o.iterations, o.warmup, refill(recv), [&] { bench->raw(recv, count); }, checkRecv);
+    if (o.threadFloor) {
+      row.onThread = measure(
+          o.iterations, o.warmup, refill(recv), [&] { bench->rawOnThread(recv, count); },
+          checkRecv);
     }
-    anyWrong += oop.wrong + ip.wrong + raw.wrong + onThread.wrong;
-    const double b = static_cast<double>(count * sizeof(float));
-    const auto algbw = [&](double us) { return b / us / 1e3; };  // GB/s
-    if (rank == 0) {
-      std::printf(
-          "%12zu %12zu %6s %6s   %10.1f %8.2f %8.2f %6d   %10.1f %8.2f %8.2f %6d   %10.1f "
-          "%8.2f %7.2f",
-          count * sizeof(float), count, "float", "sum", oop.micros, algbw(oop.micros),
-          algbw(oop.micros) * busFactor, oop.wrong, ip.micros, algbw(ip.micros),
-          algbw(ip.micros) * busFactor, ip.wrong, raw.micros, algbw(raw.micros) * busFactor,
-          ip.micros / raw.micros);
-      if (threadFloor)
-        std::printf("   %10.1f %11.2f", onThread.micros, ip.micros / onThread.micros);
-      std::printf("\n");
-      std::fflush(stdout);
-      if (csv != nullptr) {
-        std::fprintf(csv, "%s,%s,%d,%zu,%zu,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%d",
-                     backend.c_str(), backend == "mpi" ? memory.c_str() : "device", n,
-                     count * sizeof(float), count, oop.micros, algbw(oop.micros),
-                     algbw(oop.micros) * busFactor, oop.wrong, ip.micros, algbw(ip.micros),
-                     algbw(ip.micros) * busFactor, ip.wrong, raw.micros,
-                     algbw(raw.micros) * busFactor, raw.wrong);
-        if (threadFloor) std::fprintf(csv, ",%.3f,%d", onThread.micros, onThread.wrong);
-        std::fprintf(csv, "\n");
-      }
-    }
+    anyWrong += row.outOfPlace.wrong + row.inPlace.wrong + row.raw.wrong + row.onThread.wrong;
+    if (rank == 0) printRow(o, n, row, csv);
   }
   if (csv != nullptr) std::fclose(csv);
   if (rank == 0) std::printf("# wrong results: %d\n", anyWrong);
