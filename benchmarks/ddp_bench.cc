@@ -352,6 +352,51 @@ std::string describeBackend(const comm::Communicator& comm, int gpu) {
   return comm.backendName();
 }
 
+// One cap's row of the table (printed when `print`) and its JSON entry.
+nlohmann::json reportCap(const CapResult& r, const Tuning& tuning, int ranks, const Options& o,
+                         bool print) {
+  const double samples =
+      static_cast<double>(static_cast<std::size_t>(ranks) * o.batch) / r.stepSeconds;
+  const double exposed = r.median.comm / r.stepSeconds;
+  if (print) {
+    const auto ms = [](double s) { return s * 1e3; };
+    std::printf("%8s %8s %8zu %9.2f %9.2f %9.2f %9.2f %9.2f %11.1f %7.1f%% %6d\n", r.cap.c_str(),
+                capName(r.chosen).c_str(), r.buckets, ms(r.stepSeconds), ms(r.median.forward),
+                ms(r.median.backward), ms(r.median.comm), ms(r.median.optimizer), samples,
+                100 * exposed, r.check.wrong);
+    std::fflush(stdout);
+  }
+  nlohmann::json entry = {{"cap", r.cap},
+                          {"chosen", capName(r.chosen)},
+                          {"buckets", r.buckets},
+                          {"step_ms", r.stepSeconds * 1e3},
+                          {"forward_ms", r.median.forward * 1e3},
+                          {"backward_ms", r.median.backward * 1e3},
+                          {"comm_ms", r.median.comm * 1e3},
+                          {"optimizer_ms", r.median.optimizer * 1e3},
+                          {"samples_per_s", samples},
+                          {"exposed_fraction", exposed},
+                          {"wrong", r.check.wrong},
+                          {"gradient_norm", r.check.norm}};
+  if (r.cap == "auto") {
+    entry["tuning_steps"] = tuning.steps;
+    entry["tuner_median_ms"] = nlohmann::json::array();
+    for (double m : tuning.medians)
+      entry["tuner_median_ms"].push_back(m * 1e3);
+  }
+  return entry;
+}
+
+// What the tuner measured and chose.
+void printTuning(const Tuning& tuning) {
+  std::printf("# auto: %zu tuning steps, median step of the slowest rank per candidate:",
+              tuning.steps);
+  const std::vector<std::size_t> candidates = comm::BucketCapTuner::defaultCandidates();
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    std::printf(" %s %.2f ms", capName(candidates[i]).c_str(), tuning.medians[i] * 1e3);
+  std::printf("; chose %s\n", capName(tuning.chosen).c_str());
+}
+
 int runOn(const World& world, const Options& o) {
   std::string problem;
   const int gpu = chooseGpu(o, world, problem);
@@ -410,44 +455,9 @@ int runOn(const World& world, const Options& o) {
   int wrong = 0;
   for (const CapResult& r : measured) {
     wrong += r.check.wrong;
-    const double samples = static_cast<double>(n * o.batch) / r.stepSeconds;
-    const double exposed = r.median.comm / r.stepSeconds;
-    if (world.rank() == 0) {
-      const auto ms = [](double s) { return s * 1e3; };
-      std::printf("%8s %8s %8zu %9.2f %9.2f %9.2f %9.2f %9.2f %11.1f %7.1f%% %6d\n", r.cap.c_str(),
-                  capName(r.chosen).c_str(), r.buckets, ms(r.stepSeconds), ms(r.median.forward),
-                  ms(r.median.backward), ms(r.median.comm), ms(r.median.optimizer), samples,
-                  100 * exposed, r.check.wrong);
-      std::fflush(stdout);
-    }
-    nlohmann::json entry = {{"cap", r.cap},
-                            {"chosen", capName(r.chosen)},
-                            {"buckets", r.buckets},
-                            {"step_ms", r.stepSeconds * 1e3},
-                            {"forward_ms", r.median.forward * 1e3},
-                            {"backward_ms", r.median.backward * 1e3},
-                            {"comm_ms", r.median.comm * 1e3},
-                            {"optimizer_ms", r.median.optimizer * 1e3},
-                            {"samples_per_s", samples},
-                            {"exposed_fraction", exposed},
-                            {"wrong", r.check.wrong},
-                            {"gradient_norm", r.check.norm}};
-    if (r.cap == "auto") {
-      entry["tuning_steps"] = tuning.steps;
-      entry["tuner_median_ms"] = nlohmann::json::array();
-      for (double m : tuning.medians)
-        entry["tuner_median_ms"].push_back(m * 1e3);
-    }
-    results.push_back(entry);
+    results.push_back(reportCap(r, tuning, n, o, world.rank() == 0));
   }
-  if (world.rank() == 0 && tuning.steps > 0) {
-    std::printf("# auto: %zu tuning steps, median step of the slowest rank per candidate:",
-                tuning.steps);
-    const std::vector<std::size_t> candidates = comm::BucketCapTuner::defaultCandidates();
-    for (std::size_t i = 0; i < candidates.size(); ++i)
-      std::printf(" %s %.2f ms", capName(candidates[i]).c_str(), tuning.medians[i] * 1e3);
-    std::printf("; chose %s\n", capName(tuning.chosen).c_str());
-  }
+  if (world.rank() == 0 && tuning.steps > 0) printTuning(tuning);
   if (world.rank() == 0 && !o.json.empty()) {
     const nlohmann::json doc = {{"profile", profile.name},
                                 {"tensors", profile.tensorCount()},
