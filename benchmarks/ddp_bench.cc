@@ -52,15 +52,13 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/reducer.h"
 #include "ddp_config.h"
+#include "launcher/options.h"
+#include "launcher/placement.h"
 #include "runtime/cpu_share.h"
 #include "runtime/error.h"
 #include "runtime/world.h"
 #include "trainer/mlp.h"
-#if DDP_WITH_CUDA
-#include "comm/nccl/nccl_communicator.h"
-#include "runtime/cuda/context.h"
-#include "runtime/cuda/device.h"
-#endif
+#include "trainer/tensor.h"
 
 namespace ddp::bench {
 namespace {
@@ -145,6 +143,8 @@ Options parse(int argc, char** argv) {
     } else if (flag == "--device") {
       if (value != "cpu" && value != "cuda") throw UsageError("--device must be cpu or cuda");
       o.cuda = value == "cuda";
+      if (o.cuda && !trainer::cudaBuild())
+        throw UsageError("--device cuda: this ddp_bench was built without CUDA");
     } else if (flag == "--json") {
       o.json = value;
     } else {
@@ -198,11 +198,12 @@ void useCap(comm::Reducer& reducer, std::size_t cap) {
 GradientCheck checkGradients(EmulatedModel& model, comm::Reducer& reducer,
                              const comm::Communicator& comm) {
   // FNV-1a over the floats' bit patterns (a float at a time: bitwise equal
-  // replicas hash alike, and it is 4x faster than byte by byte).
+  // replicas hash alike, in a quarter of the steps of byte by byte).
   std::uint64_t hash = 1469598103934665603ull;
   double squares = 0.0;
+  std::vector<float> staging;
   for (std::size_t t = 0; t < model.specs().size(); ++t) {
-    for (float v : model.readGradient(reducer, t)) {
+    for (float v : model.hostGradient(reducer, t, staging)) {
       hash = (hash ^ std::bit_cast<std::uint32_t>(v)) * 1099511628211ull;
       squares += static_cast<double>(v) * v;
     }
@@ -295,61 +296,11 @@ nlohmann::json describeProfile(const std::string& name) {
           {"layers", layers}};
 }
 
-// With --device cuda: this rank's GPU (local rank % visible GPUs, as
-// ddp_train picks it), made current; else -1. Sets `problem` when the rank
-// cannot have one (no CUDA in this build, no GPU, more ranks than GPUs).
-int chooseGpu(const Options& o, const World& world, std::string& problem) {
-  if (!o.cuda) return -1;
-#if DDP_WITH_CUDA
-  try {
-    const int gpu =
-        cuda::deviceForLocalRank(world.localRank(), world.localSize(), cuda::visibleDeviceCount());
-    cuda::setDevice(gpu);
-    return gpu;
-  } catch (const Error& e) {
-    problem = e.what();
-  }
-#else
-  (void)world;
-  problem = "--device cuda: this ddp_bench was built without CUDA";
-#endif
-  return -1;
-}
-
-// MPI on the CPU; NCCL (host buffers through its own MPI communicator) on the GPU.
-std::unique_ptr<comm::Communicator> makeCommunicator(const World& world, int gpu) {
-#if DDP_WITH_CUDA
-  if (gpu >= 0) {
-    auto nccl = std::make_unique<comm::NcclCommunicator>(world.comm(), gpu, cuda::computeStream(),
-                                                         comm::CommOptions{});
-    // A collective the NCCL watchdog gave up on: report it and end the job.
-    nccl->setFatalHandler([&world](const std::string& report) {
-      std::fprintf(stderr, "ddp_bench: %s\n", report.c_str());
-      world.abort(1);
-    });
-    return nccl;
-  }
-#else
-  (void)gpu;
-#endif
-  return std::make_unique<comm::MpiCommunicator>(world.comm(), comm::CommOptions{});
-}
-
 std::unique_ptr<EmulatedModel> makeModel(const Options& o, int rank) {
 #if DDP_WITH_CUDA
   if (o.cuda) return makeDeviceModel(makeProfile(o.profile), rank, o.work);
 #endif
   return makeHostModel(makeProfile(o.profile), rank, o.work);
-}
-
-// "mpi", or "nccl on NVIDIA H200" for the ranks' GPUs (rank 0's name).
-std::string describeBackend(const comm::Communicator& comm, int gpu) {
-#if DDP_WITH_CUDA
-  if (gpu >= 0) return str(comm.backendName(), " on ", cuda::deviceInfo(gpu).name);
-#else
-  (void)gpu;
-#endif
-  return comm.backendName();
 }
 
 // One cap's row of the table (printed when `print`) and its JSON entry.
@@ -398,17 +349,21 @@ void printTuning(const Tuning& tuning) {
 }
 
 int runOn(const World& world, const Options& o) {
-  std::string problem;
-  const int gpu = chooseGpu(o, world, problem);
-  // Every rank must get a device before any starts NCCL: the first rank with
-  // a problem reports it and all stop.
-  int mine = problem.empty() ? world.size() : world.rank(), first = 0;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world.comm());
-  if (first < world.size()) {
-    if (world.rank() == first) std::fprintf(stderr, "ddp_bench: %s\n", problem.c_str());
+  // The GPU and communicator as ddp_train picks them (launcher/placement.h):
+  // one GPU per rank, agreed on by every rank before any starts NCCL. Of
+  // ddp_train's options only --device matters to the placement.
+  launcher::Options placementOptions;
+  placementOptions.device = o.cuda ? "cuda" : "cpu";
+  const launcher::Placement placement = launcher::choosePlacement(placementOptions, world);
+  if (!placement.error.empty()) {
+    if (placement.printsError) std::fprintf(stderr, "ddp_bench: %s\n", placement.error.c_str());
     return 2;
   }
-  std::unique_ptr<comm::Communicator> communicator = makeCommunicator(world, gpu);
+  const std::unique_ptr<comm::Communicator> communicator =
+      launcher::makeCommunicator(placement, world, {}, [&world](const std::string& report) {
+        std::fprintf(stderr, "ddp_bench: %s\n", report.c_str());
+        world.abort(1);
+      });
   comm::Communicator& comm = *communicator;
   const CpuShare cpus = shareCpus(world);         // collective: every rank calls it
   const int threads = cpus.threadsOr(o.threads);  // Note [Threads per rank]
@@ -418,17 +373,18 @@ int runOn(const World& world, const Options& o) {
   if (o.backwardMs > 0) calibrate(model, comm, o.backwardMs);
   const int n = world.size();
   const Profile& profile = model.profile();
-  const std::string backend = describeBackend(comm, gpu);
   if (world.rank() == 0) {
     std::printf(
         "# ddp_bench: %s (%zu tensors, %.1fM parameters, %.1f MiB of gradients), %d ranks "
-        "on %d node(s), %s, %d BLAS thread(s) per rank, work K=%zu, batch %zu per rank, median of "
+        "on %d node(s), backend %s, device %s, %d BLAS thread(s) per rank, work K=%zu, batch %zu "
+        "per rank, median of "
         "%zu steps per cap, the caps "
         "taking turns step by step after %zu warm-up rounds (slowest rank)\n",
         profile.name.c_str(), profile.tensorCount(),
         static_cast<double>(profile.parameterCount()) / 1e6,
         static_cast<double>(profile.parameterCount()) * 4 / kMiB, n, world.nodeCount(),
-        backend.c_str(), threads, model.work(), o.batch, o.steps, o.warmup);
+        comm.backendName().c_str(), placement.summary.c_str(), threads, model.work(), o.batch,
+        o.steps, o.warmup);
     std::printf("%8s %8s %8s %9s %9s %9s %9s %9s %11s %8s %6s\n", "cap(MiB)", "chosen", "buckets",
                 "step(ms)", "fwd", "bwd", "comm", "opt", "samples/s", "exposed", "#wrong");
   }

@@ -4,17 +4,28 @@
 
 #include <algorithm>
 #include <chrono>
-#include <random>
 #include <span>
 
 namespace ddp::bench {
 
-EmulatedModel::EmulatedModel(Profile profile) : profile_(std::move(profile)) {
+EmulatedModel::EmulatedModel(Profile profile, int rank)
+    : profile_(std::move(profile)), random_(static_cast<unsigned>(1234 + rank)) {
   for (const Layer& layer : profile_.layers) {
     for (const Tensor& t : layer.tensors)
       specs_.push_back({t.name, t.numel(), true});
     largest_ = std::max(largest_, layer.numel());  // a layer holds its tensors
   }
+}
+
+void EmulatedModel::setWork(std::size_t work) {
+  work_ = work;
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> a((largest_ / kGemmColumns + 1) * work), b(work * kGemmColumns);
+  for (float& v : a)
+    v = uniform(random_);
+  for (float& v : b)
+    v = uniform(random_);
+  setInputs(std::move(a), std::move(b));
 }
 
 void EmulatedModel::forward(float* scratch) const {
@@ -49,23 +60,9 @@ double since(Clock::time_point& mark) {
 
 class HostModel final : public EmulatedModel {
  public:
-  HostModel(const Profile& profile, int rank, std::size_t work) : EmulatedModel(profile) {
+  HostModel(const Profile& profile, int rank) : EmulatedModel(profile, rank) {
     parameters_.assign(profile.parameterCount(), 0.01f);
-    random_.seed(static_cast<unsigned>(1234 + rank));
-    setWork(work);
     scratch_.resize(largestLayer());
-  }
-
-  // A: (rows x K) for the largest layer; B: (K x kGemmColumns).
-  void setWork(std::size_t work) override {
-    work_ = work;
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    a_.resize((largestLayer() / kGemmColumns + 1) * work_);
-    b_.resize(work_ * kGemmColumns);
-    for (float& v : a_)
-      v = uniform(random_);
-    for (float& v : b_)
-      v = uniform(random_);
   }
 
   Phases step(comm::Reducer& reducer) override {
@@ -83,15 +80,20 @@ class HostModel final : public EmulatedModel {
     return p;
   }
 
-  std::vector<float> readGradient(comm::Reducer& reducer, std::size_t index) override {
-    const std::span<float> g = reducer.gradient(index);
-    return {g.begin(), g.end()};
+  std::span<const float> hostGradient(comm::Reducer& reducer, std::size_t index,
+                                      std::vector<float>&) override {
+    return reducer.gradient(index);
   }
 
  private:
+  void setInputs(std::vector<float> a, std::vector<float> b) override {
+    a_ = std::move(a);
+    b_ = std::move(b);
+  }
+
   void compute(float* out, std::size_t n) const override {
     const std::size_t rows = n / kGemmColumns, tail = n % kGemmColumns;
-    const int k = static_cast<int>(work_), columns = static_cast<int>(kGemmColumns);
+    const int k = static_cast<int>(work()), columns = static_cast<int>(kGemmColumns);
     if (rows > 0) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), columns, k,
                   1.0f, a_.data(), k, b_.data(), columns, 0.0f, out, columns);
@@ -116,13 +118,14 @@ class HostModel final : public EmulatedModel {
 
   std::vector<float> parameters_;
   std::vector<float> a_, b_, scratch_;
-  std::mt19937 random_;
 };
 
 }  // namespace
 
 std::unique_ptr<EmulatedModel> makeHostModel(const Profile& profile, int rank, std::size_t work) {
-  return std::make_unique<HostModel>(profile, rank, work);
+  auto model = std::make_unique<HostModel>(profile, rank);
+  model->setWork(work);
+  return model;
 }
 
 }  // namespace ddp::bench

@@ -15,6 +15,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <random>
+#include <span>
 #include <vector>
 
 #include "benchmarks/model_profiles.h"
@@ -32,7 +34,9 @@ struct Phases {
 
 class EmulatedModel {
  public:
-  explicit EmulatedModel(Profile profile);
+  // Draws the GEMM inputs from a generator seeded with `rank`, so every
+  // rank's gradients differ, as in data-parallel training.
+  EmulatedModel(Profile profile, int rank);
   virtual ~EmulatedModel() = default;
   EmulatedModel(const EmulatedModel&) = delete;
   EmulatedModel& operator=(const EmulatedModel&) = delete;
@@ -42,20 +46,24 @@ class EmulatedModel {
   const Profile& profile() const { return profile_; }
   std::size_t work() const { return work_; }
 
-  // Sets K, redrawing the GEMM inputs (rank-seeded, so every rank's
-  // gradients differ, as in data-parallel training).
-  virtual void setWork(std::size_t work) = 0;
+  // Sets K and draws the GEMM inputs for it: A (rows x K, enough rows for
+  // the largest layer) and B (K x kGemmColumns), uniform in [-1, 1].
+  void setWork(std::size_t work);
 
   // One step: forward, backward into `reducer`'s gradients (marking each
   // layer ready), Reducer::finalize, the optimizer. Returns once the step
   // has run (on the GPU: the host waits for the device at the step's end).
   virtual Phases step(comm::Reducer& reducer) = 0;
 
-  // Gradient `index` as the Reducer holds it (after step(): reduced), copied
-  // to the host.
-  virtual std::vector<float> readGradient(comm::Reducer& reducer, std::size_t index) = 0;
+  // Gradient `index` as the Reducer holds it (after step(): reduced), readable
+  // on the host: the Reducer's own storage on the CPU, a copy into `staging`
+  // on the GPU. Valid until the next call with the same `staging`.
+  virtual std::span<const float> hostGradient(comm::Reducer& reducer, std::size_t index,
+                                              std::vector<float>& staging) = 0;
 
  protected:
+  // Keeps setWork()'s inputs where compute() reads them.
+  virtual void setInputs(std::vector<float> a, std::vector<float> b) = 0;
   // out (n floats, where this model computes) = an SGEMM of 2 x n x K flops.
   virtual void compute(float* out, std::size_t n) const = 0;
   // Each layer's GEMM into `scratch` (largestLayer() floats).
@@ -67,12 +75,13 @@ class EmulatedModel {
   // Elements of the largest layer: the scratch forward writes into and the
   // rows of the GEMM input.
   std::size_t largestLayer() const { return largest_; }
-  std::size_t work_ = 0;
 
  private:
   Profile profile_;
   std::vector<comm::GradientSpec> specs_;
   std::size_t largest_ = 0;
+  std::size_t work_ = 0;
+  std::mt19937 random_;
 };
 
 // The GEMMs' output width: a gradient of n elements is (n / kColumns) rows

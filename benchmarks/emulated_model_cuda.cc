@@ -10,7 +10,6 @@
 // measured before the next one starts.
 #include <cublas_v2.h>
 
-#include <random>
 #include <span>
 
 #include "benchmarks/emulated_model.h"
@@ -28,29 +27,11 @@ enum : std::size_t { kForward, kBackward, kComm, kOptimizer };
 
 class DeviceModel final : public EmulatedModel {
  public:
-  DeviceModel(const Profile& profile, int rank, std::size_t work)
-      : EmulatedModel(profile),
+  DeviceModel(const Profile& profile, int rank)
+      : EmulatedModel(profile, rank),
         parameters_(allocateFloats(profile.parameterCount())),
         scratch_(allocateFloats(largestLayer())) {
     trainer::cuda::fill(floats(parameters_), profile.parameterCount(), 0.01f);
-    random_.seed(static_cast<unsigned>(1234 + rank));
-    setWork(work);
-  }
-
-  // A: (rows x K) for the largest layer; B: (K x kGemmColumns), drawn on the
-  // host as on the CPU and copied over.
-  void setWork(std::size_t work) override {
-    work_ = work;
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    std::vector<float> a((largestLayer() / kGemmColumns + 1) * work_), b(work_ * kGemmColumns);
-    for (float& v : a)
-      v = uniform(random_);
-    for (float& v : b)
-      v = uniform(random_);
-    a_ = allocateFloats(a.size());
-    b_ = allocateFloats(b.size());
-    cuda::copyToDevice(a_.get(), a.data(), a.size() * sizeof(float));
-    cuda::copyToDevice(b_.get(), b.data(), b.size() * sizeof(float));
   }
 
   Phases step(comm::Reducer& reducer) override {
@@ -68,11 +49,12 @@ class DeviceModel final : public EmulatedModel {
     return {durations[kForward], durations[kBackward], durations[kComm], durations[kOptimizer]};
   }
 
-  std::vector<float> readGradient(comm::Reducer& reducer, std::size_t index) override {
+  std::span<const float> hostGradient(comm::Reducer& reducer, std::size_t index,
+                                      std::vector<float>& staging) override {
     const std::span<float> g = reducer.gradient(index);
-    std::vector<float> host(g.size());
-    cuda::copyToHost(host.data(), g.data(), g.size_bytes());  // waits for the compute stream
-    return host;
+    staging.resize(g.size());
+    cuda::copyToHost(staging.data(), g.data(), g.size_bytes());  // waits for the compute stream
+    return staging;
   }
 
  private:
@@ -83,12 +65,20 @@ class DeviceModel final : public EmulatedModel {
     return static_cast<float*>(memory.get());
   }
 
+  // The inputs drawn on the host, as on the CPU, copied to the device.
+  void setInputs(std::vector<float> a, std::vector<float> b) override {
+    a_ = allocateFloats(a.size());
+    b_ = allocateFloats(b.size());
+    cuda::copyToDevice(a_.get(), a.data(), a.size() * sizeof(float));
+    cuda::copyToDevice(b_.get(), b.data(), b.size() * sizeof(float));
+  }
+
   // out (n floats, row-major rows of kGemmColumns) = A x B: 2 x n x K flops.
   // cuBLAS is column-major, so it computes the transpose, out^T = B^T A^T,
   // which has the same bytes.
   void compute(float* out, std::size_t n) const override {
     const std::size_t rows = n / kGemmColumns, tail = n % kGemmColumns;
-    const int k = static_cast<int>(work_), columns = static_cast<int>(kGemmColumns);
+    const int k = static_cast<int>(work()), columns = static_cast<int>(kGemmColumns);
     const float one = 1.0f, zero = 0.0f;
     const float* a = floats(a_);
     const float* b = floats(b_);
@@ -116,14 +106,15 @@ class DeviceModel final : public EmulatedModel {
   }
 
   std::shared_ptr<void> parameters_, scratch_, a_, b_;
-  std::mt19937 random_;
   trainer::cuda::StepTimer timer_;
 };
 
 }  // namespace
 
 std::unique_ptr<EmulatedModel> makeDeviceModel(const Profile& profile, int rank, std::size_t work) {
-  return std::make_unique<DeviceModel>(profile, rank, work);
+  auto model = std::make_unique<DeviceModel>(profile, rank);
+  model->setWork(work);
+  return model;
 }
 
 }  // namespace ddp::bench

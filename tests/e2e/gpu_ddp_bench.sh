@@ -14,7 +14,7 @@ code=$?
 set -e
 skip_without_cuda "$code" "$WORK/probe.err"
 [ "$code" = 0 ] || fail "--device cuda probe failed ($code): $(cat "$WORK/probe.err")"
-grep -q ", nccl on " "$WORK/probe.out" || fail "not on NCCL: $(head -1 "$WORK/probe.out")"
+grep -q "backend nccl, device cuda" "$WORK/probe.out" || fail "not on NCCL: $(head -1 "$WORK/probe.out")"
 
 # Fixed caps and auto on the GPU: the run checks that replicas agree (exit 1
 # otherwise). The emulated gradients are GEMMs of the same rank-seeded inputs
