@@ -102,7 +102,7 @@ int train(const Options& o) {
           p->trainable = false;
       }
       if (world.rank() == 0 && !o.initFrom.empty()) trainer::loadModel(o.initFrom, *model);
-      if (world.rank() == 0) checkOutputPaths(o);
+      checkOutputPaths(o, world.rank());
       progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics);
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model));
@@ -150,7 +150,7 @@ int train(const Options& o) {
     comm::agree(comm, [&] {
       if (checkpointWriter) checkpointWriter->finish();  // the last checkpoint is on disk
       if (!o.trace.empty()) {
-        const std::string path = str(o.trace, ".rank", world.rank(), ".json");
+        const std::string path = tracePath(o, world.rank());
         trace.write(path);
         log::info(str("wrote trace ", path, world.size() > 1 ? " (and one per other rank)" : ""));
       }

@@ -95,7 +95,19 @@ trainer::TrainOptions trainOptionsFrom(const Options& o) {
   return t;
 }
 
-void checkOutputPaths(const Options& o) {
+std::string tracePath(const Options& o, int rank) {
+  return str(o.trace, ".rank", rank, ".json");
+}
+
+void checkOutputPaths(const Options& o, int rank) {
+  if (!o.trace.empty()) {
+    try {
+      trainer::checkCanSave(tracePath(o, rank));
+    } catch (const DataError& e) {
+      throw DataError(str("--trace: ", e.what()));
+    }
+  }
+  if (rank != 0) return;
   if (!o.checkpointDir.empty()) {
     std::error_code error;
     std::filesystem::create_directories(o.checkpointDir, error);

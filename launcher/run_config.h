@@ -41,9 +41,12 @@ trainer::CheckpointOptions checkpointOptions(const Options& o);
 // caller's to set.
 trainer::TrainOptions trainOptionsFrom(const Options& o);
 
-// Rank 0 writes checkpoints and --save-model: a directory it cannot create
-// or a file it cannot write fails at start-up, not after the run whose result
-// it would hold. Throws DataError.
-void checkOutputPaths(const Options& o);
+// The file this rank's --trace goes to: PREFIX.rank<N>.json.
+std::string tracePath(const Options& o, int rank);
+
+// Rank 0 writes checkpoints and --save-model, every rank its --trace: a
+// directory this rank cannot create or a file it cannot write fails at
+// start-up, not after the run whose result it would hold. Throws DataError.
+void checkOutputPaths(const Options& o, int rank);
 
 }  // namespace ddp::launcher

@@ -62,4 +62,13 @@ run 2 --hidden 64 --epochs 1 --save-model "$WORK/no-such-dir/model.safetensors" 
 grep -q -- "--save-model: .*no-such-dir/model.safetensors: cannot create" "$WORK/save.out" ||
   fail "--save-model not explained: $(cat "$WORK/save.out")"
 ! grep -q "epoch 1/1" "$WORK/save.out" || fail "--save-model was refused only after training"
+# Every rank writes its own --trace file, so every rank checks its path.
+rc=0
+run 2 --hidden 64 --epochs 1 --trace "$WORK/no-such-dir/trace" > "$WORK/trace.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "--trace into a missing directory: exit $rc"
+for r in 0 1; do
+  grep -q -- "\[r$r\] error: --trace: .*no-such-dir/trace.rank$r.json: cannot create" "$WORK/trace.out" ||
+    fail "--trace not explained on rank $r: $(cat "$WORK/trace.out")"
+done
+! grep -q "epoch 1/1" "$WORK/trace.out" || fail "--trace was refused only after training"
 echo "bad data: ok"
