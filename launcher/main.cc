@@ -15,6 +15,7 @@
 #include "comm/agreement.h"
 #include "comm/watchdog.h"
 #include "launcher/fault_injection.h"
+#include "launcher/memory_check.h"
 #include "launcher/options.h"
 #include "launcher/placement.h"
 #include "launcher/progress.h"
@@ -93,6 +94,9 @@ int train(const Options& o) {
     Data data;
     std::unique_ptr<trainer::Sequential> model;
     std::unique_ptr<ProgressPrinter> progress;
+    // Agreed on before any rank allocates (Note [Refusing a model the node
+    // cannot hold]).
+    comm::agree(comm, [&] { checkNodeMemory(o, world, placement.device); });
     comm::agree(comm, [&] {
       data = loadData(o);
       model =
@@ -170,6 +174,11 @@ int train(const Options& o) {
     world.abort(kExitFailure);
   } catch (const InternalError& e) {
     log::error(e.what());
+    world.abort(kExitFailure);
+  } catch (const OutOfMemoryError& e) {
+    // Possibly outside agree(): the peers may be waiting in a collective.
+    log::error(str("out of memory: ", e.what(),
+                   " (try a smaller model or batch, or fewer ranks per node)"));
     world.abort(kExitFailure);
   } catch (const DeviceError& e) {
     // A CUDA failure on this rank's GPU: the peers may be waiting in NCCL.

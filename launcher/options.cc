@@ -2,6 +2,7 @@
 
 #include <boost/program_options.hpp>
 #include <cctype>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -146,9 +147,17 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
   return all;
 }
 
-std::size_t positive(long long value, const char* option) {
+// The largest batch or layer width accepted, and the most synthetic samples:
+// more is a typo, and the byte counts of tensors that size (width x width x
+// 4, samples x 784 x 4) would overflow 64 bits.
+constexpr long long kMaxDimension = 1LL << 24;
+constexpr long long kMaxSamples = 1LL << 32;
+
+std::size_t positive(long long value, const char* option, long long most = LLONG_MAX) {
   if (value <= 0)
     throw UsageError(str("--", option, " must be a positive integer (got ", value, ")"));
+  if (value > most)
+    throw UsageError(str("--", option, " must be at most ", most, " (got ", value, ")"));
   return static_cast<std::size_t>(value);
 }
 
@@ -209,9 +218,10 @@ std::vector<std::size_t> parseSizeList(const std::string& text, const std::strin
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != item.size() || item.empty() || value <= 0) {
-      throw UsageError(str(
-          "--", option, " must be a comma-separated list of positive integers (got '", text, "')"));
+    if (used != item.size() || item.empty() || value <= 0 || value > kMaxDimension) {
+      throw UsageError(str("--", option,
+                           " must be a comma-separated list of positive integers up to ",
+                           kMaxDimension, " (got '", text, "')"));
     }
     values.push_back(static_cast<std::size_t>(value));
   }
@@ -247,9 +257,9 @@ Options parseOptions(int argc, const char* const argv[]) {
 
   o.epochs = positive(raw.epochs, "epochs");
   o.maxSteps = nonNegative(raw.maxSteps, "max-steps");
-  o.batchSize = positive(raw.batchSize, "batch-size");
+  o.batchSize = positive(raw.batchSize, "batch-size", kMaxDimension);
   o.logEvery = positive(raw.logEvery, "log-every");
-  o.syntheticSamples = positive(raw.syntheticSamples, "synthetic-samples");
+  o.syntheticSamples = positive(raw.syntheticSamples, "synthetic-samples", kMaxSamples);
   o.seed = nonNegative(raw.seed, "seed");
   o.threads = static_cast<int>(nonNegative(raw.threads, "threads"));
   o.hidden = parseSizeList(raw.hidden, "hidden");

@@ -37,13 +37,19 @@ std::vector<std::pair<std::string, std::string>> computationOptions(const Option
 
 }  // namespace
 
+std::size_t syntheticTestSamples(const Options& o) {
+  return std::max<std::size_t>(1, o.syntheticSamples / 4);
+}
+
 Data loadData(const Options& o) {
   if (o.dataset == "synthetic") {
-    const std::size_t features = 784, classes = 10;
+    // Fashion-MNIST's shape, so either set trains the same model.
+    const std::size_t features = trainer::kFashionMnistFeatures;
+    const std::size_t classes = trainer::kFashionMnistClasses;
     return {std::make_unique<trainer::SyntheticDataset>(o.syntheticSamples, features, classes,
                                                         o.seed, 0),
-            std::make_unique<trainer::SyntheticDataset>(
-                std::max<std::size_t>(1, o.syntheticSamples / 4), features, classes, o.seed, 1)};
+            std::make_unique<trainer::SyntheticDataset>(syntheticTestSamples(o), features, classes,
+                                                        o.seed, 1)};
   }
   return {trainer::loadFashionMnist(o.dataDir, trainer::Split::kTrain),
           trainer::loadFashionMnist(o.dataDir, trainer::Split::kTest)};

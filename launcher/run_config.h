@@ -22,7 +22,11 @@ struct Data {
   std::unique_ptr<trainer::Dataset> test;
 };
 
-// The training and test sets --dataset names. Throws DataError.
+// The test set of --dataset synthetic: a quarter of the training set's size.
+std::size_t syntheticTestSamples(const Options& o);
+
+// The training and test sets --dataset names (both of Fashion-MNIST's shape:
+// trainer::kFashionMnistFeatures, kFashionMnistClasses). Throws DataError.
 Data loadData(const Options& o);
 
 // What every rank must agree on before the first step: each parameter (name,

@@ -59,6 +59,13 @@ class NonFiniteError : public Error {
   using Error::Error;
 };
 
+// Not enough host or device memory for what the options ask (a model or a
+// batch too large for the node, too many ranks on it): the user's to fix.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A collective did not complete within its timeout.
 class CommTimeoutError : public CommError {
  public:

@@ -1,14 +1,20 @@
 #include "runtime/memory.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
+
+#include "runtime/error.h"
 
 namespace ddp {
 
 namespace {
 
 // The value of the "<key> <n> kB" line of a /proc file, in bytes.
-std::size_t procKilobytes(const char* path, const std::string& key) {
+std::optional<std::size_t> procKilobytes(const std::string& path, const std::string& key) {
   std::ifstream file(path);
   std::string word;
   while (file >> word) {
@@ -19,17 +25,96 @@ std::size_t procKilobytes(const char* path, const std::string& key) {
     }
     file.ignore(1 << 12, '\n');
   }
-  return 0;
+  return std::nullopt;
+}
+
+// A cgroup file holding one number; nullopt for "max" (no limit) or no file.
+std::optional<std::size_t> cgroupNumber(const std::string& path) {
+  std::ifstream file(path);
+  std::string text;
+  if (!(file >> text) || text == "max") return std::nullopt;
+  try {
+    return static_cast<std::size_t>(std::stoull(text));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// The least room any memory limit on this process's cgroup or the cgroups
+// above it leaves (limit minus use). Both cgroup versions: v2 ("0::/path",
+// memory.max and memory.current) and v1 (the "memory" controller's line,
+// memory.limit_in_bytes and memory.usage_in_bytes; no limit reads as a huge
+// number, which loses to MemAvailable).
+std::optional<std::size_t> cgroupRoom(const std::string& root) {
+  std::ifstream cgroups(root + "/proc/self/cgroup");
+  std::string line;
+  std::optional<std::size_t> room;
+  while (std::getline(cgroups, line)) {
+    const std::size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    std::string path = line.substr(second + 1);
+    std::string base, limitFile, usageFile;
+    if (line.compare(0, first, "0") == 0 && controllers.empty()) {
+      base = root + "/sys/fs/cgroup";
+      limitFile = "memory.max";
+      usageFile = "memory.current";
+    } else if (controllers == "memory") {
+      base = root + "/sys/fs/cgroup/memory";
+      limitFile = "memory.limit_in_bytes";
+      usageFile = "memory.usage_in_bytes";
+    } else {
+      continue;
+    }
+    for (;;) {  // from this process's cgroup up to the root
+      const std::string dir = base + (path == "/" ? "" : path) + "/";
+      const auto limit = cgroupNumber(dir + limitFile);
+      if (limit) {
+        const std::size_t used = cgroupNumber(dir + usageFile).value_or(0);
+        const std::size_t left = *limit > used ? *limit - used : 0;
+        room = std::min(room.value_or(left), left);
+      }
+      if (path == "/" || path.empty()) break;
+      const std::size_t slash = path.rfind('/');
+      path = slash == 0 ? "/" : path.substr(0, slash);
+    }
+  }
+  return room;
 }
 
 }  // namespace
 
 std::size_t peakResidentBytes() {
-  return procKilobytes("/proc/self/status", "VmHWM:");
+  return procKilobytes("/proc/self/status", "VmHWM:").value_or(0);
 }
 
 std::size_t proportionalBytes() {
-  return procKilobytes("/proc/self/smaps_rollup", "Pss:");
+  return procKilobytes("/proc/self/smaps_rollup", "Pss:").value_or(0);
+}
+
+std::optional<std::size_t> availableBytes(const std::string& root) {
+  const auto available = procKilobytes(root + "/proc/meminfo", "MemAvailable:");
+  if (!available) return std::nullopt;
+  const std::size_t node =
+      *available + procKilobytes(root + "/proc/meminfo", "SwapFree:").value_or(0);
+  const auto room = cgroupRoom(root);
+  return room ? std::min(node, *room) : node;
+}
+
+std::shared_ptr<void> allocateZeroedHost(std::size_t bytes, std::size_t alignment) {
+  const std::size_t rounded =
+      (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
+  void* memory = rounded >= bytes ? std::aligned_alloc(alignment, rounded) : nullptr;
+  if (memory == nullptr) {
+    const auto available = availableBytes();
+    throw OutOfMemoryError(str(
+        "cannot allocate ", bytesString(static_cast<double>(bytes)), " of host memory",
+        available
+            ? str(" (", bytesString(static_cast<double>(*available)), " available to this process)")
+            : std::string()));
+  }
+  std::memset(memory, 0, rounded);
+  return std::shared_ptr<void>(memory, std::free);
 }
 
 }  // namespace ddp

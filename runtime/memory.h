@@ -1,7 +1,12 @@
-// This process's memory use, from /proc (Linux).
+// Host memory: what this process uses and what the node has left, from /proc
+// and the cgroup file system (Linux), and zeroed allocations that fail with a
+// message a user can act on.
 #pragma once
 
 #include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
 
 namespace ddp {
 
@@ -13,5 +18,17 @@ std::size_t peakResidentBytes();
 // shared by k processes count 1/k, so the ranks' values add up to the node's
 // real use. 0 where not available.
 std::size_t proportionalBytes();
+
+// What more this process could use before the kernel's OOM killer ends it:
+// MemAvailable plus SwapFree from /proc/meminfo, or less where a cgroup
+// memory limit on this process (or a cgroup above it: a Slurm job's --mem, a
+// container's limit) leaves less room. nullopt where /proc/meminfo cannot be
+// read. `root` is "" on a real system; tests point it at a fake tree holding
+// proc/ and sys/fs/cgroup/.
+std::optional<std::size_t> availableBytes(const std::string& root = "");
+
+// `bytes` of zeroed host memory aligned to `alignment`, freed when the last
+// owner goes. Throws OutOfMemoryError naming the size and what is available.
+std::shared_ptr<void> allocateZeroedHost(std::size_t bytes, std::size_t alignment = 64);
 
 }  // namespace ddp

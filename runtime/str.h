@@ -24,6 +24,18 @@ inline std::string fixed(double value, int digits) {
   return buffer;
 }
 
+// A byte count for people: "512 bytes", "7.1 MiB", "1.5 GiB".
+inline std::string bytesString(double bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024.0 && unit < 4) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  return unit == 0 ? str(static_cast<long long>(bytes), " bytes")
+                   : fixed(bytes, 1) + " " + units[unit];
+}
+
 // Joins items with a separator: join({1, 2}, ",") == "1,2".
 template <class Range>
 std::string join(const Range& items, const std::string& separator) {

@@ -44,7 +44,7 @@ ldd "$build/launcher/ddp_train" | grep -q "$runtime" || { echo "$build is not bu
 logs=$PWD/$build/sanitizer-logs
 rm -rf "$logs" && mkdir -p "$logs"
 here=$PWD
-export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:log_path=$logs/asan"
+export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:allocator_may_return_null=1:log_path=$logs/asan"
 # A leak does not change the exit status, so a test goes on past it.
 export LSAN_OPTIONS=exitcode=0
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/ubsan"

@@ -9,8 +9,8 @@
 namespace ddp::trainer {
 namespace {
 
-constexpr std::size_t kSide = 28;
-constexpr std::size_t kClasses = 10;
+constexpr std::size_t kSide = kFashionMnistSide;
+constexpr std::size_t kClasses = kFashionMnistClasses;
 
 }  // namespace
 

@@ -11,6 +11,9 @@
 namespace ddp::trainer {
 
 inline constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+inline constexpr std::size_t kFashionMnistSide = 28;
+inline constexpr std::size_t kFashionMnistFeatures = kFashionMnistSide * kFashionMnistSide;
+inline constexpr std::size_t kFashionMnistClasses = 10;
 
 enum class Split { kTrain, kTest };
 

@@ -25,6 +25,20 @@ std::unique_ptr<Sequential> buildMlp(std::size_t inputDim, const std::vector<std
   return model;
 }
 
+std::vector<std::size_t> mlpParameterCounts(std::size_t inputDim,
+                                            const std::vector<std::size_t>& hidden,
+                                            std::size_t classes) {
+  std::vector<std::size_t> counts;
+  std::size_t in = inputDim;
+  for (std::size_t width : hidden) {
+    counts.push_back(in * width + width);  // Linear: weight and bias
+    counts.push_back(0);                   // ReLU
+    in = width;
+  }
+  counts.push_back(in * classes + classes);
+  return counts;
+}
+
 void setBlasThreads(int threads) {
   if (threads > 0) openblas_set_num_threads(threads);
 }

@@ -7,6 +7,7 @@
 
 #include "ddp_config.h"
 #include "runtime/error.h"
+#include "runtime/memory.h"
 #include "runtime/str.h"
 #if DDP_WITH_CUDA
 #include "runtime/cuda/memory.h"
@@ -18,22 +19,17 @@ namespace {
 
 constexpr std::size_t kAlignment = 64;  // a cache line; AVX-512 loads
 
-std::shared_ptr<void> allocateZeroed(std::size_t numel) {
-  const std::size_t bytes = std::max<std::size_t>(
-      kAlignment, (numel * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment);
-  void* memory = std::aligned_alloc(kAlignment, bytes);
-  if (memory == nullptr) throw std::bad_alloc();
-  std::memset(memory, 0, bytes);
-  return std::shared_ptr<void>(memory, std::free);
-}
-
-std::shared_ptr<void> allocateOn(Device device, std::size_t numel) {
-  if (device == Device::kCpu) return allocateZeroed(numel);
+std::shared_ptr<void> allocateOn(Device device, const Shape& shape, std::size_t numel) {
+  try {
+    if (device == Device::kCpu) return allocateZeroedHost(numel * sizeof(float), kAlignment);
 #if DDP_WITH_CUDA
-  return ddp::cuda::allocateDevice(numel * sizeof(float));
+    return ddp::cuda::allocateDevice(numel * sizeof(float));
 #else
-  throw UsageError("this build of ddp has no CUDA support (configure with -Dcuda=enabled)");
+    throw UsageError("this build of ddp has no CUDA support (configure with -Dcuda=enabled)");
 #endif
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(str("a ", shapeString(shape), " tensor: ", e.what()));
+  }
 }
 
 // Copies `count` floats between any two devices.
@@ -81,7 +77,7 @@ std::string shapeString(const Shape& shape) {
 
 Tensor::Tensor(Shape shape, Device device)
     : shape_(std::move(shape)), numel_(numelOf(shape_)), device_(device) {
-  owner_ = allocateOn(device_, numel_);
+  owner_ = allocateOn(device_, shape_, numel_);
   data_ = static_cast<float*>(owner_.get());
 }
 

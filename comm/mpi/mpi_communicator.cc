@@ -9,6 +9,7 @@
 #include "comm/finite.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/memory.h"
 #include "runtime/mpi_check.h"
 
 namespace ddp::comm {
@@ -221,10 +222,7 @@ std::shared_ptr<void> MpiCommunicator::allocate(std::size_t bytes) {
         if (rank_ == 0) log::warn(str(e.what(), "; all-reduces use plain MPI instead"));
       }
     }
-    void* raw = std::aligned_alloc(64, (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64);
-    if (raw == nullptr) throw std::bad_alloc();
-    std::memset(raw, 0, bytes);
-    memory = std::shared_ptr<void>(raw, std::free);
+    memory = allocateZeroedHost(bytes);
   })->wait(options().timeout);
   return memory;
 }

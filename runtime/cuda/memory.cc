@@ -16,9 +16,12 @@ std::shared_ptr<void> allocateDevice(std::size_t bytes) {
     (void)cudaGetLastError();
     std::size_t free = 0, total = 0;
     (void)cudaMemGetInfo(&free, &total);
-    throw DeviceError(str("cannot allocate ", bytes, " bytes on GPU ", currentDevice(), ": ",
-                          cudaGetErrorString(status), " (", free >> 20, " MiB free of ",
-                          total >> 20, " MiB)"));
+    const std::string report = str("cannot allocate ", bytesString(static_cast<double>(bytes)),
+                                   " on GPU ", currentDevice(), ": ", cudaGetErrorString(status),
+                                   " (", bytesString(static_cast<double>(free)), " free of ",
+                                   bytesString(static_cast<double>(total)), ")");
+    if (status == cudaErrorMemoryAllocation) throw OutOfMemoryError(report);
+    throw DeviceError(report);
   }
   DDP_CUDA_CHECK(cudaMemsetAsync(memory, 0, bytes, computeStream()));
   return std::shared_ptr<void>(memory, [](void* p) { (void)cudaFree(p); });

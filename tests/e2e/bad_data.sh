@@ -71,4 +71,14 @@ for r in 0 1; do
     fail "--trace not explained on rank $r: $(cat "$WORK/trace.out")"
 done
 ! grep -q "epoch 1/1" "$WORK/trace.out" || fail "--trace was refused only after training"
+
+# A model no node can hold: refused by rank 0 before any rank allocates it
+# (overcommitted memory would otherwise let it start and be killed part-way).
+rc=0
+run 2 --hidden 16000000,16000000 --epochs 1 > "$WORK/memory.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "an impossible model: exit $rc"
+grep -q "\[r0\] error: out of memory: host .* cannot hold this run: each of its 2 ranks needs at least" \
+  "$WORK/memory.out" || fail "an impossible model not explained: $(cat "$WORK/memory.out")"
+grep -q "\[r1\] error: stopping: rank 0 failed" "$WORK/memory.out" ||
+  fail "rank 1 did not stop with rank 0: $(cat "$WORK/memory.out")"
 echo "bad data: ok"

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "runtime/error.h"
 #include "trainer/random.h"
 
 namespace ddp::trainer {
@@ -15,6 +16,19 @@ TEST(Tensor, OwnsZeroedAlignedStorage) {
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data()) % 64, 0u);
   for (float v : t.span())
     EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Tensor, TooLargeForTheHostSaysWhichTensorAndHowMuch) {
+  try {
+    Tensor t({std::size_t{1} << 30, std::size_t{1} << 30});
+    FAIL() << "a 4 EiB tensor was allocated";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find(
+            "a [1073741824, 1073741824] tensor: cannot allocate 4194304.0 TiB of host memory"),
+        std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Tensor, ViewSharesTheOwnersMemory) {

@@ -1,0 +1,69 @@
+#include "launcher/memory_check.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "launcher/run_config.h"
+#include "runtime/error.h"
+#include "runtime/memory.h"
+#include "trainer/fashion_mnist.h"
+#include "trainer/mlp.h"
+
+namespace ddp::launcher {
+
+HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device) {
+  const std::size_t inputDim = trainer::kFashionMnistFeatures;
+  const std::size_t classes = trainer::kFashionMnistClasses;
+  const std::vector<std::size_t> counts = trainer::mlpParameterCounts(inputDim, o.hidden, classes);
+  std::size_t trainable = 0;
+  for (std::size_t layer = 0; layer < counts.size(); ++layer) {
+    const bool frozen =
+        std::find(o.freezeLayers.begin(), o.freezeLayers.end(), layer) != o.freezeLayers.end();
+    if (!frozen) trainable += counts[layer];
+  }
+  HostMemoryNeed need;
+  need.parameters = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  need.weights = need.parameters * sizeof(float);
+  if (device == trainer::Device::kCpu) {
+    need.gradients = trainable * sizeof(float);
+    need.momentum = o.momentum > 0.0 ? trainable * sizeof(float) : 0;
+    const std::size_t widths =
+        std::accumulate(o.hidden.begin(), o.hidden.end(), std::size_t{0}) + classes;
+    need.outputs = o.batchSize * widths * sizeof(float);
+  }
+  if (o.dataset == "synthetic") {
+    need.data = (o.syntheticSamples + syntheticTestSamples(o)) *
+                (inputDim * sizeof(float) + sizeof(std::int32_t));
+  }
+  return need;
+}
+
+std::optional<std::string> memoryShortfall(const HostMemoryNeed& need, int ranks,
+                                           std::size_t available, const std::string& host) {
+  const double total = static_cast<double>(need.total()) * ranks;
+  if (total <= static_cast<double>(available)) return std::nullopt;
+  const auto bytes = [](std::size_t n) { return bytesString(static_cast<double>(n)); };
+  std::string parts = str(bytes(need.weights), " of weights");
+  if (need.gradients > 0) parts += str(", ", bytes(need.gradients), " of gradients");
+  if (need.momentum > 0) parts += str(", ", bytes(need.momentum), " of momentum");
+  if (need.outputs > 0) parts += str(", ", bytes(need.outputs), " of layer outputs");
+  if (need.data > 0) parts += str(", ", bytes(need.data), " of synthetic data");
+  return str("out of memory: host ", host, " cannot hold this run: each of its ", ranks, " rank",
+             ranks == 1 ? "" : "s", " needs at least ", bytes(need.total()), " (",
+             fixed(static_cast<double>(need.parameters) / 1e6, 2), " M parameters: ", parts, "), ",
+             bytesString(total), " in all, and ", bytes(available),
+             " is available (MemAvailable plus free swap, or a cgroup limit's room); the kernel "
+             "would end the run part-way (try a smaller model, batch or data set, or fewer ranks "
+             "per node)");
+}
+
+void checkNodeMemory(const Options& o, const World& world, trainer::Device device) {
+  if (world.localRank() != 0) return;  // one report per node
+  const std::optional<std::size_t> available = availableBytes();
+  if (!available) return;  // no /proc/meminfo: nothing to compare with
+  const auto shortfall =
+      memoryShortfall(hostMemoryNeed(o, device), world.localSize(), *available, world.hostname());
+  if (shortfall) throw UsageError(*shortfall);
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,155 @@
+// The start-up memory check (Note [Refusing a model the node cannot hold]):
+// what a rank needs, in closed form; what the node has, read from a fake
+// /proc and cgroup tree; and host allocations that fail with a message.
+#include "launcher/memory_check.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "launcher/options.h"
+#include "runtime/error.h"
+#include "runtime/memory.h"
+#include "test_files.h"
+#include "trainer/mlp.h"
+
+namespace ddp::launcher {
+namespace {
+
+Options parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "ddp_train");
+  std::vector<const char*> argv;
+  for (const auto& a : args)
+    argv.push_back(a.c_str());
+  return parseOptions(static_cast<int>(argv.size()), argv.data());
+}
+
+// The default MLP, 784-1024-1024-10.
+constexpr std::size_t kLayer0 = 784 * 1024 + 1024, kLayer2 = 1024 * 1024 + 1024,
+                      kLayer4 = 1024 * 10 + 10;
+constexpr std::size_t kParameters = kLayer0 + kLayer2 + kLayer4;  // 1,863,690
+
+TEST(MemoryCheck, MlpParameterCountsMatchTheBuiltModel) {
+  const std::vector<std::size_t> hidden = {5, 3};
+  const auto counts = trainer::mlpParameterCounts(7, hidden, 2);
+  EXPECT_EQ(counts, (std::vector<std::size_t>{7 * 5 + 5, 0, 5 * 3 + 3, 0, 3 * 2 + 2}));
+  const auto model = trainer::buildMlp(7, hidden, 2, 1);
+  ASSERT_EQ(model->size(), counts.size());
+  for (std::size_t layer = 0; layer < counts.size(); ++layer) {
+    std::size_t built = 0;
+    for (trainer::Parameter* p : model->layer(layer).parameters())
+      built += p->value.numel();
+    EXPECT_EQ(built, counts[layer]) << "layer " << layer;
+  }
+}
+
+TEST(MemoryCheck, CpuRankHoldsWeightsGradientsMomentumAndOutputs) {
+  const HostMemoryNeed need = hostMemoryNeed(parse({}), trainer::Device::kCpu);
+  EXPECT_EQ(need.parameters, kParameters);
+  EXPECT_EQ(need.weights, 4 * kParameters);
+  EXPECT_EQ(need.gradients, 4 * kParameters);
+  EXPECT_EQ(need.momentum, 4 * kParameters);
+  EXPECT_EQ(need.outputs, 4u * 64 * (1024 + 1024 + 10));
+  EXPECT_EQ(need.data, 0u);  // Fashion-MNIST's 55 MB are not counted
+  EXPECT_EQ(need.total(), 12 * kParameters + 4u * 64 * 2058);
+}
+
+TEST(MemoryCheck, FrozenLayersAndNoMomentumNeedLess) {
+  const HostMemoryNeed frozen =
+      hostMemoryNeed(parse({"--freeze", "0", "--momentum", "0"}), trainer::Device::kCpu);
+  EXPECT_EQ(frozen.weights, 4 * kParameters);
+  EXPECT_EQ(frozen.gradients, 4 * (kLayer2 + kLayer4));
+  EXPECT_EQ(frozen.momentum, 0u);
+}
+
+TEST(MemoryCheck, GpuRankHoldsOnlyTheWeightsOnTheHost) {
+  const HostMemoryNeed need = hostMemoryNeed(parse({}), trainer::Device::kCuda);
+  EXPECT_EQ(need.total(), 4 * kParameters);
+}
+
+TEST(MemoryCheck, SyntheticDataCounts) {
+  const HostMemoryNeed need = hostMemoryNeed(
+      parse({"--dataset", "synthetic", "--synthetic-samples", "1000"}), trainer::Device::kCuda);
+  EXPECT_EQ(need.data, (1000u + 250u) * (784 * 4 + 4));
+}
+
+TEST(MemoryCheck, ShortfallOnlyWhenTheNodeCannotHoldItsRanks) {
+  const HostMemoryNeed need = hostMemoryNeed(parse({}), trainer::Device::kCpu);
+  EXPECT_FALSE(memoryShortfall(need, 4, 4 * need.total(), "a"));
+  const auto refusal = memoryShortfall(need, 4, 4 * need.total() - 1, "a");
+  ASSERT_TRUE(refusal);
+  EXPECT_NE(refusal->find("host a cannot hold this run: each of its 4 ranks needs at least 21.8 "
+                          "MiB (1.86 M parameters: 7.1 MiB of weights, 7.1 MiB of gradients"),
+            std::string::npos)
+      << *refusal;
+  EXPECT_NE(refusal->find("87.3 MiB in all"), std::string::npos) << *refusal;
+}
+
+// A fake root with proc/meminfo, proc/self/cgroup and cgroup files.
+class FakeRoot {
+ public:
+  void write(const std::string& path, const std::string& text) {
+    const std::filesystem::path file = std::filesystem::path(dir_.file("")) / path;
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+  }
+  std::string path() const { return dir_.file(""); }
+
+ private:
+  testing::TempDir dir_;
+};
+
+TEST(AvailableBytes, MemAvailablePlusFreeSwap) {
+  FakeRoot root;
+  root.write("proc/meminfo", "MemTotal: 4000 kB\nMemAvailable: 1000 kB\nSwapFree: 24 kB\n");
+  EXPECT_EQ(availableBytes(root.path()), std::optional<std::size_t>(1024 * 1024));
+}
+
+TEST(AvailableBytes, TheTightestCgroupV2LimitAboveTheProcessWins) {
+  FakeRoot root;
+  root.write("proc/meminfo", "MemAvailable: 1000 kB\nSwapFree: 0 kB\n");
+  root.write("proc/self/cgroup", "0::/job/step\n");
+  root.write("sys/fs/cgroup/job/memory.max", "600000\n");  // a Slurm job's --mem
+  root.write("sys/fs/cgroup/job/memory.current", "100000\n");
+  root.write("sys/fs/cgroup/job/step/memory.max", "max\n");
+  root.write("sys/fs/cgroup/job/step/memory.current", "90000\n");
+  EXPECT_EQ(availableBytes(root.path()), std::optional<std::size_t>(500000));
+}
+
+TEST(AvailableBytes, AnUnlimitedCgroupV1LeavesMemAvailable) {
+  FakeRoot root;
+  root.write("proc/meminfo", "MemAvailable: 1000 kB\n");
+  root.write("proc/self/cgroup", "5:devices:/\n4:memory:/a\n0::/\n");
+  root.write("sys/fs/cgroup/memory/a/memory.limit_in_bytes", "9223372036854771712\n");
+  root.write("sys/fs/cgroup/memory/a/memory.usage_in_bytes", "2000\n");
+  EXPECT_EQ(availableBytes(root.path()), std::optional<std::size_t>(1000 * 1024));
+  root.write("sys/fs/cgroup/memory/a/memory.limit_in_bytes", "5000\n");
+  EXPECT_EQ(availableBytes(root.path()), std::optional<std::size_t>(3000));
+}
+
+TEST(AvailableBytes, UnknownWithoutMeminfo) {
+  FakeRoot root;
+  EXPECT_FALSE(availableBytes(root.path()));
+}
+
+TEST(AllocateZeroedHost, ZeroedAndAligned) {
+  const auto memory = allocateZeroedHost(1000);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(memory.get()) % 64, 0u);
+  const auto* bytes = static_cast<const unsigned char*>(memory.get());
+  for (std::size_t i = 0; i < 1000; ++i)
+    ASSERT_EQ(bytes[i], 0) << i;
+}
+
+TEST(AllocateZeroedHost, AnImpossibleSizeSaysHowMuch) {
+  try {
+    allocateZeroedHost(std::size_t{1} << 60);
+    FAIL() << "an exbibyte was allocated";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot allocate 1048576.0 TiB"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ddp::launcher
