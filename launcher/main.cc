@@ -46,6 +46,10 @@ namespace {
 // --save-model and --metrics, on its node. The training data is read by
 // every rank from --data-dir on its own node: it is needed in full
 // everywhere, and shipping 50 MB per start would only hide a missing install.
+// The copies are compared instead: each rank's Dataset::fingerprint (a CRC-32
+// of what it loaded) is one of the consistency items, so a node with another
+// version of the files stops the job at start-up instead of training on
+// other samples.
 // tests/e2e/two_nodes.sh resumes from a directory only node a can see.
 
 int train(const Options& o) {
@@ -109,7 +113,7 @@ int train(const Options& o) {
       checkOutputPaths(o, world.rank());
       progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics);
     });
-    comm::verifySameOnAllRanks(comm, consistencyItems(o, *model));
+    comm::verifySameOnAllRanks(comm, consistencyItems(o, *model, data));
     printSummary(world, comm, o, threads, placement, *model, data);
     if (world.rank() == 0) warnAboutPlacement(world, o, cpus, threads);
     model->to(placement.device);  // rank 0's --init-from weights go with it, then broadcast

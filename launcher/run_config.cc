@@ -55,8 +55,14 @@ Data loadData(const Options& o) {
           trainer::loadFashionMnist(o.dataDir, trainer::Split::kTest)};
 }
 
-comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model) {
+comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model,
+                                        const Data& data) {
   comm::ConsistencyItems items;
+  for (const trainer::Dataset* set : {data.train.get(), data.test.get()}) {
+    items.emplace_back(
+        str("data ", set->name(), o.dataset == "synthetic" ? "" : " (the files in --data-dir)"),
+        set->fingerprint());
+  }
   for (trainer::Parameter* p : model.parameters()) {
     items.emplace_back(
         str("parameter ", p->name),

@@ -30,8 +30,10 @@ std::size_t syntheticTestSamples(const Options& o);
 Data loadData(const Options& o);
 
 // What every rank must agree on before the first step: each parameter (name,
-// dtype, shape, frozen) and each option that changes the computation.
-comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model);
+// dtype, shape, frozen), each option that changes the computation, and the
+// content of the data (Dataset::fingerprint: each node reads its own copy).
+comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model,
+                                        const Data& data);
 
 // The options a checkpoint records and a resumed run must match (as
 // "ddp.option.<name>"): those that change what a step computes, not the

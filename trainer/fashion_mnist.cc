@@ -33,6 +33,10 @@ void ImageDataset::gather(std::span<const std::size_t> indices, float* features,
   }
 }
 
+std::string ImageDataset::fingerprint() const {
+  return contentFingerprint(labels_.size(), images_, labels_);
+}
+
 std::string fashionMnistPath(const std::string& dir, Split split, const std::string& kind) {
   const std::string stem = split == Split::kTrain ? "train" : "t10k";
   const std::string base =

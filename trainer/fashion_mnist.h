@@ -28,6 +28,7 @@ class ImageDataset final : public Dataset {
   // Pixels scaled to [0, 1] as float32(x) / 255.
   void gather(std::span<const std::size_t> indices, float* features,
               std::int32_t* labels) const override;
+  std::string fingerprint() const override;
 
  private:
   std::string name_;

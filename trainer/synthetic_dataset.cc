@@ -45,4 +45,12 @@ void SyntheticDataset::gather(std::span<const std::size_t> indices, float* featu
   }
 }
 
+// The features as generated, so two builds whose generators differ disagree.
+std::string SyntheticDataset::fingerprint() const {
+  return contentFingerprint(
+      labels_.size(),
+      {reinterpret_cast<const std::uint8_t*>(features_.data()), features_.size() * sizeof(float)},
+      labels_);
+}
+
 }  // namespace ddp::trainer

@@ -23,6 +23,7 @@ class SyntheticDataset final : public Dataset {
   std::size_t numClasses() const override { return classes_; }
   void gather(std::span<const std::size_t> indices, float* features,
               std::int32_t* labels) const override;
+  std::string fingerprint() const override;
 
  private:
   std::size_t featureDim_;

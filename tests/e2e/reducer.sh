@@ -2,7 +2,8 @@
 # The bucketed Reducer in whole runs: every bucket cap gives the same
 # parameters (bit for bit: each element is summed in rank order whatever the
 # buckets) and matches np=1; gradient accumulation equals a K times larger
-# batch; frozen layers do not move; ranks with different models stop at once.
+# batch; frozen layers do not move; ranks with different models or data stop
+# at once.
 . "$(dirname "$0")/lib.sh"
 need_fmnist
 model=(--hidden 256,128 --lr 0.05 --weight-decay 1e-4 --seed 5 --threads 1)
@@ -63,13 +64,25 @@ mismatch() {  # expected-message, then the second rank's extra options
     -np 1 "$DDP_TRAIN" --max-steps 5 --threads 1 "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { cat "$WORK/err"; fail "mismatch ($*): exit $rc"; }
   grep -qF "$expected" "$WORK/err" || { cat "$WORK/err"; fail "mismatch ($*) not explained"; }
-  grep -q "^\[r0\] error: stopping: rank 1 holds a different model" "$WORK/err" || { cat "$WORK/err"; fail "rank 0 did not name rank 1"; }
+  grep -q "^\[r0\] error: stopping: rank 1 holds a different model, data or options" "$WORK/err" || { cat "$WORK/err"; fail "rank 0 did not name rank 1"; }
   echo "mismatch ($*): exit $rc, '$expected'"
 }
 mismatch "[r1] error: rank 1: parameter layers.0.weight is float32 [32, 784] here but float32 [64, 784] on rank 0" --hidden 32
 mismatch "[r1] error: rank 1: option --batch-size is 16 here but 64 on rank 0" --hidden 64 --batch-size 16
 mismatch "[r1] error: rank 1: option --bucket-cap-mb is 5 here but 25 on rank 0" --hidden 64 --bucket-cap-mb 5
 mismatch "[r1] error: rank 1: parameter layers.0.weight is float32 [64, 784] frozen here but float32 [64, 784] on rank 0" --hidden 64 --freeze 0
+# A node whose copy of the data files differs (one label changed) trains on
+# other samples unless it is stopped.
+mkdir "$WORK/other-data"
+cp "$FMNIST"/*.gz "$WORK/other-data/"
+python3 - "$WORK/other-data/train-labels-idx1-ubyte.gz" <<'PY'
+import gzip, sys
+data = bytearray(gzip.open(sys.argv[1]).read())
+data[8 + 777] = (data[8 + 777] + 1) % 10
+gzip.open(sys.argv[1], "wb").write(bytes(data))
+PY
+mismatch "[r1] error: rank 1: data fashion-mnist/train (the files in --data-dir) is 60000 samples, crc32 " \
+  --hidden 64 --data-dir "$WORK/other-data"
 
 # --trace: one Chrome trace per rank with every layer's backward and every
 # bucket's all-reduce; the merge tool combines them.

@@ -61,6 +61,30 @@ TEST(FashionMnist, LoadsAValidSplitWithPixelsScaledToUnitRange) {
   EXPECT_FLOAT_EQ(x[784], 0.0f);
 }
 
+TEST(DatasetFingerprint, IsTheCrc32OfTheFeatureBytesThenTheLabels) {
+  const std::string check = "123456789";  // CRC-32's standard check value: cbf43926
+  const std::span<const std::uint8_t> bytes(reinterpret_cast<const std::uint8_t*>(check.data()),
+                                            check.size());
+  EXPECT_EQ(contentFingerprint(9, bytes, {}), "9 samples, crc32 cbf43926");
+  const std::int32_t labels[] = {1};
+  EXPECT_NE(contentFingerprint(9, bytes, labels), "9 samples, crc32 cbf43926");
+}
+
+TEST(FashionMnist, FingerprintFollowsTheContentNotTheDirectory) {
+  TempDir a, b, c;
+  writeSplit(a, "t10k", 30);
+  writeSplit(b, "t10k", 30);
+  std::vector<std::uint8_t> labels;
+  for (std::uint8_t i = 0; i < 30; ++i)
+    labels.push_back(i % 10);
+  labels[17] = 3;  // one label differs
+  writeSplit(c, "t10k", 30, labels);
+  const std::string fingerprint = loadFashionMnist(a.file(""), Split::kTest)->fingerprint();
+  EXPECT_EQ(fingerprint.rfind("30 samples, crc32 ", 0), 0u) << fingerprint;
+  EXPECT_EQ(loadFashionMnist(b.file(""), Split::kTest)->fingerprint(), fingerprint);
+  EXPECT_NE(loadFashionMnist(c.file(""), Split::kTest)->fingerprint(), fingerprint);
+}
+
 TEST(FashionMnist, ReadsUncompressedFilesToo) {
   TempDir dir;
   std::vector<std::uint8_t> pixels(784, 7);
