@@ -79,7 +79,7 @@ void verifySameOnAllRanks(Communicator& comm, const ConsistencyItems& items) {
   }
   throw MismatchError(str("stopping: rank", differing.size() > 1 ? "s " : " ",
                           join(differing, ", "), differing.size() > 1 ? " hold" : " holds",
-                          " a different model, data or options than rank 0 (see ",
+                          " a different build, model, data or options than rank 0 (see ",
                           differing.size() > 1 ? "their messages" : "its message", ")"));
 }
 

@@ -1,4 +1,5 @@
-// Start-up check that every rank holds the same model, data and options.
+// Start-up check that every rank runs the same build on the same model, data
+// and options.
 //
 // Each rank describes what must match as (key, value) items in a fixed order,
 // e.g. ("parameter layers.0.weight", "float32 [1024, 784]") or

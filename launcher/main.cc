@@ -22,6 +22,7 @@
 #include "launcher/resume.h"
 #include "launcher/run_config.h"
 #include "launcher/run_report.h"
+#include "launcher/version.h"
 #include "runtime/cpu_share.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -214,6 +215,10 @@ int main(int argc, char** argv) {
   }
   if (options.help) {
     if (rankZero) std::cout << launcher::usageText();
+    return kExitOk;
+  }
+  if (options.version) {
+    if (rankZero) std::cout << launcher::versionText();
     return kExitOk;
   }
   try {

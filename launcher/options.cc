@@ -36,6 +36,8 @@ constexpr unsigned kHelpWidth = 100;
 po::options_description describe(Options& o, Raw& raw, std::string& config) {
   po::options_description general("General", kHelpWidth, kHelpWidth / 2);
   general.add_options()("help,h", po::bool_switch(&o.help), "print this help and exit")(
+      "version", po::bool_switch(&o.version),
+      "print the version of ddp_train and of the libraries it runs on, and exit")(
       "config", po::value(&config)->value_name("FILE"),
       "read options from FILE: one 'key = value' per line, keys as the long options");
   po::options_description data("Data", kHelpWidth, kHelpWidth / 2);
@@ -172,7 +174,10 @@ std::string environmentName(const po::options_description& all, const std::strin
   std::string key = variable.substr(4);
   for (char& c : key)
     c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return all.find_nothrow(key, false) != nullptr && key != "help" && key != "config" ? key : "";
+  return all.find_nothrow(key, false) != nullptr && key != "help" && key != "version" &&
+                 key != "config"
+             ? key
+             : "";
 }
 
 // "layers.0,2" -> {0, 2}; each must name a Linear layer of the MLP (even
@@ -239,6 +244,10 @@ Options parseOptions(int argc, const char* const argv[]) {
     po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
     if (vm.count("help") && vm["help"].as<bool>()) {
       o.help = true;
+      return o;
+    }
+    if (vm.count("version") && vm["version"].as<bool>()) {
+      o.version = true;
       return o;
     }
     po::store(

@@ -14,6 +14,7 @@ namespace ddp::launcher {
 
 struct Options {
   bool help = false;
+  bool version = false;
   // data
   std::string dataset = "fashion-mnist";
   std::string dataDir;
@@ -60,7 +61,7 @@ struct Options {
 };
 
 // Parses and validates. Throws UsageError with one line naming the option.
-// Sets options.help and returns early for --help.
+// Sets options.help (options.version) and returns early for --help (--version).
 Options parseOptions(int argc, const char* const argv[]);
 
 // The --help text.

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "comm/reducer.h"
+#include "launcher/version.h"
 #include "runtime/error.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/lr_schedule.h"
@@ -57,7 +58,7 @@ Data loadData(const Options& o) {
 
 comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model,
                                         const Data& data) {
-  comm::ConsistencyItems items;
+  comm::ConsistencyItems items = {{"ddp_train version", ddpVersion()}};
   for (const trainer::Dataset* set : {data.train.get(), data.test.get()}) {
     items.emplace_back(
         str("data ", set->name(), o.dataset == "synthetic" ? "" : " (the files in --data-dir)"),

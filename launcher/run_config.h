@@ -29,9 +29,10 @@ std::size_t syntheticTestSamples(const Options& o);
 // trainer::kFashionMnistFeatures, kFashionMnistClasses). Throws DataError.
 Data loadData(const Options& o);
 
-// What every rank must agree on before the first step: each parameter (name,
-// dtype, shape, frozen), each option that changes the computation, and the
-// content of the data (Dataset::fingerprint: each node reads its own copy).
+// What every rank must agree on before the first step: the ddp_train build
+// (launcher/version.h), each parameter (name, dtype, shape, frozen), each
+// option that changes the computation, and the content of the data
+// (Dataset::fingerprint: each node reads its own copy).
 comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model,
                                         const Data& data);
 

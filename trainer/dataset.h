@@ -23,7 +23,7 @@ class Dataset {
   // What identifies the samples' content ("60000 samples, crc32 3f1a..."):
   // ddp_train compares it across ranks at start-up, because a node whose
   // copy of the files differs would otherwise train on other samples without
-  // a word. Reads every byte (about 20 ms for Fashion-MNIST's training set).
+  // a word. Reads every byte (about 10 ms for both Fashion-MNIST sets, 55 MB).
   virtual std::string fingerprint() const = 0;
 };
 

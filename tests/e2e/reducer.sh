@@ -64,7 +64,7 @@ mismatch() {  # expected-message, then the second rank's extra options
     -np 1 "$DDP_TRAIN" --max-steps 5 --threads 1 "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { cat "$WORK/err"; fail "mismatch ($*): exit $rc"; }
   grep -qF "$expected" "$WORK/err" || { cat "$WORK/err"; fail "mismatch ($*) not explained"; }
-  grep -q "^\[r0\] error: stopping: rank 1 holds a different model, data or options" "$WORK/err" || { cat "$WORK/err"; fail "rank 0 did not name rank 1"; }
+  grep -q "^\[r0\] error: stopping: rank 1 holds a different build, model, data or options" "$WORK/err" || { cat "$WORK/err"; fail "rank 0 did not name rank 1"; }
   echo "mismatch ($*): exit $rc, '$expected'"
 }
 mismatch "[r1] error: rank 1: parameter layers.0.weight is float32 [32, 784] here but float32 [64, 784] on rank 0" --hidden 32

@@ -7,9 +7,14 @@
 #include <cstdlib>
 #include <limits>
 
+#include "ddp_config.h"
 #include "launcher/fault_injection.h"
+#include "launcher/run_config.h"
+#include "launcher/version.h"
 #include "runtime/error.h"
 #include "test_files.h"
+#include "trainer/mlp.h"
+#include "trainer/synthetic_dataset.h"
 
 namespace ddp::launcher {
 namespace {
@@ -89,6 +94,25 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--inject-fault", "stall:0:3:-2"}, "--inject-fault"},
         Invalid{{"--keep-checkpoints", "-1"}, "--keep-checkpoints"},
         Invalid{{"--keep-checkpoints", "2"}, "--keep-checkpoints needs --checkpoint-dir"}));
+
+TEST(Options, VersionNamesTheBuildAndTheLibraries) {
+  const char* argv[] = {"ddp_train", "--version", "--batch-size", "0"};  // nothing else is read
+  EXPECT_TRUE(parseOptions(4, argv).version);
+  const std::string text = versionText();
+  EXPECT_EQ(text.rfind("ddp_train " + ddpVersion() + "\nMPI: Open MPI v", 0), 0u) << text;
+  EXPECT_NE(text.find("CUDA: "), std::string::npos) << text;
+}
+
+TEST(Options, TheBuildIsTheFirstItemRanksCompare) {
+  Data data{std::make_unique<trainer::SyntheticDataset>(8, 784, 10, 1, 0),
+            std::make_unique<trainer::SyntheticDataset>(2, 784, 10, 1, 1)};
+  const Options o = parse({"--hidden", "4"});
+  auto model = trainer::buildMlp(784, o.hidden, 10, 1);
+  const comm::ConsistencyItems items = consistencyItems(o, *model, data);
+  ASSERT_FALSE(items.empty());
+  EXPECT_EQ(items[0], (std::pair<std::string, std::string>{"ddp_train version", ddpVersion()}));
+  EXPECT_EQ(ddpVersion().rfind(DDP_VERSION, 0), 0u) << ddpVersion();  // meson.build's version
+}
 
 TEST(Options, FaultInjectionIsParsed) {
   const FaultInjection stall = parseFaultInjection("stall:2:7:1.5");
