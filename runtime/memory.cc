@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <limits>
 #include <string>
 
 #include "runtime/error.h"
@@ -40,11 +39,26 @@ std::optional<std::size_t> cgroupNumber(const std::string& path) {
   }
 }
 
+// The value of the "<key> <n>" line of a cgroup's memory.stat.
+std::optional<std::size_t> statValue(const std::string& path, const std::string& key) {
+  std::ifstream file(path);
+  std::string word;
+  std::size_t value = 0;
+  while (file >> word >> value) {
+    if (word == key) return value;
+  }
+  return std::nullopt;
+}
+
 // The least room any memory limit on this process's cgroup or the cgroups
-// above it leaves (limit minus use). Both cgroup versions: v2 ("0::/path",
-// memory.max and memory.current) and v1 (the "memory" controller's line,
-// memory.limit_in_bytes and memory.usage_in_bytes; no limit reads as a huge
-// number, which loses to MemAvailable).
+// above it leaves: the limit minus the working set, which is the use minus
+// the inactive file cache the kernel reclaims first (as the kubelet counts
+// it; the use alone counts every cached page of files read, and a job that
+// read its data would look full). Both cgroup versions: v2 ("0::/path",
+// memory.max, memory.current, inactive_file) and v1 (the "memory"
+// controller's line, memory.limit_in_bytes, memory.usage_in_bytes,
+// total_inactive_file; no limit reads as a huge number, which loses to
+// MemAvailable).
 std::optional<std::size_t> cgroupRoom(const std::string& root) {
   std::ifstream cgroups(root + "/proc/self/cgroup");
   std::string line;
@@ -54,15 +68,17 @@ std::optional<std::size_t> cgroupRoom(const std::string& root) {
     if (first == std::string::npos || second == std::string::npos) continue;
     const std::string controllers = line.substr(first + 1, second - first - 1);
     std::string path = line.substr(second + 1);
-    std::string base, limitFile, usageFile;
+    std::string base, limitFile, usageFile, inactiveKey;
     if (line.compare(0, first, "0") == 0 && controllers.empty()) {
       base = root + "/sys/fs/cgroup";
       limitFile = "memory.max";
       usageFile = "memory.current";
+      inactiveKey = "inactive_file";
     } else if (controllers == "memory") {
       base = root + "/sys/fs/cgroup/memory";
       limitFile = "memory.limit_in_bytes";
       usageFile = "memory.usage_in_bytes";
+      inactiveKey = "total_inactive_file";
     } else {
       continue;
     }
@@ -71,7 +87,9 @@ std::optional<std::size_t> cgroupRoom(const std::string& root) {
       const auto limit = cgroupNumber(dir + limitFile);
       if (limit) {
         const std::size_t used = cgroupNumber(dir + usageFile).value_or(0);
-        const std::size_t left = *limit > used ? *limit - used : 0;
+        const std::size_t inactive = statValue(dir + "memory.stat", inactiveKey).value_or(0);
+        const std::size_t workingSet = used > inactive ? used - inactive : 0;
+        const std::size_t left = *limit > workingSet ? *limit - workingSet : 0;
         room = std::min(room.value_or(left), left);
       }
       if (path == "/" || path.empty()) break;

@@ -22,7 +22,8 @@ std::size_t proportionalBytes();
 // What more this process could use before the kernel's OOM killer ends it:
 // MemAvailable plus SwapFree from /proc/meminfo, or less where a cgroup
 // memory limit on this process (or a cgroup above it: a Slurm job's --mem, a
-// container's limit) leaves less room. nullopt where /proc/meminfo cannot be
+// container's limit) leaves less room above its working set (use minus
+// inactive file cache). nullopt where /proc/meminfo cannot be
 // read. `root` is "" on a real system; tests point it at a fake tree holding
 // proc/ and sys/fs/cgroup/.
 std::optional<std::size_t> availableBytes(const std::string& root = "");

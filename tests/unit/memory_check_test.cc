@@ -111,7 +111,9 @@ TEST(AvailableBytes, TheTightestCgroupV2LimitAboveTheProcessWins) {
   root.write("proc/meminfo", "MemAvailable: 1000 kB\nSwapFree: 0 kB\n");
   root.write("proc/self/cgroup", "0::/job/step\n");
   root.write("sys/fs/cgroup/job/memory.max", "600000\n");  // a Slurm job's --mem
-  root.write("sys/fs/cgroup/job/memory.current", "100000\n");
+  root.write("sys/fs/cgroup/job/memory.current", "130000\n");
+  // 30000 of it is cache of files read long ago: the kernel reclaims it first.
+  root.write("sys/fs/cgroup/job/memory.stat", "anon 90000\nfile 40000\ninactive_file 30000\n");
   root.write("sys/fs/cgroup/job/step/memory.max", "max\n");
   root.write("sys/fs/cgroup/job/step/memory.current", "90000\n");
   EXPECT_EQ(availableBytes(root.path()), std::optional<std::size_t>(500000));
@@ -126,6 +128,8 @@ TEST(AvailableBytes, AnUnlimitedCgroupV1LeavesMemAvailable) {
   EXPECT_EQ(availableBytes(root.path()), std::optional<std::size_t>(1000 * 1024));
   root.write("sys/fs/cgroup/memory/a/memory.limit_in_bytes", "5000\n");
   EXPECT_EQ(availableBytes(root.path()), std::optional<std::size_t>(3000));
+  root.write("sys/fs/cgroup/memory/a/memory.stat", "cache 1500\ntotal_inactive_file 500\n");
+  EXPECT_EQ(availableBytes(root.path()), std::optional<std::size_t>(3500));
 }
 
 TEST(AvailableBytes, UnknownWithoutMeminfo) {
