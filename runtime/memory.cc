@@ -12,19 +12,23 @@ namespace ddp {
 
 namespace {
 
-// The value of the "<key> <n> kB" line of a /proc file, in bytes.
-std::optional<std::size_t> procKilobytes(const std::string& path, const std::string& key) {
+// The number after `key` on the line of a "<key> <n> [unit]" file (/proc's
+// status and meminfo files, a cgroup's memory.stat).
+std::optional<std::size_t> keyedNumber(const std::string& path, const std::string& key) {
   std::ifstream file(path);
   std::string word;
   while (file >> word) {
-    if (word == key) {
-      std::size_t kib = 0;
-      file >> kib;
-      return kib * 1024;
-    }
+    std::size_t value = 0;
+    if (word == key && file >> value) return value;
     file.ignore(1 << 12, '\n');
   }
   return std::nullopt;
+}
+
+// The value of the "<key> <n> kB" line of a /proc file, in bytes.
+std::optional<std::size_t> procKilobytes(const std::string& path, const std::string& key) {
+  const auto kib = keyedNumber(path, key);
+  return kib ? std::optional<std::size_t>(*kib * 1024) : std::nullopt;
 }
 
 // A cgroup file holding one number; nullopt for "max" (no limit) or no file.
@@ -37,17 +41,6 @@ std::optional<std::size_t> cgroupNumber(const std::string& path) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
-}
-
-// The value of the "<key> <n>" line of a cgroup's memory.stat.
-std::optional<std::size_t> statValue(const std::string& path, const std::string& key) {
-  std::ifstream file(path);
-  std::string word;
-  std::size_t value = 0;
-  while (file >> word >> value) {
-    if (word == key) return value;
-  }
-  return std::nullopt;
 }
 
 // The least room any memory limit on this process's cgroup or the cgroups
@@ -87,7 +80,7 @@ std::optional<std::size_t> cgroupRoom(const std::string& root) {
       const auto limit = cgroupNumber(dir + limitFile);
       if (limit) {
         const std::size_t used = cgroupNumber(dir + usageFile).value_or(0);
-        const std::size_t inactive = statValue(dir + "memory.stat", inactiveKey).value_or(0);
+        const std::size_t inactive = keyedNumber(dir + "memory.stat", inactiveKey).value_or(0);
         const std::size_t workingSet = used > inactive ? used - inactive : 0;
         const std::size_t left = *limit > workingSet ? *limit - workingSet : 0;
         room = std::min(room.value_or(left), left);
