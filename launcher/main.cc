@@ -14,6 +14,7 @@
 
 #include "comm/agreement.h"
 #include "comm/watchdog.h"
+#include "launcher/disk_check.h"
 #include "launcher/fault_injection.h"
 #include "launcher/memory_check.h"
 #include "launcher/options.h"
@@ -146,6 +147,11 @@ int train(const Options& o) {
     trainOptions.hostThreads = static_cast<unsigned>(threads);  // GPU: batch gathering
     trainer::Trainer trainer(comm, *model, sgd, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
+    comm::agree(comm, [&] {  // Note [Refusing files the disk cannot hold]
+      if (world.rank() != 0) return;
+      checkDiskRoom(o, outputFiles(o, *model, start.globalStep, trainer.plannedSteps(),
+                                   trainer.stepsPerEpoch()));
+    });
     trainer.broadcastParameters();
     if (start.globalStep > 0 || start.epoch > 1) trainer.resumeFrom(start);
     // Steps 6 to 15: past the first, slower steps, and few enough to read.

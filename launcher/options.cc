@@ -1,10 +1,14 @@
 #include "launcher/options.h"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cctype>
 #include <climits>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sstream>
 
 #include "launcher/fault_injection.h"
@@ -113,13 +117,14 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "timeout",
       po::value(&o.timeoutSeconds)->value_name("SECONDS")->default_value(o.timeoutSeconds, "300"),
       "a collective not complete after this long ends the job, with a report of the ranks that "
-      "did not arrive")(
+      "did not arrive (inf: no limit)")(
       "stall-warning",
       po::value(&o.stallWarningSeconds)
           ->value_name("SECONDS")
           ->default_value(o.stallWarningSeconds, "60"),
       "warn about a collective waiting this long (at most half of --timeout), naming the ranks "
-      "that have not arrived; ranks found in different collectives end the job as a desync")(
+      "that have not arrived; ranks found in different collectives end the job as a desync (inf: "
+      "half of --timeout)")(
       "skip-nonfinite", po::bool_switch(&o.skipNonFinite),
       "skip (and count) updates whose averaged gradients hold a NaN or infinity, instead of "
       "stopping with the step and the parameter (GPUs: checked and skipped on the device)")(
@@ -168,6 +173,19 @@ std::size_t nonNegative(long long value, const char* option) {
   return static_cast<std::size_t>(value);
 }
 
+// --timeout and --stall-warning: at least a second, since start-up's own
+// collectives can take that long and the limits count whole milliseconds; inf
+// (or anything from kNoWaitLimitSeconds up) is no limit, held as that finite
+// value because the clocks overflow when a near-infinite duration is added to
+// now.
+double waitLimit(double seconds, const char* option) {
+  if (!(seconds >= 1)) {
+    throw UsageError(
+        str("--", option, " must be at least 1 second, or inf for no limit (got ", seconds, ")"));
+  }
+  return std::min(seconds, kNoWaitLimitSeconds);
+}
+
 // DDP_BATCH_SIZE -> batch-size; names that are not options are ignored.
 std::string environmentName(const po::options_description& all, const std::string& variable) {
   if (variable.rfind("DDP_", 0) != 0) return "";
@@ -178,6 +196,14 @@ std::string environmentName(const po::options_description& all, const std::strin
                  key != "config"
              ? key
              : "";
+}
+
+// batch-size -> DDP_BATCH_SIZE, the inverse of environmentName.
+std::string environmentVariable(const std::string& key) {
+  std::string variable = "DDP_" + key;
+  for (char& c : variable)
+    c = c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return variable;
 }
 
 // "layers.0,2" -> {0, 2}; each must name a Linear layer of the MLP (even
@@ -234,12 +260,66 @@ std::vector<std::size_t> parseSizeList(const std::string& text, const std::strin
   return values;
 }
 
+namespace {
+
+// Where each option given outside the command line came from, for error
+// messages: a user who never typed --batch-size should learn that
+// DDP_BATCH_SIZE or a --config file set it.
+using Origins = std::map<std::string, std::string>;
+
+// Stores `parsed` under the options already set (earlier sources win) and
+// notes where each option it newly sets came from: `originOf(key)`. po's own
+// errors (a bad value, an unknown key) are prefixed with that origin too.
+void storeFrom(const std::function<po::parsed_options()>& parse,
+               const std::function<std::string(const std::string&)>& originOf,
+               po::variables_map& vm, Origins& origins) {
+  try {
+    const po::parsed_options parsed = parse();
+    for (const po::option& option : parsed.options) {
+      if (!vm.count(option.string_key) || vm[option.string_key].defaulted())
+        origins[option.string_key] = originOf(option.string_key);
+    }
+    po::store(parsed, vm);
+  } catch (const po::error_with_option_name& e) {
+    std::string key = e.get_option_name();
+    key.erase(0, key.find_first_not_of('-'));
+    throw UsageError(str(originOf(key), ": ", e.what()));
+  } catch (const po::error& e) {
+    throw UsageError(str(originOf(""), ": ", e.what()));
+  }
+}
+
+// Appends, for each option that `message` names and that did not come from
+// the command line, where its value came from.
+std::string withOrigins(const std::string& message, const Origins& origins) {
+  std::string notes;
+  for (const auto& [key, origin] : origins) {
+    const std::string name = "--" + key;
+    for (std::size_t at = message.find(name); at != std::string::npos;
+         at = message.find(name, at + 1)) {
+      const std::size_t after = at + name.size();
+      if (after < message.size() &&
+          (std::isalnum(static_cast<unsigned char>(message[after])) || message[after] == '-')) {
+        continue;  // --lr is not --lr-schedule
+      }
+      notes += str("; ", name, " was set by ", origin);
+      break;
+    }
+  }
+  return message + notes;
+}
+
+Options validate(Options o, const Raw& raw);
+
+}  // namespace
+
 Options parseOptions(int argc, const char* const argv[]) {
   Options o;
   Raw raw;
   std::string config;
   const po::options_description all = describe(o, raw, config);
   po::variables_map vm;
+  Origins origins;
   try {
     po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
     if (vm.count("help") && vm["help"].as<bool>()) {
@@ -250,20 +330,41 @@ Options parseOptions(int argc, const char* const argv[]) {
       o.version = true;
       return o;
     }
-    po::store(
-        po::parse_environment(all, [&](const std::string& v) { return environmentName(all, v); }),
-        vm);
-    if (vm.count("config")) {
-      const std::string path = vm["config"].as<std::string>();
-      std::ifstream file(path);
-      if (!file) throw UsageError(str("--config: cannot read '", path, "'"));
-      po::store(po::parse_config_file(file, all), vm);
-    }
-    po::notify(vm);
   } catch (const po::error& e) {
     throw UsageError(e.what());
   }
+  storeFrom(
+      [&] {
+        return po::parse_environment(all,
+                                     [&](const std::string& v) { return environmentName(all, v); });
+      },
+      [](const std::string& key) {
+        return key.empty() ? std::string("the environment")
+                           : str(environmentVariable(key), " in the environment");
+      },
+      vm, origins);
+  if (vm.count("config")) {
+    const std::string path = vm["config"].as<std::string>();
+    if (std::filesystem::is_directory(path))
+      throw UsageError(str("--config: '", path, "' is a directory, not a file"));
+    std::ifstream file(path);
+    if (!file) throw UsageError(str("--config: cannot read '", path, "'"));
+    storeFrom([&] { return po::parse_config_file(file, all); },
+              [&](const std::string&) { return str("--config ", path); }, vm, origins);
+  }
+  try {
+    po::notify(vm);
+    return validate(o, raw);
+  } catch (const po::error& e) {
+    throw UsageError(withOrigins(e.what(), origins));
+  } catch (const UsageError& e) {
+    throw UsageError(withOrigins(e.what(), origins));
+  }
+}
 
+namespace {
+
+Options validate(Options o, const Raw& raw) {
   o.epochs = positive(raw.epochs, "epochs");
   o.maxSteps = nonNegative(raw.maxSteps, "max-steps");
   o.batchSize = positive(raw.batchSize, "batch-size", kMaxDimension);
@@ -310,17 +411,15 @@ Options parseOptions(int argc, const char* const argv[]) {
     throw UsageError("--resume without a FILE needs --checkpoint-dir (where to look for one)");
   if (!o.resume.empty() && !o.initFrom.empty())
     throw UsageError("--resume and --init-from both set the weights: give one of them");
-  if (!(o.lr > 0)) throw UsageError(str("--lr must be positive (got ", o.lr, ")"));
+  if (!(o.lr > 0 && std::isfinite(o.lr)))
+    throw UsageError(str("--lr must be positive and finite (got ", o.lr, ")"));
   if (!(o.momentum >= 0 && o.momentum < 1)) {
     throw UsageError(str("--momentum must be in [0, 1) (got ", o.momentum, ")"));
   }
-  if (!(o.weightDecay >= 0))
-    throw UsageError(str("--weight-decay must be >= 0 (got ", o.weightDecay, ")"));
-  if (!(o.timeoutSeconds > 0))
-    throw UsageError(str("--timeout must be positive (got ", o.timeoutSeconds, ")"));
-  if (!(o.stallWarningSeconds > 0)) {
-    throw UsageError(str("--stall-warning must be positive (got ", o.stallWarningSeconds, ")"));
-  }
+  if (!(o.weightDecay >= 0 && std::isfinite(o.weightDecay)))
+    throw UsageError(str("--weight-decay must be >= 0 and finite (got ", o.weightDecay, ")"));
+  o.timeoutSeconds = waitLimit(o.timeoutSeconds, "timeout");
+  o.stallWarningSeconds = waitLimit(o.stallWarningSeconds, "stall-warning");
   parseFaultInjection(o.injectFault);      // throws UsageError naming the option
   trainer::parseLrSchedule(o.lrSchedule);  // throws UsageError naming the option
   if (o.model != "mlp")
@@ -337,6 +436,8 @@ Options parseOptions(int argc, const char* const argv[]) {
   }
   return o;
 }
+
+}  // namespace
 
 std::string usageText() {
   Options o;

@@ -12,6 +12,10 @@
 
 namespace ddp::launcher {
 
+// --timeout inf: a limit of about three years, which still fits the clocks
+// (steady_clock's nanoseconds) once added to now.
+constexpr double kNoWaitLimitSeconds = 1e8;
+
 struct Options {
   bool help = false;
   bool version = false;
@@ -47,9 +51,9 @@ struct Options {
   std::string gradCompression = "none";   // none | bf16
   std::vector<std::size_t> freezeLayers;  // indices into the Sequential
   // runtime
-  std::string device = "auto";  // auto | cpu | cuda
-  int threads = 0;              // 0: cores on this node / ranks on this node
-  double timeoutSeconds = 300;
+  std::string device = "auto";      // auto | cpu | cuda
+  int threads = 0;                  // 0: cores on this node / ranks on this node
+  double timeoutSeconds = 300;      // at most kNoWaitLimitSeconds: no limit
   double stallWarningSeconds = 60;  // capped at half the timeout
   bool skipNonFinite = false;
   std::string injectFault;  // test only: launcher/fault_injection.h

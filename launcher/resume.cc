@@ -1,5 +1,6 @@
 #include "launcher/resume.h"
 
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,11 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
     if (world.rank() != 0) return;
     if (o.resume != "latest") {
       file = o.resume;
+      if (std::filesystem::is_directory(file)) {
+        throw DataError(str("--resume ", file, ": is a directory; to resume from the newest "
+                            "checkpoint in it, give --checkpoint-dir ",
+                            file, " --resume (without a FILE)"));
+      }
     } else if (const auto all = trainer::completeCheckpoints(o.checkpointDir); !all.empty()) {
       file = all.back();
       if (all.size() > 1) previous = all[all.size() - 2];

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 
 #include "runtime/error.h"
@@ -68,15 +70,43 @@ void expectCrc(const std::string& path, const SafetensorsFile& file, const std::
                       " (changed or corrupted after it was written)"));
 }
 
-void writeAll(int fd, const void* data, std::size_t size, const std::string& path) {
+// Writes all of `data`; false, with errno set, if it cannot.
+bool writeAll(int fd, const void* data, std::size_t size) {
   const auto* bytes = static_cast<const char*>(data);
   while (size > 0) {
     const ssize_t n = ::write(fd, bytes, size);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw DataError(str(path, ": write failed (", std::strerror(errno), ")"));
+    if (n < 0) return false;
+    if (n == 0) {
+      errno = EIO;
+      return false;
+    }
     bytes += n;
     size -= static_cast<std::size_t>(n);
   }
+  return true;
+}
+
+// The room left on the file system of `fd`, or nullopt.
+std::optional<std::uint64_t> freeBytesOf(int fd) {
+  struct statvfs fs {};
+  if (::fstatvfs(fd, &fs) != 0) return std::nullopt;
+  return std::uint64_t{::geteuid() == 0 ? fs.f_bfree : fs.f_bavail} * fs.f_frsize;
+}
+
+// "<file>: write failed (No space left on device: the file needs 14.2 MiB
+// and 3.0 MiB was free)": on a full disk, how far off it was.
+DataError writeError(const std::string& file, const char* what, int error, std::uint64_t size,
+                     std::optional<std::uint64_t> freeBefore) {
+  const bool full = error == ENOSPC || error == EDQUOT;
+  return DataError(
+      str(file, ": ", what, " failed (", std::strerror(error),
+          full ? str(": the file needs ", bytesString(static_cast<double>(size)),
+                     freeBefore ? str(" and ", bytesString(static_cast<double>(*freeBefore)),
+                                      " was free when writing began")
+                                : std::string())
+               : std::string(),
+          ")"));
 }
 
 void fsyncDirectoryOf(const std::string& path) {
@@ -123,17 +153,17 @@ void saveSafetensors(const std::string& path,
   const std::string temporary = temporaryPathFor(path);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw DataError(str(path, ": cannot create (", std::strerror(errno), ")"));
-  try {
-    writeAll(fd, lengthBytes, 8, temporary);
-    writeAll(fd, text.data(), text.size(), temporary);
-    for (const Tensor& tensor : host)
-      writeAll(fd, tensor.data(), tensor.numel() * sizeof(float), temporary);
-    if (::fsync(fd) != 0)
-      throw DataError(str(temporary, ": fsync failed (", std::strerror(errno), ")"));
-  } catch (...) {
+  const std::uint64_t fileSize = 8 + length + offset;
+  const std::optional<std::uint64_t> freeBefore = freeBytesOf(fd);
+  bool written = writeAll(fd, lengthBytes, 8) && writeAll(fd, text.data(), text.size());
+  for (std::size_t i = 0; written && i < host.size(); ++i)
+    written = writeAll(fd, host[i].data(), host[i].numel() * sizeof(float));
+  const char* failed = !written ? "write" : ::fsync(fd) != 0 ? "fsync" : nullptr;
+  if (failed != nullptr) {
+    const int error = errno;
     ::close(fd);
     ::unlink(temporary.c_str());
-    throw;
+    throw writeError(temporary, failed, error, fileSize, freeBefore);
   }
   ::close(fd);
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
@@ -158,9 +188,14 @@ void checkCanSave(const std::string& path) {
 }
 
 std::string readWholeFile(const std::string& path) {
+  // A directory opens as a stream whose size reads as -1.
+  if (std::filesystem::is_directory(path))
+    throw DataError(str(path, ": is a directory, not a file"));
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw DataError(str(path, ": cannot open (", std::strerror(errno), ")"));
-  std::string bytes(static_cast<std::size_t>(in.tellg()), '\0');
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw DataError(str(path, ": cannot tell its size (not a regular file?)"));
+  std::string bytes(static_cast<std::size_t>(size), '\0');
   in.seekg(0);
   if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
     throw DataError(str(path, ": cannot read (", std::strerror(errno), ")"));

@@ -320,10 +320,12 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
   tuneBucketCap(stepStart);
 }
 
+std::size_t Trainer::stepsPerEpoch() const {
+  return (sampler_.samplesPerRank() + samplesPerStep() - 1) / samplesPerStep();
+}
+
 std::size_t Trainer::plannedSteps() const {
-  const std::size_t perEpoch =
-      (sampler_.samplesPerRank() + samplesPerStep() - 1) / samplesPerStep();
-  const std::size_t all = perEpoch * options_.epochs;
+  const std::size_t all = stepsPerEpoch() * options_.epochs;
   return options_.maxSteps > 0 ? std::min(all, options_.maxSteps) : all;
 }
 

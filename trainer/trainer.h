@@ -191,6 +191,8 @@ class Trainer {
   }
   // Steps run() will take in all (epochs x steps per epoch, capped by maxSteps).
   std::size_t plannedSteps() const;
+  // Steps in a whole epoch on this world.
+  std::size_t stepsPerEpoch() const;
 
  private:
   std::size_t samplesPerStep() const { return options_.batchSize * options_.gradAccum; }

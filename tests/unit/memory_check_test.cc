@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "launcher/options.h"
+#include "parse_args.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "test_files.h"
@@ -17,13 +18,7 @@
 namespace ddp::launcher {
 namespace {
 
-Options parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "ddp_train");
-  std::vector<const char*> argv;
-  for (const auto& a : args)
-    argv.push_back(a.c_str());
-  return parseOptions(static_cast<int>(argv.size()), argv.data());
-}
+using ddp::testing::parseArgs;
 
 // The default MLP, 784-1024-1024-10.
 constexpr std::size_t kLayer0 = 784 * 1024 + 1024, kLayer2 = 1024 * 1024 + 1024,
@@ -45,7 +40,7 @@ TEST(MemoryCheck, MlpParameterCountsMatchTheBuiltModel) {
 }
 
 TEST(MemoryCheck, CpuRankHoldsWeightsGradientsMomentumAndOutputs) {
-  const HostMemoryNeed need = hostMemoryNeed(parse({}), trainer::Device::kCpu);
+  const HostMemoryNeed need = hostMemoryNeed(parseArgs({}), trainer::Device::kCpu);
   EXPECT_EQ(need.parameters, kParameters);
   EXPECT_EQ(need.weights, 4 * kParameters);
   EXPECT_EQ(need.gradients, 4 * kParameters);
@@ -57,25 +52,25 @@ TEST(MemoryCheck, CpuRankHoldsWeightsGradientsMomentumAndOutputs) {
 
 TEST(MemoryCheck, FrozenLayersAndNoMomentumNeedLess) {
   const HostMemoryNeed frozen =
-      hostMemoryNeed(parse({"--freeze", "0", "--momentum", "0"}), trainer::Device::kCpu);
+      hostMemoryNeed(parseArgs({"--freeze", "0", "--momentum", "0"}), trainer::Device::kCpu);
   EXPECT_EQ(frozen.weights, 4 * kParameters);
   EXPECT_EQ(frozen.gradients, 4 * (kLayer2 + kLayer4));
   EXPECT_EQ(frozen.momentum, 0u);
 }
 
 TEST(MemoryCheck, GpuRankHoldsOnlyTheWeightsOnTheHost) {
-  const HostMemoryNeed need = hostMemoryNeed(parse({}), trainer::Device::kCuda);
+  const HostMemoryNeed need = hostMemoryNeed(parseArgs({}), trainer::Device::kCuda);
   EXPECT_EQ(need.total(), 4 * kParameters);
 }
 
 TEST(MemoryCheck, SyntheticDataCounts) {
   const HostMemoryNeed need = hostMemoryNeed(
-      parse({"--dataset", "synthetic", "--synthetic-samples", "1000"}), trainer::Device::kCuda);
+      parseArgs({"--dataset", "synthetic", "--synthetic-samples", "1000"}), trainer::Device::kCuda);
   EXPECT_EQ(need.data, (1000u + 250u) * (784 * 4 + 4));
 }
 
 TEST(MemoryCheck, ShortfallOnlyWhenTheNodeCannotHoldItsRanks) {
-  const HostMemoryNeed need = hostMemoryNeed(parse({}), trainer::Device::kCpu);
+  const HostMemoryNeed need = hostMemoryNeed(parseArgs({}), trainer::Device::kCpu);
   EXPECT_FALSE(memoryShortfall(need, 4, 4 * need.total(), "a"));
   const auto refusal = memoryShortfall(need, 4, 4 * need.total() - 1, "a");
   ASSERT_TRUE(refusal);

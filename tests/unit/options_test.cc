@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <limits>
 
@@ -81,7 +82,13 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--hidden", "10,,3"}, "--hidden"}, Invalid{{"--hidden", "10,-3"}, "--hidden"},
         Invalid{{"--model", "resnet"}, "--model"}, Invalid{{"--threads", "-1"}, "--threads"},
         Invalid{{"--max-steps", "-1"}, "--max-steps"}, Invalid{{"--log-every", "0"}, "--log-every"},
-        Invalid{{"--timeout", "0"}, "--timeout"}, Invalid{{"--frobnicate"}, "frobnicate"},
+        Invalid{{"--timeout", "0"}, "--timeout"},
+        Invalid{{"--timeout", "0.0001"}, "--timeout must be at least 1 second"},
+        Invalid{{"--timeout", "nan"}, "--timeout"},
+        Invalid{{"--stall-warning", "0.5"}, "--stall-warning must be at least 1 second"},
+        Invalid{{"--lr", "inf"}, "--lr must be positive and finite"},
+        Invalid{{"--weight-decay", "inf"}, "--weight-decay must be >= 0 and finite"},
+        Invalid{{"--frobnicate"}, "frobnicate"},
         Invalid{{"--config", "/nonexistent/ddp.cfg"}, "--config"},
         Invalid{{"--stall-warning", "0"}, "--stall-warning"},
         Invalid{{"--bucket-cap-mb", "fast"}, "--bucket-cap-mb"},
@@ -94,6 +101,23 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--inject-fault", "stall:0:3:-2"}, "--inject-fault"},
         Invalid{{"--keep-checkpoints", "-1"}, "--keep-checkpoints"},
         Invalid{{"--keep-checkpoints", "2"}, "--keep-checkpoints needs --checkpoint-dir"}));
+
+// inf, and anything too long for the clocks, is no limit: a finite value that
+// a millisecond count and steady_clock::now() + it still hold.
+TEST(Options, InfiniteWaitLimitsStayWithinTheClocks) {
+  for (const char* value : {"inf", "1e30", "100000000"}) {
+    const char* argv[] = {"ddp_train", "--timeout", value, "--stall-warning", value};
+    const Options o = parseOptions(5, argv);
+    EXPECT_EQ(o.timeoutSeconds, kNoWaitLimitSeconds) << value;
+    EXPECT_EQ(o.stallWarningSeconds, kNoWaitLimitSeconds) << value;
+    const auto limit = std::chrono::milliseconds(static_cast<long long>(o.timeoutSeconds * 1000));
+    EXPECT_GT(std::chrono::steady_clock::now() + limit, std::chrono::steady_clock::now()) << value;
+  }
+  const char* argv[] = {"ddp_train", "--timeout", "1", "--stall-warning", "2.5"};
+  const Options o = parseOptions(5, argv);
+  EXPECT_EQ(o.timeoutSeconds, 1);
+  EXPECT_EQ(o.stallWarningSeconds, 2.5);
+}
 
 TEST(Options, VersionNamesTheBuildAndTheLibraries) {
   const char* argv[] = {"ddp_train", "--version", "--batch-size", "0"};  // nothing else is read
@@ -158,6 +182,54 @@ TEST(Options, EnvironmentSetsOptionsBetweenCommandLineAndConfig) {
   EXPECT_EQ(o.batchSize, 24u);
   EXPECT_EQ(o.epochs, 4u);
   EXPECT_EQ(cli.batchSize, 8u);
+}
+
+std::string usageErrorOf(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+// A value the user did not type on the command line: the error says where it
+// came from, as the variable or the file that set it.
+TEST(Options, ErrorsNameTheSourceOfAValueNotOnTheCommandLine) {
+  ddp::testing::TempDir dir;
+  std::ofstream(dir.file("zero.cfg")) << "batch-size = 0\n";
+  std::ofstream(dir.file("bad.cfg")) << "epochs = many\n";
+  EXPECT_EQ(usageErrorOf({"--config", dir.file("zero.cfg")}),
+            "--batch-size must be a positive integer (got 0); --batch-size was set by --config " +
+                dir.file("zero.cfg"));
+  EXPECT_EQ(
+      usageErrorOf({"--config", dir.file("bad.cfg")}),
+      "--config " + dir.file("bad.cfg") + ": the argument ('many') for option 'epochs' is invalid");
+  EXPECT_EQ(usageErrorOf({"--config", dir.path()}),
+            "--config: '" + dir.path() + "' is a directory, not a file");
+  EXPECT_EQ(usageErrorOf({"--batch-size", "0"}), "--batch-size must be a positive integer (got 0)");
+
+  setenv("DDP_CHECKPOINT_EVERY", "5", 1);
+  setenv("DDP_TIMEOUT", "0.5", 1);
+  const std::string needsDir = usageErrorOf({});
+  const std::string timeout = usageErrorOf({"--checkpoint-dir", dir.path()});
+  setenv("DDP_TIMEOUT", "soon", 1);
+  const std::string badValue = usageErrorOf({"--checkpoint-dir", dir.path()});
+  unsetenv("DDP_CHECKPOINT_EVERY");
+  unsetenv("DDP_TIMEOUT");
+  setenv("DDP_LR", "0.5", 1);  // named by no message below: --lr is not --lr-schedule
+  const std::string schedule = usageErrorOf({"--lr-schedule", "linear"});
+  unsetenv("DDP_LR");
+  EXPECT_EQ(schedule.find("was set by"), std::string::npos) << schedule;
+  EXPECT_EQ(needsDir,
+            "--checkpoint-every needs --checkpoint-dir; --checkpoint-every was set by "
+            "DDP_CHECKPOINT_EVERY in the environment");
+  EXPECT_EQ(timeout,
+            "--timeout must be at least 1 second, or inf for no limit (got 0.5); --timeout was "
+            "set by DDP_TIMEOUT in the environment");
+  EXPECT_EQ(badValue,
+            "DDP_TIMEOUT in the environment: the argument ('soon') for option 'timeout' is "
+            "invalid");
 }
 
 TEST(Options, HelpNeedsNothingElseAndListsEveryOption) {

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# A disk too small for the run's files (Note [Refusing files the disk cannot
+# hold]): refused at start-up when not even one checkpoint or the final
+# weights fit; warned about when the checkpoints fill it part-way, and then
+# the failed write names the sizes and every earlier checkpoint still resumes.
+# Small file systems are tmpfs mounts in a private mount namespace.
+if [ -z "${DDP_IN_MOUNT_NAMESPACE:-}" ]; then
+  unshare -m true 2> /dev/null ||
+    { echo "SKIP: cannot make a mount namespace (unshare -m needs root)"; exit 77; }
+  DDP_IN_MOUNT_NAMESPACE=1 exec unshare -m --propagation private bash "$0" "$@"
+fi
+. "$(dirname "$0")/lib.sh"
+small=$WORK/small mid=$WORK/mid
+mkdir -p "$small" "$mid"
+trap 'umount "$small" "$mid" 2> /dev/null; rm -rf "$WORK"' EXIT
+mount -t tmpfs -o size=3m tmpfs "$small" && mount -t tmpfs -o size=60m tmpfs "$mid" ||
+  { echo "SKIP: cannot mount a tmpfs"; exit 77; }
+c=(--dataset synthetic --synthetic-samples 4096 --threads 1)  # the default MLP: 14.2 MiB checkpoints
+
+# 1. Not one checkpoint fits, nor the weights: refused before the first step.
+expect_refusal() {  # expect_refusal PATTERN ddp_train-args...
+  local pattern=$1; shift
+  set +e; run 2 "${c[@]}" "$@" > "$WORK/out" 2> "$WORK/err"; local code=$?; set -e
+  [ "$code" = 1 ] || fail "exit $code, not 1, for $*: $(cat "$WORK/err")"
+  grep -q -- "$pattern" "$WORK/err" || fail "expected '$pattern', got: $(cat "$WORK/err")"
+  ! grep -q "epoch 1/" "$WORK/out" || fail "trained before refusing: $(cat "$WORK/out")"
+}
+expect_refusal "error: --checkpoint-dir $small/ck: a checkpoint takes 14.2 MiB (the weights and momentum of 1.86 M parameters), but its file system has 3.0 MiB free" \
+  --max-steps 8 --checkpoint-dir "$small/ck" --checkpoint-every 4
+expect_refusal "error: --save-model $small/m.safetensors: the weights take 7.1 MiB but the file system has 3.0 MiB free" \
+  --max-steps 8 --save-model "$small/m.safetensors"
+[ -z "$(ls -A "$small/ck")" ] || fail "a refused run left files: $(ls -A "$small/ck")"
+
+# 2. Room for 4 of the 8 checkpoints: a warning at start-up, then the 5th
+# write fails naming the sizes; the 4 on disk are whole and resume.
+set +e
+run 2 "${c[@]}" --epochs 1 --checkpoint-dir "$mid/ck" --checkpoint-every 4 > "$WORK/out" 2> "$WORK/err"
+code=$?
+set -e
+[ "$code" = 1 ] || fail "a full disk exited $code, not 1: $(cat "$WORK/err")"
+grep -q "warning: --checkpoint-dir $mid/ck: this run writes up to 8 checkpoints of 14.2 MiB and keeps them all, but its file system has 60.0 MiB free: after about 4 the disk is full" \
+  "$WORK/err" || fail "no warning at start-up: $(cat "$WORK/err")"
+grep -q "error: $mid/ck/checkpoint-000000020.safetensors.tmp.[0-9]*: write failed (No space left on device: the file needs 14.2 MiB and [0-9.]* MiB was free when writing began)" \
+  "$WORK/err" || fail "the failed write does not say why: $(cat "$WORK/err")"
+[ "$(ls "$mid/ck")" = "$(printf 'checkpoint-%09d.safetensors\n' 4 8 12 16)" ] ||
+  fail "expected the 4 checkpoints that fitted and no temporary file: $(ls "$mid/ck")"
+run 2 "${c[@]}" --epochs 1 --max-steps 18 --resume "$mid/ck/checkpoint-000000016.safetensors" \
+  > "$WORK/resumed" || fail "cannot resume from the last checkpoint that fitted"
+grep -q "resume: from $mid/ck/checkpoint-000000016.safetensors" "$WORK/resumed" ||
+  fail "did not resume: $(cat "$WORK/resumed")"
+echo "PASS"
