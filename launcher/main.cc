@@ -105,6 +105,7 @@ int train(const Options& o) {
     comm::agree(comm, [&] { checkNodeMemory(o, world, placement.device); });
     comm::agree(comm, [&] {
       data = loadData(o);
+      if (world.rank() == 0) checkEveryRankTrains(o, data.train->size(), world.size());
       model =
           trainer::buildMlp(data.train->featureDim(), o.hidden, data.train->numClasses(), o.seed);
       for (std::size_t layer : o.freezeLayers) {

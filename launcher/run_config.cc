@@ -56,6 +56,13 @@ Data loadData(const Options& o) {
           trainer::loadFashionMnist(o.dataDir, trainer::Split::kTest)};
 }
 
+void checkEveryRankTrains(const Options& o, std::size_t trainSamples, int worldSize) {
+  if (!o.dropLast || trainSamples >= static_cast<std::size_t>(worldSize)) return;
+  throw UsageError(str("--drop-last: the ", trainSamples, " training samples do not give each of ",
+                       worldSize, " ranks one, so an epoch would have no step (without ",
+                       "--drop-last the last round is padded with repeats)"));
+}
+
 comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model,
                                         const Data& data) {
   comm::ConsistencyItems items = {{"ddp_train version", ddpVersion()}};

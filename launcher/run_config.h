@@ -29,6 +29,11 @@ std::size_t syntheticTestSamples(const Options& o);
 // trainer::kFashionMnistFeatures, kFashionMnistClasses). Throws DataError.
 Data loadData(const Options& o);
 
+// --drop-last with more ranks than training samples leaves every rank an
+// empty shard: each epoch would have no step and the run would end, exit 0,
+// having trained nothing. Throws UsageError naming both counts.
+void checkEveryRankTrains(const Options& o, std::size_t trainSamples, int worldSize);
+
 // What every rank must agree on before the first step: the ddp_train build
 // (launcher/version.h), each parameter (name, dtype, shape, frozen), each
 // option that changes the computation, and the content of the data

@@ -57,6 +57,7 @@ std::unique_ptr<Dataset> loadFashionMnist(const std::string& dir, Split split) {
     throw DataError(
         str(imagesPath, ": images are ", images.dims[1], "x", images.dims[2], ", expected 28x28"));
   }
+  if (images.dims[0] == 0) throw DataError(str(imagesPath, ": holds no images"));
   if (images.dims[0] != labels.dims[0]) {
     throw DataError(str(labelsPath, ": has ", labels.dims[0], " labels but ", imagesPath, " has ",
                         images.dims[0], " images"));

@@ -81,4 +81,19 @@ grep -q "\[r0\] error: out of memory: host .* cannot hold this run: each of its 
   "$WORK/memory.out" || fail "an impossible model not explained: $(cat "$WORK/memory.out")"
 grep -q "\[r1\] error: stopping: rank 0 failed" "$WORK/memory.out" ||
   fail "rank 1 did not stop with rank 0: $(cat "$WORK/memory.out")"
+
+# Data that gives a rank nothing to train on: refused, not a run that ends
+# with exit 0 having taken no step.
+d=$(make_dir empty)
+python3 - "$d" <<'PY'
+import gzip, struct, sys
+gzip.open(sys.argv[1] + "/train-images-idx3-ubyte.gz", "wb").write(struct.pack(">IIII", 0x803, 0, 28, 28))
+gzip.open(sys.argv[1] + "/train-labels-idx1-ubyte.gz", "wb").write(struct.pack(">II", 0x801, 0))
+PY
+expect_failure empty "$d" train-images-idx3-ubyte.gz "holds no images"
+rc=0
+run 4 --dataset synthetic --synthetic-samples 3 --drop-last --hidden 16 > "$WORK/drop.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "--drop-last leaving no sample: exit $rc: $(cat "$WORK/drop.out")"
+grep -q "\[r0\] error: --drop-last: the 3 training samples do not give each of 4 ranks one" \
+  "$WORK/drop.out" || fail "--drop-last leaving no sample not explained: $(cat "$WORK/drop.out")"
 echo "bad data: ok"

@@ -142,6 +142,15 @@ TEST(FashionMnist, CountMismatchBetweenImagesAndLabels) {
   expectDataError([&] { loadFashionMnist(dir.file(""), Split::kTrain); }, {"2 labels", "3 images"});
 }
 
+// Valid files of no samples: an epoch would have no step, and the run would
+// end "successfully" having trained on nothing.
+TEST(FashionMnist, AnEmptySplitIsNamed) {
+  TempDir dir;
+  writeSplit(dir, "train", 0);
+  expectDataError([&] { loadFashionMnist(dir.file(""), Split::kTrain); },
+                  {"train-images-idx3-ubyte.gz", "holds no images"});
+}
+
 TEST(FashionMnist, WrongImageSize) {
   TempDir dir;
   writeSplit(dir, "train", 1);
