@@ -87,4 +87,21 @@ std::optional<std::string> threadsWarning(int threads, const CpuShare& share) {
              "more CPUs");
 }
 
+std::optional<std::string> srunWithoutPmiError(
+    const std::function<const char*(const char*)>& getenv) {
+  const bool srunTask = getenv("SLURM_STEP_ID") != nullptr && getenv("SLURM_PROCID") != nullptr;
+  if (!srunTask) return std::nullopt;
+  for (const char* joined : {"PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"}) {
+    if (getenv(joined) != nullptr) return std::nullopt;
+  }
+  const char* tasks = getenv("SLURM_STEP_NUM_TASKS");
+  const std::string started = tasks == nullptr            ? std::string("this task")
+                              : std::string(tasks) == "1" ? std::string("1 task")
+                                                          : str(tasks, " tasks");
+  return str("srun started ", started,
+             " without a process-management interface (srun --mpi=none, or plain srun where "
+             "slurm.conf says MpiDefault=none), so MPI cannot join them into one job: launch "
+             "with `srun --mpi=pmix` (`srun --mpi=list` shows what this Slurm offers)");
+}
+
 }  // namespace ddp::launcher

@@ -60,4 +60,13 @@ std::optional<std::string> idleCpuWarning(const CpuShare& share, int threads, in
 // threads would take turns on them); nothing otherwise.
 std::optional<std::string> threadsWarning(int threads, const CpuShare& share);
 
+// The error for a task that srun started without a process-management
+// interface (`srun --mpi=none`, which is what plain `srun` does under
+// Slurm's default MpiDefault=none): MPI cannot join such tasks into one job,
+// and Open MPI's MPI_Init then aborts each with twenty lines about how it
+// was built. Checked before MPI starts; nothing when the task can join (any
+// PMI or PMIx in its environment, or mpirun's).
+std::optional<std::string> srunWithoutPmiError(
+    const std::function<const char*(const char*)>& getenv);
+
 }  // namespace ddp::launcher

@@ -16,6 +16,7 @@
 #include "comm/watchdog.h"
 #include "launcher/disk_check.h"
 #include "launcher/fault_injection.h"
+#include "launcher/launcher_checks.h"
 #include "launcher/memory_check.h"
 #include "launcher/options.h"
 #include "launcher/placement.h"
@@ -227,6 +228,10 @@ int main(int argc, char** argv) {
   if (options.version) {
     if (rankZero) std::cout << launcher::versionText();
     return kExitOk;
+  }
+  if (const auto error = launcher::srunWithoutPmiError(std::getenv)) {
+    if (rankZero) std::cerr << "ddp_train: " << *error << '\n';
+    return kExitUsage;
   }
   try {
     return launcher::train(options);

@@ -3,9 +3,10 @@
 # state in a temp dir, stopped by PID at the end), the batch template
 # launcher/slurm/ddp_train.sbatch submitted with sbatch (np=2 on CPU), and
 # the job's output and exit state checked; then `mpirun` inside an allocation
-# (sbatch --wrap), SIGUSR1 to an interactive srun and scancel on a running
-# batch job (both a graceful stop with a checkpoint). Skipped only when Slurm and munge
-# are not installed (scripts/setup.sh installs them).
+# (sbatch --wrap), plain srun without PMIx refused in one line, SIGUSR1 to an
+# interactive srun and scancel on a running batch job (both a graceful stop
+# with a checkpoint). Skipped only when Slurm and munge are not installed
+# (scripts/setup.sh installs them).
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/slurm_cluster.sh"
@@ -46,6 +47,21 @@ grep -q "2 ranks on 1 node (2 per node), launcher mpirun" "$out" ||
   fail "World did not detect mpirun inside the allocation: $(head -5 "$out")"
 grep -q "epoch 1/1" "$out" || fail "the mpirun job did not train: $(tail -5 "$out")"
 echo "slurm: mpirun inside job $job: $(grep -m1 -o '2 ranks on 1 node.*launcher mpirun' "$out")"
+
+# Plain srun on a cluster with MpiDefault=none (the test cluster's, and
+# Slurm's default): one line saying what to launch with, exit 2, instead of
+# Open MPI's abort in MPI_Init on every task.
+set +e
+timeout 60 srun -n 2 --immediate=30 "$DDP_TRAIN" --dataset synthetic --max-steps 1 \
+  > "$WORK/nopmi.out" 2>&1
+code=$?
+set -e
+[ "$code" = 2 ] || fail "srun --mpi=none: exit $code, not 2: $(cat "$WORK/nopmi.out")"
+grep -q "^ddp_train: srun started 2 tasks without a process-management interface.*srun --mpi=pmix" \
+  "$WORK/nopmi.out" || fail "srun --mpi=none not explained: $(cat "$WORK/nopmi.out")"
+[ "$(grep -c ddp_train "$WORK/nopmi.out")" = 1 ] || fail "more than one line: $(cat "$WORK/nopmi.out")"
+! grep -q "OPAL ERROR\|MPI_Init" "$WORK/nopmi.out" || fail "MPI started: $(cat "$WORK/nopmi.out")"
+echo "slurm: plain srun: $(grep ddp_train "$WORK/nopmi.out" | cut -c1-80)..."
 
 # Signals to an interactive srun, which forwards them to every task: the
 # ranks stop after the same step and write its checkpoint.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <string>
@@ -12,11 +13,18 @@
 namespace ddp::launcher {
 namespace {
 
-Keepalive fromEnv(const std::map<std::string, std::string>& env) {
-  return keepaliveFromEnvironment([&](const char* name) -> const char* {
+using Environment = std::map<std::string, std::string>;
+
+// A getenv over `env`.
+std::function<const char*(const char*)> lookup(const Environment& env) {
+  return [&env](const char* name) -> const char* {
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
-  });
+  };
+}
+
+Keepalive fromEnv(const Environment& env) {
+  return keepaliveFromEnvironment(lookup(env));
 }
 
 TEST(Keepalive, OpenMpiDefaultsWhenNothingIsSet) {
@@ -154,6 +162,31 @@ TEST(ThreadsPerRank, MoreThreadsThanAllowedCpusAreWarnedAbout) {
       << *warning;
   share.allowed = 8;
   EXPECT_FALSE(threadsWarning(8, share));
+}
+
+// The environments srun gives a task, as Slurm 22.05 sets them (checked on
+// the test cluster of tests/e2e/slurm.sh).
+TEST(SrunWithoutPmi, IsAnErrorOnlyForSrunTasksThatCannotJoin) {
+  const Environment none = {
+      {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"}};
+  const auto error = srunWithoutPmiError(lookup(none));
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->rfind("srun started 2 tasks without a process-management interface", 0), 0u)
+      << *error;
+  EXPECT_NE(error->find("srun --mpi=pmix"), std::string::npos) << *error;
+
+  Environment pmix = none;
+  pmix["PMIX_RANK"] = "1";
+  EXPECT_FALSE(srunWithoutPmiError(lookup(pmix)));
+  Environment pmi2 = none;  // Open MPI built with PMI-2 joins these
+  pmi2["PMI_RANK"] = "1";
+  EXPECT_FALSE(srunWithoutPmiError(lookup(pmi2)));
+  Environment mpirun = none;  // mpirun inside an srun step
+  mpirun["OMPI_COMM_WORLD_RANK"] = "0";
+  EXPECT_FALSE(srunWithoutPmiError(lookup(mpirun)));
+  // An sbatch script's own shell (no step) runs ddp_train as a singleton.
+  EXPECT_FALSE(srunWithoutPmiError(lookup({{"SLURM_PROCID", "0"}, {"SLURM_JOB_ID", "7"}})));
+  EXPECT_FALSE(srunWithoutPmiError(lookup({})));
 }
 
 }  // namespace
