@@ -217,6 +217,15 @@ int main(int argc, char** argv) {
   launcher::Options options;
   try {
     options = launcher::parseOptions(argc, argv);
+  } catch (const NodeUsageError& e) {
+    // Perhaps only this node lacks the file: each node's first rank says so.
+    if (rankZero) {
+      std::cerr << "ddp_train: " << e.what() << '\n';
+    } else if (localRankFromEnvironment() == 0) {
+      std::cerr << "ddp_train: on " << thisHostname() << " (rank " << rankFromEnvironment()
+                << "): " << e.what() << '\n';
+    }
+    return kExitUsage;
   } catch (const UsageError& e) {
     if (rankZero) std::cerr << "ddp_train: " << e.what() << " (see ddp_train --help)\n";
     return kExitUsage;

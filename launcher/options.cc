@@ -346,9 +346,9 @@ Options parseOptions(int argc, const char* const argv[]) {
   if (vm.count("config")) {
     const std::string path = vm["config"].as<std::string>();
     if (std::filesystem::is_directory(path))
-      throw UsageError(str("--config: '", path, "' is a directory, not a file"));
+      throw NodeUsageError(str("--config: '", path, "' is a directory, not a file"));
     std::ifstream file(path);
-    if (!file) throw UsageError(str("--config: cannot read '", path, "'"));
+    if (!file) throw NodeUsageError(str("--config: cannot read '", path, "'"));
     storeFrom([&] { return po::parse_config_file(file, all); },
               [&](const std::string&) { return str("--config ", path); }, vm, origins);
   }
@@ -357,6 +357,8 @@ Options parseOptions(int argc, const char* const argv[]) {
     return validate(o, raw);
   } catch (const po::error& e) {
     throw UsageError(withOrigins(e.what(), origins));
+  } catch (const NodeUsageError& e) {
+    throw NodeUsageError(withOrigins(e.what(), origins));
   } catch (const UsageError& e) {
     throw UsageError(withOrigins(e.what(), origins));
   }
@@ -429,10 +431,10 @@ Options validate(Options o, const Raw& raw) {
         str("--dataset: unknown dataset '", o.dataset, "' (known: fashion-mnist, synthetic)"));
   }
   if (o.dataset == "fashion-mnist" && !std::filesystem::is_directory(o.dataDir)) {
-    throw UsageError(str("--data-dir: '", o.dataDir, "' is not a directory",
-                         o.dataDir == trainer::kDefaultFashionMnistDir
-                             ? " (install Debian's dataset-fashion-mnist, or pass --data-dir)"
-                             : ""));
+    throw NodeUsageError(str("--data-dir: '", o.dataDir, "' is not a directory",
+                             o.dataDir == trainer::kDefaultFashionMnistDir
+                                 ? " (install Debian's dataset-fashion-mnist, or pass --data-dir)"
+                                 : ""));
   }
   return o;
 }

@@ -28,6 +28,14 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+// A usage error that depends on the node, not only on the command line: a
+// --data-dir or --config file missing there. Every node's first rank reports
+// it, since another node may be the only one without the file.
+class NodeUsageError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
 // A bad input file: missing, truncated, wrong magic, out-of-range content.
 class DataError : public Error {
  public:

@@ -22,12 +22,6 @@ Launcher detectLauncher() {
   return Launcher::kSingleton;
 }
 
-std::string readHostname() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "unknown-host";
-  return name;
-}
-
 }  // namespace
 
 const char* launcherName(Launcher launcher) {
@@ -47,6 +41,19 @@ int rankFromEnvironment() {
     if (const char* value = std::getenv(name)) return std::atoi(value);
   }
   return 0;
+}
+
+int localRankFromEnvironment() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK", "SLURM_LOCALID"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 0;
+}
+
+std::string thisHostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "unknown-host";
+  return name;
 }
 
 std::string describeNodes(const std::vector<NodeLayout>& nodes) {
@@ -107,7 +114,7 @@ World::World() {
   nodeCount_ = layout[1];
   MPI_Comm_free(&local);
 
-  hostname_ = readHostname();
+  hostname_ = thisHostname();
   launcher_ = detectLauncher();
 
   // Every rank's (node index, host name), so every rank can describe the layout.

@@ -78,6 +78,14 @@ class World {
 // starting MPI.
 int rankFromEnvironment();
 
+// The same for the rank's place on its node (OMPI_COMM_WORLD_LOCAL_RANK,
+// PMIX_LOCAL_RANK, SLURM_LOCALID): a usage error that comes from the node
+// (its files) is reported once per node, by its first rank.
+int localRankFromEnvironment();
+
+// This machine's host name ("unknown-host" if it has none).
+std::string thisHostname();
+
 // "a: ranks 0-1; b: ranks 2-3" (consecutive ranks shown as ranges).
 std::string describeNodes(const std::vector<NodeLayout>& nodes);
 

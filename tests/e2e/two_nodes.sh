@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Two "nodes" (network namespaces, tests/e2e/nodes.sh), two ranks on each:
 # World sees two nodes, training equals one node with four ranks, a run
-# resumes from checkpoints only node a can see, and a rank killed on the
-# other node ends the job with that rank and host named.
+# resumes from checkpoints only node a can see, a data directory only node a
+# has is named by node b, and a rank killed on the other node ends the job
+# with that rank and host named.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/nodes.sh"
 nodes_up a b
@@ -37,6 +38,22 @@ grep -q "resume: from .*checkpoint-000000020.safetensors" "$WORK/resume.out" ||
 "$COMPARE_WEIGHTS" "$WORK/1x4.safetensors" "$WORK/resumed.safetensors" --rtol 1e-5 > /dev/null ||
   fail "resumed across nodes differs from the uninterrupted run"
 echo "node-local checkpoints: resumed at step 20 from node a's directory, same parameters as 1x4"
+
+# A data directory only node a has: node b's first rank names its node and
+# the directory (rank 0, on a, has no complaint to make), instead of a job
+# that ends with only mpirun's "exit code 2".
+mkdir -p "$NODE_LOCAL.a/fmnist"
+set +e
+node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" --data-dir "$NODE_LOCAL/fmnist" --max-steps 1 \
+  > "$WORK/nodata.out" 2>&1
+code=$?
+set -e
+[ "$code" = 2 ] || fail "data missing on node b: exit $code, not 2: $(cat "$WORK/nodata.out")"
+grep -q "^ddp_train: on b (rank 2): --data-dir: '$NODE_LOCAL/fmnist' is not a directory" \
+  "$WORK/nodata.out" || fail "node b's missing data not named: $(cat "$WORK/nodata.out")"
+[ "$(grep -c "^ddp_train:" "$WORK/nodata.out")" = 1 ] ||
+  fail "expected one line, from node b's first rank: $(grep "^ddp_train:" "$WORK/nodata.out")"
+echo "data on node a only: $(grep "^ddp_train:" "$WORK/nodata.out")"
 
 # allreduce_bench across the nodes, one rank on each: every result verified.
 : "${ALLREDUCE_BENCH:?set by meson}"

@@ -152,13 +152,22 @@ TEST(Options, FaultInjectionIsParsed) {
 TEST(Options, UnknownDatasetAndMissingDataDir) {
   const char* unknown[] = {"ddp_train", "--dataset", "cifar"};
   EXPECT_THROW(parseOptions(3, unknown), UsageError);
+  try {
+    parseOptions(3, unknown);
+  } catch (const NodeUsageError&) {
+    ADD_FAILURE() << "an unknown dataset is the same on every node";
+  } catch (const UsageError&) {
+  }
+  // A file that another node may have: every node's first rank reports it.
   const char* missing[] = {"ddp_train", "--data-dir", "/nonexistent/dir"};
   try {
     parseOptions(3, missing);
     FAIL();
-  } catch (const UsageError& e) {
+  } catch (const NodeUsageError& e) {
     EXPECT_NE(std::string(e.what()).find("--data-dir"), std::string::npos);
   }
+  const char* config[] = {"ddp_train", "--config", "/nonexistent/ddp.cfg"};
+  EXPECT_THROW(parseOptions(3, config), NodeUsageError);
 }
 
 TEST(Options, ConfigFileUsesTheSameKeysAndLosesToTheCommandLine) {
