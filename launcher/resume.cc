@@ -1,5 +1,6 @@
 #include "launcher/resume.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -22,7 +23,8 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
     if (o.resume != "latest") {
       file = o.resume;
       if (std::filesystem::is_directory(file)) {
-        throw DataError(str("--resume ", file, ": is a directory; to resume from the newest "
+        throw DataError(str("--resume ", file,
+                            ": is a directory; to resume from the newest "
                             "checkpoint in it, give --checkpoint-dir ",
                             file, " --resume (without a FILE)"));
       }
@@ -36,6 +38,16 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
   comm::shareFrom(comm, 0, *bytes);
   if (file.empty()) {
     log::info(str("resume: no checkpoint in ", o.checkpointDir, " yet; starting fresh"));
+    // A requeued job that finds nothing most likely lost its checkpoints to
+    // another node's local disk: starting over silently would hide that.
+    const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+    if (restarts != nullptr && std::atoi(restarts) > 0) {
+      log::warn(str("resume: this Slurm job was requeued (SLURM_RESTART_COUNT=", restarts, ") but ",
+                    o.checkpointDir, " on ", world.hostname(),
+                    " holds no checkpoint: if the earlier run wrote its checkpoints on another "
+                    "node's local disk they are still there, and this run starts over; keep "
+                    "--checkpoint-dir on a file system every node sees"));
+    }
     return {};
   }
   trainer::TrainPosition start;

@@ -25,6 +25,15 @@ run 4 "${c[@]}" --max-steps 90 --resume "$ck/checkpoint-000000070.safetensors" >
 grep -q "re-sharded over 4" "$WORK/np4.log" || fail "no re-shard: $(grep resume "$WORK/np4.log")"
 grep -q "epoch 2/3" "$WORK/np4.log" || fail "np=4 did not finish epoch 2"
 
+# A requeued Slurm job whose checkpoint directory is empty (the earlier run
+# wrote to another node's disk): it starts over, and says why that may be.
+SLURM_RESTART_COUNT=1 run 2 "${c[@]}" --max-steps 2 --checkpoint-dir "$WORK/empty" --resume \
+  > "$WORK/requeued.out" 2> "$WORK/requeued.err"
+grep -q "warning: resume: this Slurm job was requeued (SLURM_RESTART_COUNT=1) but $WORK/empty on .* holds no checkpoint" \
+  "$WORK/requeued.err" || fail "a requeued job starting over said nothing: $(cat "$WORK/requeued.err")"
+run 2 "${c[@]}" --max-steps 2 --checkpoint-dir "$WORK/empty2" --resume > /dev/null 2> "$WORK/first.err"
+! grep -q "requeued" "$WORK/first.err" || fail "warned on a first run: $(cat "$WORK/first.err")"
+
 # 3. Bad checkpoints: a clear error, exit 1, and the good files untouched.
 sums=$(sha256sum "$ck"/*.safetensors)
 expect_error() {  # expect_error PATTERN ddp_train-args... (after the common ones)
