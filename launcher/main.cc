@@ -113,7 +113,13 @@ int train(const Options& o) {
         for (trainer::Parameter* p : model->layer(layer).parameters())
           p->trainable = false;
       }
-      if (world.rank() == 0 && !o.initFrom.empty()) trainer::loadModel(o.initFrom, *model);
+      if (world.rank() == 0 && !o.initFrom.empty()) {
+        if (const auto step = trainer::loadWeights(o.initFrom, *model)) {
+          log::info(str("init-from: the weights of checkpoint ", o.initFrom, " (step ", *step,
+                        "); a new run starts from them without its momentum and position "
+                        "(--resume FILE continues that run instead)"));
+        }
+      }
       checkOutputPaths(o, world.rank());
       progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics);
     });

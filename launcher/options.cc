@@ -62,7 +62,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "hidden", po::value(&raw.hidden)->value_name("W,W,...")->default_value(raw.hidden),
       "hidden layer widths of the MLP")(
       "init-from", po::value(&o.initFrom)->value_name("FILE"),
-      "start from these weights (safetensors, PyTorch names) instead of a seeded init")(
+      "start from these weights (safetensors, PyTorch names) instead of a seeded init, or from "
+      "a checkpoint's weights (a new run: --resume continues the old one)")(
       "save-model", po::value(&o.saveModel)->value_name("FILE"),
       "write the final weights to FILE (safetensors, loadable by PyTorch)")(
       "checkpoint-dir", po::value(&o.checkpointDir)->value_name("DIR"),

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +75,13 @@ TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Sgd& op
 TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& file,
                                 Sequential& model, Sgd& optimizer,
                                 const CheckpointOptions& expected);
+
+// --init-from: the weights of a model file (--save-model, PyTorch's
+// safetensors) or of a ddp checkpoint, whose momentum and position are left
+// out: a new run starts from them. Checked like loadModel (every parameter,
+// nothing else but the checkpoint's momentum buffers). Returns the
+// checkpoint's global step when `path` was one. Throws DataError.
+std::optional<std::size_t> loadWeights(const std::string& path, Sequential& model);
 
 // The complete checkpoints in `dir` (named checkpointPath(), temporary files
 // left by a crash excluded), oldest step first.

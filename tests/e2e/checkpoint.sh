@@ -25,6 +25,13 @@ run 4 "${c[@]}" --max-steps 90 --resume "$ck/checkpoint-000000070.safetensors" >
 grep -q "re-sharded over 4" "$WORK/np4.log" || fail "no re-shard: $(grep resume "$WORK/np4.log")"
 grep -q "epoch 2/3" "$WORK/np4.log" || fail "np=4 did not finish epoch 2"
 
+# --init-from a checkpoint: a new run from its weights (a model file
+# elsewhere in these tests is the other kind).
+run 2 "${c[@]}" --max-steps 2 --init-from "$ck/checkpoint-000000070.safetensors" > "$WORK/init.out" ||
+  fail "--init-from a checkpoint failed"
+grep -q "init-from: the weights of checkpoint .*checkpoint-000000070.safetensors (step 70)" \
+  "$WORK/init.out" || fail "--init-from a checkpoint not reported: $(head -8 "$WORK/init.out")"
+
 # A requeued Slurm job whose checkpoint directory is empty (the earlier run
 # wrote to another node's disk): it starts over, and says why that may be.
 SLURM_RESTART_COUNT=1 run 2 "${c[@]}" --max-steps 2 --checkpoint-dir "$WORK/empty" --resume \

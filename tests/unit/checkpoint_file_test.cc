@@ -66,6 +66,36 @@ TEST(Checkpoint, RestoresParametersMomentumAndPositionExactly) {
   }
 }
 
+// --init-from a checkpoint: its weights, not its momentum (a new run's SGD
+// starts without); a plain model file loads as before.
+TEST(Checkpoint, InitFromTakesTheWeightsOfACheckpointOrOfAModelFile) {
+  TempDir dir;
+  TrainedModel written(1);
+  const std::string checkpoint = checkpointPath(dir.file(""), 70);
+  saveCheckpoint(checkpoint, *written.model, written.sgd, somePosition(), {});
+  saveModel(dir.file("model.safetensors"), *written.model);
+  for (const std::string& path : {checkpoint, dir.file("model.safetensors")}) {
+    auto fresh = buildMlp(3, {4}, 2, 2);
+    const std::optional<std::size_t> step = loadWeights(path, *fresh);
+    EXPECT_EQ(step, path == checkpoint ? std::optional<std::size_t>(70) : std::nullopt) << path;
+    const auto a = written.model->parameters(), b = fresh->parameters();
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      for (std::size_t j = 0; j < a[i]->value.numel(); ++j)
+        ASSERT_EQ(a[i]->value.data()[j], b[i]->value.data()[j]) << path << " " << a[i]->name;
+    }
+  }
+  // Another model's checkpoint is still refused, naming the difference.
+  auto wider = buildMlp(3, {5}, 2, 2);
+  try {
+    loadWeights(checkpoint, *wider);
+    FAIL() << "loaded a checkpoint of another shape";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("has shape [4] but the model's is [5]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Checkpoint, CompleteOnesAreOrderedByStepNotByName) {
   TempDir dir;
   TrainedModel run(1);
