@@ -14,6 +14,7 @@
 
 #include "comm/agreement.h"
 #include "comm/watchdog.h"
+#include "launcher/checkpoint_lock.h"
 #include "launcher/disk_check.h"
 #include "launcher/fault_injection.h"
 #include "launcher/launcher_checks.h"
@@ -101,6 +102,7 @@ int train(const Options& o) {
     Data data;
     std::unique_ptr<trainer::Sequential> model;
     std::unique_ptr<ProgressPrinter> progress;
+    std::optional<CheckpointDirLock> checkpointLock;  // Note [One run per checkpoint directory]
     // Agreed on before any rank allocates (Note [Refusing a model the node
     // cannot hold]).
     comm::agree(comm, [&] { checkNodeMemory(o, world, placement.device); });
@@ -121,6 +123,7 @@ int train(const Options& o) {
         }
       }
       checkOutputPaths(o, world.rank());
+      if (world.rank() == 0 && !o.checkpointDir.empty()) checkpointLock.emplace(o.checkpointDir);
       progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics);
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model, data));

@@ -111,6 +111,19 @@ run 2 --dataset synthetic --synthetic-samples 20000 --threads 1 --epochs 1 --che
   --resume --max-steps $((step + 2)) > "$WORK/after-kill.log" ||
   fail "cannot resume after kill -9: $(tail -3 "$WORK/after-kill.log")"
 grep -q "resume: from .*$newest" "$WORK/after-kill.log" || fail "did not resume from $newest"
+# A second run on a directory a running one holds: refused, the holder named
+# (Note [One run per checkpoint directory]). The kill -9 above left no lock
+# behind: the resume after it took the directory.
+held=$WORK/held
+timeout 120 mpirun -q -np 2 "$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 100000 \
+  --checkpoint-dir "$held" --keep-checkpoints 2 > "$WORK/held.log" 2>&1 &
+job=$!
+await_checkpoint "$held"
+expect_error "error: --checkpoint-dir $held is in use by another run: ddp_train (pid [0-9]* on .*), since" \
+  "${base[@]}" --hidden 64,32 --epochs 1 --checkpoint-dir "$held"
+kill -TERM $(for launcher in $(children "$job"); do children "$launcher"; done)
+wait "$job" || true
+
 # 5. SIGTERM to every rank (as Slurm sends on preemption): the ranks agree to
 # stop after the same step, write a checkpoint there and exit 128 + 15.
 term=$WORK/term
