@@ -59,6 +59,10 @@ namespace {
 int train(const Options& o) {
   World world;
   log::setAllRanks(o.logAllRanks);
+  if (world.rank() == 0) {
+    for (const std::string& warning : o.warnings)
+      log::warn(warning);
+  }
   const Placement placement = choosePlacement(o, world);
   if (!placement.error.empty()) {
     if (placement.printsError) log::error(str("ddp_train: ", placement.error));

@@ -1,5 +1,7 @@
 #include "launcher/options.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cctype>
@@ -207,6 +209,56 @@ std::string environmentVariable(const std::string& key) {
   return variable;
 }
 
+// Edits (insertions, deletions, substitutions) between `a` and `b`.
+std::size_t editDistance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// A DDP_* variable that sets no option but is a typo away from one
+// (DDP_BATCHSIZE) would be ignored without a word: warn, naming the option's
+// variable. Variables further from every option are someone else's and pass
+// silently, as does DDP_TRAIN (the Slurm template's binary), two edits from
+// DDP_TRACE.
+std::vector<std::string> misspeltVariables(const po::options_description& all) {
+  std::vector<std::string> warnings;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string assignment = *entry;
+    const std::string variable = assignment.substr(0, assignment.find('='));
+    if (variable.rfind("DDP_", 0) != 0 || variable == "DDP_TRAIN" ||
+        !environmentName(all, variable).empty()) {
+      continue;
+    }
+    std::string closest;
+    std::size_t distance = 3;  // at most 2 edits away
+    for (const auto& option : all.options()) {
+      const std::string key = option->long_name();
+      if (key == "help" || key == "version" || key == "config") continue;
+      const std::string candidate = environmentVariable(key);
+      if (const std::size_t d = editDistance(variable, candidate); d < distance) {
+        distance = d;
+        closest = candidate;
+      }
+    }
+    if (!closest.empty()) {
+      warnings.push_back(str(variable, " in the environment sets no option and is ignored: did ",
+                             "you mean ", closest, "?"));
+    }
+  }
+  return warnings;
+}
+
 // "layers.0,2" -> {0, 2}; each must name a Linear layer of the MLP (even
 // indices: the ReLUs between them have no parameters).
 std::vector<std::size_t> parseFreeze(const std::string& text, std::size_t hiddenLayers) {
@@ -344,6 +396,7 @@ Options parseOptions(int argc, const char* const argv[]) {
                            : str(environmentVariable(key), " in the environment");
       },
       vm, origins);
+  const std::vector<std::string> warnings = misspeltVariables(all);
   if (vm.count("config")) {
     const std::string path = vm["config"].as<std::string>();
     if (std::filesystem::is_directory(path))
@@ -355,7 +408,9 @@ Options parseOptions(int argc, const char* const argv[]) {
   }
   try {
     po::notify(vm);
-    return validate(o, raw);
+    Options valid = validate(o, raw);
+    valid.warnings = warnings;
+    return valid;
   } catch (const po::error& e) {
     throw UsageError(withOrigins(e.what(), origins));
   } catch (const NodeUsageError& e) {

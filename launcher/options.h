@@ -62,6 +62,9 @@ struct Options {
   bool logAllRanks = false;
   std::string metrics;
   std::string trace;  // prefix: rank r writes <trace>.rank<r>.json
+  // For rank 0 to print once the job has started: DDP_* variables that look
+  // like misspelt options.
+  std::vector<std::string> warnings;
 };
 
 // Parses and validates. Throws UsageError with one line naming the option.

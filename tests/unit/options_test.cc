@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <limits>
@@ -239,6 +240,30 @@ TEST(Options, ErrorsNameTheSourceOfAValueNotOnTheCommandLine) {
   EXPECT_EQ(badValue,
             "DDP_TIMEOUT in the environment: the argument ('soon') for option 'timeout' is "
             "invalid");
+}
+
+// A misspelt DDP_* variable is ignored, but not silently; other DDP_*
+// variables (not near any option, or the Slurm template's DDP_TRAIN) are.
+TEST(Options, MisspeltEnvironmentVariablesAreWarnedAbout) {
+  setenv("DDP_BATCHSIZE", "32", 1);
+  setenv("DDP_LR_SCHEDUEL", "constant", 1);
+  setenv("DDP_TRAIN", "/opt/ddp/bin/ddp_train", 1);
+  setenv("DDP_UNRELATED_THING", "x", 1);
+  const Options o = parse({});
+  unsetenv("DDP_BATCHSIZE");
+  unsetenv("DDP_LR_SCHEDUEL");
+  unsetenv("DDP_TRAIN");
+  unsetenv("DDP_UNRELATED_THING");
+  EXPECT_EQ(o.batchSize, 64u);  // ignored
+  std::vector<std::string> warnings = o.warnings;
+  std::sort(warnings.begin(), warnings.end());
+  EXPECT_EQ(warnings,
+            (std::vector<std::string>{
+                "DDP_BATCHSIZE in the environment sets no option and is ignored: did you mean "
+                "DDP_BATCH_SIZE?",
+                "DDP_LR_SCHEDUEL in the environment sets no option and is ignored: did you mean "
+                "DDP_LR_SCHEDULE?"}));
+  EXPECT_TRUE(parse({}).warnings.empty());
 }
 
 TEST(Options, HelpNeedsNothingElseAndListsEveryOption) {
