@@ -70,6 +70,19 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
                     ? str(" (written by ", start.worldSize,
                           " ranks; the rest of the epoch is re-sharded over ", world.size(), ")")
                     : std::string()));
+  // A finished run resumed with the same length: correct to do nothing, but
+  // not silently.
+  const bool stepsDone = o.maxSteps > 0 && start.globalStep >= o.maxSteps;
+  if (stepsDone || start.epoch > o.epochs) {
+    log::warn(str("resume: the checkpoint is past the end of this run (",
+                  stepsDone
+                      ? str("step ", start.globalStep, ", --max-steps ", o.maxSteps)
+                      : str(start.consumed > 0 ? str("it is part-way through epoch ", start.epoch)
+                                               : str("it ends epoch ", start.epoch - 1),
+                            ", --epochs ", o.epochs),
+                  "): nothing is left to train; raise ", stepsDone ? "--max-steps" : "--epochs",
+                  " to go on"));
+  }
   return start;
 }
 

@@ -24,6 +24,11 @@ grep -q "resume: from .*checkpoint-000000070.safetensors: epoch 2 with 224 of it
 run 4 "${c[@]}" --max-steps 90 --resume "$ck/checkpoint-000000070.safetensors" > "$WORK/np4.log"
 grep -q "re-sharded over 4" "$WORK/np4.log" || fail "no re-shard: $(grep resume "$WORK/np4.log")"
 grep -q "epoch 2/3" "$WORK/np4.log" || fail "np=4 did not finish epoch 2"
+# Resumed past the run's end: nothing to train, and said so.
+run 2 "${c[@]}" --max-steps 50 --resume "$ck/checkpoint-000000070.safetensors" > /dev/null \
+  2> "$WORK/past.err" || fail "resuming past --max-steps failed: $(cat "$WORK/past.err")"
+grep -q "warning: resume: the checkpoint is past the end of this run (step 70, --max-steps 50): nothing is left to train; raise --max-steps to go on" \
+  "$WORK/past.err" || fail "resuming past --max-steps said nothing: $(cat "$WORK/past.err")"
 
 # --init-from a checkpoint: a new run from its weights (a model file
 # elsewhere in these tests is the other kind).
