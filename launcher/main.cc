@@ -120,11 +120,7 @@ int train(const Options& o) {
           p->trainable = false;
       }
       if (world.rank() == 0 && !o.initFrom.empty()) {
-        if (const auto step = trainer::loadWeights(o.initFrom, *model)) {
-          log::info(str("init-from: the weights of checkpoint ", o.initFrom, " (step ", *step,
-                        "); a new run starts from them without its momentum and position "
-                        "(--resume FILE continues that run instead)"));
-        }
+        reportInitFrom(o.initFrom, trainer::loadWeights(o.initFrom, *model));
       }
       checkOutputPaths(o, world.rank());
       if (world.rank() == 0 && !o.checkpointDir.empty()) checkpointLock.emplace(o.checkpointDir);

@@ -64,10 +64,10 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "hidden", po::value(&raw.hidden)->value_name("W,W,...")->default_value(raw.hidden),
       "hidden layer widths of the MLP")(
       "init-from", po::value(&o.initFrom)->value_name("FILE"),
-      "start from these weights (safetensors, PyTorch names) instead of a seeded init, or from "
-      "a checkpoint's weights (a new run: --resume continues the old one)")(
-      "save-model", po::value(&o.saveModel)->value_name("FILE"),
-      "write the final weights to FILE (safetensors, loadable by PyTorch)")(
+      "start from these weights (safetensors, PyTorch names; F16, BF16, F64 are converted) "
+      "instead of a seeded init, or from a checkpoint's weights (a new run: --resume continues "
+      "the old one)")("save-model", po::value(&o.saveModel)->value_name("FILE"),
+                      "write the final weights to FILE (safetensors, loadable by PyTorch)")(
       "checkpoint-dir", po::value(&o.checkpointDir)->value_name("DIR"),
       "write checkpoints (weights, optimizer state, position) to DIR at the end of each epoch")(
       "checkpoint-every", po::value(&raw.checkpointEvery)->value_name("N"),

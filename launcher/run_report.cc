@@ -72,6 +72,18 @@ std::string capName(std::size_t cap) {
   return str(fixed(static_cast<double>(cap) / (1 << 20), 0), " MiB");
 }
 
+void reportInitFrom(const std::string& path, const trainer::WeightsSource& source) {
+  if (source.checkpointStep) {
+    log::info(str("init-from: the weights of checkpoint ", path, " (step ", *source.checkpointStep,
+                  "); a new run starts from them without its momentum and position "
+                  "(--resume FILE continues that run instead)"));
+  }
+  for (const auto& [dtype, tensors] : source.converted) {
+    log::info(str("init-from: ", tensors, " tensor", tensors == 1 ? "" : "s", " of ", path,
+                  " converted from ", dtype, " to float32"));
+  }
+}
+
 trainer::CheckpointWriter::WrittenHandler reportCheckpoint(const Options& o) {
   return [&o](const std::string& path, const trainer::TrainPosition& at) {
     // A position at the start of an epoch is the end of the one before.

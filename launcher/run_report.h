@@ -14,6 +14,7 @@
 #include "launcher/run_config.h"
 #include "runtime/cpu_share.h"
 #include "runtime/world.h"
+#include "trainer/checkpoint.h"
 #include "trainer/checkpoint_writer.h"
 #include "trainer/sequential.h"
 #include "trainer/trainer.h"
@@ -34,6 +35,11 @@ std::string capName(std::size_t cap);
 // (TrainOptions::onBucketCapChosen).
 void reportBucketCapChoice(std::size_t cap, const std::vector<std::size_t>& caps,
                            const std::vector<double>& medians, std::size_t steps);
+
+// What --init-from read, when there is more to say than its name: a
+// checkpoint's weights without its momentum and position, tensors converted
+// to float32.
+void reportInitFrom(const std::string& path, const trainer::WeightsSource& source);
 
 // Rank 0's warnings about how the job was placed: idle CPUs, more BLAS
 // threads than CPUs, and (mpirun across nodes) a daemon keepalive that would

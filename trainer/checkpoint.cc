@@ -77,15 +77,17 @@ TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Sgd& op
   return restoreCheckpoint(path, loadSafetensors(path), model, optimizer, expected);
 }
 
-std::optional<std::size_t> loadWeights(const std::string& path, Sequential& model) {
+WeightsSource loadWeights(const std::string& path, Sequential& model) {
   const SafetensorsFile file = loadSafetensors(path);
   const auto format = file.metadata.find("ddp.format");
   const bool checkpoint = format != file.metadata.end() && format->second == kFormat;
   checkHoldsModel(path, file, model, checkpoint ? kMomentumPrefix : "");
   for (Parameter* p : model.parameters())
     p->value.copyFrom(file.tensors.at(p->name));
-  if (!checkpoint) return std::nullopt;
-  return parseCount(path, file.metadata, "ddp.global_step");
+  WeightsSource source;
+  source.converted = file.converted;
+  if (checkpoint) source.checkpointStep = parseCount(path, file.metadata, "ddp.global_step");
+  return source;
 }
 
 TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& file,

@@ -76,12 +76,18 @@ TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& 
                                 Sequential& model, Sgd& optimizer,
                                 const CheckpointOptions& expected);
 
+// What loadWeights read.
+struct WeightsSource {
+  std::optional<std::size_t> checkpointStep;     // when the file was a ddp checkpoint
+  std::map<std::string, std::size_t> converted;  // tensors read from F16, BF16, F64
+};
+
 // --init-from: the weights of a model file (--save-model, PyTorch's
-// safetensors) or of a ddp checkpoint, whose momentum and position are left
-// out: a new run starts from them. Checked like loadModel (every parameter,
-// nothing else but the checkpoint's momentum buffers). Returns the
-// checkpoint's global step when `path` was one. Throws DataError.
-std::optional<std::size_t> loadWeights(const std::string& path, Sequential& model);
+// safetensors, in any float dtype: Note [Weights in other float types]) or
+// of a ddp checkpoint, whose momentum and position are left out: a new run
+// starts from them. Checked like loadModel (every parameter, nothing else
+// but the checkpoint's momentum buffers). Throws DataError.
+WeightsSource loadWeights(const std::string& path, Sequential& model);
 
 // The complete checkpoints in `dir` (named checkpointPath(), temporary files
 // left by a crash excluded), oldest step first.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -16,8 +17,10 @@
 #include <optional>
 #include <string_view>
 
+#include "comm/bfloat16.h"
 #include "runtime/error.h"
 #include "runtime/str.h"
+#include "trainer/float_formats.h"
 
 namespace ddp::trainer {
 namespace {
@@ -52,6 +55,38 @@ std::uint32_t metadataCrc(const std::map<std::string, std::string>& metadata) {
     crc = crc32_z(crc, reinterpret_cast<const Bytef*>(value.c_str()), value.size() + 1);
   }
   return static_cast<std::uint32_t>(crc);
+}
+
+// Bytes per element of the float dtypes a file may hold (Note [Weights in
+// other float types]); 0 for any other dtype.
+std::size_t floatBytes(const std::string& dtype) {
+  if (dtype == "F32") return 4;
+  if (dtype == "F16" || dtype == "BF16") return 2;
+  if (dtype == "F64") return 8;
+  return 0;
+}
+
+// `count` elements of `dtype` at `data` (any alignment) into float32.
+// Throws DataError naming `what` for an F64 value beyond float32's range.
+Tensor toFloat32(const std::string& dtype, const char* data, const Shape& shape,
+                 const std::string& what) {
+  Tensor tensor(shape);
+  float* out = tensor.data();
+  for (std::size_t i = 0; i < tensor.numel(); ++i) {
+    if (dtype == "F64") {
+      double value;
+      std::memcpy(&value, data + 8 * i, 8);
+      out[i] = static_cast<float>(value);
+      if (std::isfinite(value) && !std::isfinite(out[i])) {
+        throw DataError(str(what, " holds ", value, " at index ", i, ", beyond float32's range"));
+      }
+    } else {
+      std::uint16_t bits;
+      std::memcpy(&bits, data + 2 * i, 2);
+      out[i] = dtype == "F16" ? fromFloat16(bits) : comm::fromBFloat16(bits);
+    }
+  }
+  return tensor;
 }
 
 bool isChecksumKey(const std::string& key) {
@@ -246,9 +281,10 @@ SafetensorsFile parseSafetensors(std::shared_ptr<std::string> buffer, const std:
     if (name == "__metadata__") continue;
     try {
       const std::string dtype = entry.at("dtype").get<std::string>();
-      if (dtype != "F32") {
-        throw DataError(
-            str(path, ": tensor '", name, "' has dtype ", dtype, "; only F32 is supported"));
+      const std::size_t elementBytes = floatBytes(dtype);
+      if (elementBytes == 0) {
+        throw DataError(str(path, ": tensor '", name, "' has dtype ", dtype,
+                            "; only float tensors are read (F32, F16, BF16, F64)"));
       }
       const Shape shape = entry.at("shape").get<Shape>();
       const auto offsets = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
@@ -257,24 +293,27 @@ SafetensorsFile parseSafetensors(std::shared_ptr<std::string> buffer, const std:
                             dataSize, " data bytes (truncated file?)"));
       }
       const std::uint64_t bytes = offsets[1] - offsets[0];
-      if (bytes != numelOf(shape) * sizeof(float)) {
+      if (bytes != numelOf(shape) * elementBytes) {
         throw DataError(str(path, ": tensor '", name, "' shape ", shapeString(shape),
                             " does not match its ", bytes, " data bytes"));
       }
       ranges.emplace_back(offsets[0], offsets[1]);
       char* data = buffer->data() + 8 + length + offsets[0];
-      // A view into the file's bytes: no copy, no zero-filled allocation.
-      // Files from other writers may leave the data unaligned for floats.
+      if (file.checksummed) {
+        expectCrc(path, file, str(kTensorCrcPrefix, name), str("tensor '", name, "'"),
+                  crcOf(data, bytes));
+      }
+      // F32: a view into the file's bytes (no copy, no zero-filled
+      // allocation), unless another writer left them unaligned for floats.
       Tensor tensor;
-      if (reinterpret_cast<std::uintptr_t>(data) % alignof(float) == 0) {
+      if (dtype != "F32") {
+        tensor = toFloat32(dtype, data, shape, str(path, ": tensor '", name, "'"));
+        ++file.converted[dtype];
+      } else if (reinterpret_cast<std::uintptr_t>(data) % alignof(float) == 0) {
         tensor = Tensor::view(reinterpret_cast<float*>(data), shape, buffer);
       } else {
         tensor = Tensor(shape);
         std::memcpy(tensor.data(), data, bytes);
-      }
-      if (file.checksummed) {
-        expectCrc(path, file, str(kTensorCrcPrefix, name), str("tensor '", name, "'"),
-                  crcOf(tensor.data(), bytes));
       }
       file.tensors.emplace(name, std::move(tensor));
     } catch (const json::exception& e) {

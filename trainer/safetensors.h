@@ -38,6 +38,9 @@ struct SafetensorsFile {
   // Whether the file carried checksums and they all matched (Note [Checksums
   // in safetensors files]); false for a file from another writer.
   bool checksummed = false;
+  // Tensors read from another float dtype into float32, by dtype (Note
+  // [Weights in other float types] in trainer/float_formats.h).
+  std::map<std::string, std::size_t> converted;
 };
 
 // Writes atomically: a temporary file next to `path`, fsynced, then renamed

@@ -5,10 +5,11 @@
                                      shapes; its test accuracy must equal ddp_train's, and
                                      the file's checksums must be what Python's zlib.crc32
                                      computes
-  write  WEIGHTS HIDDEN SEED         write a freshly initialised PyTorch MLP as safetensors
+  write  WEIGHTS HIDDEN SEED [DTYPE] write a freshly initialised PyTorch MLP as safetensors,
+                                     in float32 or DTYPE (F16, BF16, F64)
 
 Reads and writes safetensors with a few lines of its own (Debian has no safetensors
-package): 8-byte little-endian header length, JSON header, raw float32 data.
+package): 8-byte little-endian header length, JSON header, raw data.
 """
 import gzip
 import json
@@ -67,11 +68,15 @@ def read_safetensors(path):
     return tensors
 
 
-def write_safetensors(path, tensors):
+TORCH_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}
+
+
+def write_safetensors(path, tensors, dtype="F32"):
     header, blobs, offset = {}, [], 0
     for name, t in tensors.items():
-        raw = t.detach().contiguous().to(torch.float32).numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        t = t.detach().contiguous().to(TORCH_DTYPES[dtype])
+        raw = (t.view(torch.int16) if dtype == "BF16" else t).numpy().tobytes()  # numpy has no bfloat16
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
     text = json.dumps(header).encode()
@@ -104,7 +109,7 @@ def main():
     else:
         weights, hidden, seed = sys.argv[2], [int(w) for w in sys.argv[3].split(",")], int(sys.argv[4])
         torch.manual_seed(seed)
-        write_safetensors(weights, Mlp(hidden).state_dict())
+        write_safetensors(weights, Mlp(hidden).state_dict(), sys.argv[5] if len(sys.argv) > 5 else "F32")
 
 
 if __name__ == "__main__":

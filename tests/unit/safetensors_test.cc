@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
 #include "test_files.h"
+#include "trainer/float_formats.h"
 #include "trainer/mlp.h"
 
 namespace ddp::trainer {
@@ -39,6 +43,62 @@ std::string withHeader(const std::string& header, const std::string& data) {
   for (int i = 0; i < 8; ++i)
     out[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
   return out + header + data;
+}
+
+// Note [Weights in other float types]: F16 and BF16 exactly, F64 rounded.
+TEST(Safetensors, OtherFloatDtypesAreReadAsFloat32) {
+  TempDir dir;
+  const auto bytesOf = [](const auto&... values) {
+    std::string out;
+    (out.append(reinterpret_cast<const char*>(&values), sizeof values), ...);
+    return out;
+  };
+  // F16: 1, -2, 65504 (the largest), 2^-24 (the smallest subnormal), -inf.
+  const std::string half =
+      bytesOf(std::uint16_t{0x3c00}, std::uint16_t{0xc000}, std::uint16_t{0x7bff},
+              std::uint16_t{0x0001}, std::uint16_t{0xfc00});
+  const std::string brain = bytesOf(std::uint16_t{0x3f80}, std::uint16_t{0xbf00});  // 1, -0.5
+  const std::string wide = bytesOf(0.1, -3.5);
+  const std::string header = R"({"a":{"dtype":"F16","shape":[5],"data_offsets":[0,10]},)"
+                             R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[10,14]},)"
+                             R"("c":{"dtype":"F64","shape":[2],"data_offsets":[14,30]}})";
+  writeAll(dir.file("mixed.safetensors"), withHeader(header, half + brain + wide));
+  const SafetensorsFile file = loadSafetensors(dir.file("mixed.safetensors"));
+  const float* a = file.tensors.at("a").data();
+  EXPECT_EQ(a[0], 1.0f);
+  EXPECT_EQ(a[1], -2.0f);
+  EXPECT_EQ(a[2], 65504.0f);
+  EXPECT_EQ(a[3], std::ldexp(1.0f, -24));
+  EXPECT_EQ(a[4], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(file.tensors.at("b").data()[0], 1.0f);
+  EXPECT_EQ(file.tensors.at("b").data()[1], -0.5f);
+  EXPECT_EQ(file.tensors.at("c").data()[0], 0.1f);
+  EXPECT_EQ(file.tensors.at("c").data()[1], -3.5f);
+  EXPECT_EQ(file.converted,
+            (std::map<std::string, std::size_t>{{"BF16", 1}, {"F16", 1}, {"F64", 1}}));
+}
+
+// Every one of the 65536 halves against binary16's definition:
+// (-1)^s x 2^(e-15) x 1.m, or 2^-14 x 0.m for e = 0.
+TEST(Safetensors, EveryHalfConvertsExactly) {
+  for (std::uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const double sign = (bits & 0x8000) != 0 ? -1.0 : 1.0;
+    const int exponent = static_cast<int>((bits >> 10) & 0x1f);
+    const double mantissa = static_cast<double>(bits & 0x3ff) / 1024.0;
+    const float got = fromFloat16(static_cast<std::uint16_t>(bits));
+    if (exponent == 31) {
+      if (mantissa == 0) {
+        ASSERT_EQ(got, static_cast<float>(sign * HUGE_VAL)) << bits;
+      } else {
+        ASSERT_TRUE(std::isnan(got)) << bits;
+      }
+      continue;
+    }
+    const double expected = exponent == 0 ? sign * std::ldexp(mantissa, -14)
+                                          : sign * std::ldexp(1.0 + mantissa, exponent - 15);
+    ASSERT_EQ(got, static_cast<float>(expected)) << bits;
+    ASSERT_EQ(std::signbit(got), sign < 0) << bits;
+  }
 }
 
 TEST(Safetensors, ModelRoundTripIsExact) {
@@ -162,9 +222,19 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"NotJson", withHeader("{nope", ""), "not valid JSON"},
         BadFile{
             "WrongDtype",
-            withHeader(R"({"layers.0.weight":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]}})",
-                       std::string(12, '\0')),
-            "only F32"},
+            withHeader(R"({"layers.0.weight":{"dtype":"I64","shape":[2,3],"data_offsets":[0,48]}})",
+                       std::string(48, '\0')),
+            "has dtype I64; only float tensors are read"},
+        BadFile{
+            "HalfSizedAsFloat",  // 2 x 3 halves are 12 bytes, not 24
+            withHeader(R"({"layers.0.weight":{"dtype":"F16","shape":[2,3],"data_offsets":[0,24]}})",
+                       std::string(24, '\0')),
+            "does not match its 24 data bytes"},
+        BadFile{
+            "DoubleBeyondFloat",
+            withHeader(R"({"layers.0.weight":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})",
+                       std::string("\x00\x00\x00\x00\x00\x00\xf0\x7e", 8)),  // 2^1008
+            "holds 2.74306e+303 at index 0, beyond float32's range"},
         BadFile{"OffsetsPastEnd",
                 withHeader(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
                            std::string(8, '\0')),
