@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -144,9 +145,15 @@ SharedRegion::SharedRegion(MPI_Comm node, std::size_t bytes) : bytes_(bytes) {
   DDP_MPI_CHECK(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, node));
   int fd = -1;
   int error = 0;
+  std::uint64_t shmFree = 0;
   if (rank_ == 0) {
     fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 || ftruncate(fd, static_cast<off_t>(mappingBytes_)) != 0) error = errno;
+    // The pages now, not at first touch: a /dev/shm too small for them (a
+    // container's 64 MiB) would otherwise end the ranks with SIGBUS mid-step.
+    if (error == 0) error = posix_fallocate(fd, 0, static_cast<off_t>(mappingBytes_));
+    struct statvfs fs {};
+    if (error != 0 && fstatvfs(fd, &fs) == 0) shmFree = std::uint64_t{fs.f_bavail} * fs.f_frsize;
   }
   DDP_MPI_CHECK(MPI_Bcast(&error, 1, MPI_INT, 0, node));
   if (error == 0 && rank_ != 0) {
@@ -171,9 +178,13 @@ SharedRegion::SharedRegion(MPI_Comm node, std::size_t bytes) : bytes_(bytes) {
   if (anyError != 0) {
     if (mapping_ != nullptr) munmap(mapping_, mappingBytes_);
     mapping_ = nullptr;
-    throw CommError(str("cannot share ", mappingBytes_,
-                        " bytes of memory between the ranks of node (", name,
-                        "): ", std::strerror(anyError), " (is /dev/shm too small?)"));
+    throw CommError(
+        str("cannot share ", bytesString(static_cast<double>(mappingBytes_)),
+            " of memory between the ranks of this node (", name, "): ", std::strerror(anyError),
+            shmFree > 0 ? str(" (/dev/shm has ", bytesString(static_cast<double>(shmFree)),
+                              " free; a larger /dev/shm, e.g. docker run --shm-size, "
+                              "gives the faster path)")
+                        : std::string(" (is /dev/shm too small?)")));
   }
   auto* base = static_cast<char*>(mapping_);
   barrier_ = NodeBarrier(std::launder(reinterpret_cast<NodeBarrierState*>(base + controls)), size_);

@@ -24,7 +24,11 @@
 // desynchronised program into an error instead of garbage), then one segment
 // per rank. The object is unlinked as soon as every rank has mapped it, so
 // nothing is left in /dev/shm even if the job is killed; unmapping is local,
-// so freeing never needs the other ranks.
+// so freeing never needs the other ranks. Its pages are reserved when it is
+// created (posix_fallocate): a /dev/shm too small for them (a container's,
+// 64 MiB by default under Docker) is then an error the ranks agree on, and
+// MpiCommunicator::allocate falls back to plain memory with a warning,
+// where pages first touched mid-step would have ended every rank with SIGBUS.
 #pragma once
 
 #include <mpi.h>

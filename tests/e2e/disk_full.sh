@@ -3,7 +3,8 @@
 # hold]): refused at start-up when not even one checkpoint or the final
 # weights fit; warned about when the checkpoints fill it part-way, and then
 # the failed write names the sizes and every earlier checkpoint still resumes.
-# Small file systems are tmpfs mounts in a private mount namespace.
+# And a /dev/shm too small for the shared gradient buffers: plain MPI, with a
+# warning. Small file systems are tmpfs mounts in a private mount namespace.
 if [ -z "${DDP_IN_MOUNT_NAMESPACE:-}" ]; then
   unshare -m true 2> /dev/null ||
     { echo "SKIP: cannot make a mount namespace (unshare -m needs root)"; exit 77; }
@@ -48,4 +49,14 @@ run 2 "${c[@]}" --epochs 1 --max-steps 18 --resume "$mid/ck/checkpoint-000000016
   > "$WORK/resumed" || fail "cannot resume from the last checkpoint that fitted"
 grep -q "resume: from $mid/ck/checkpoint-000000016.safetensors" "$WORK/resumed" ||
   fail "did not resume: $(cat "$WORK/resumed")"
+
+# 3. A container's small /dev/shm (Docker's default is 64 MiB): the ranks'
+# shared gradient buffers do not fit, so the all-reduces fall back to plain
+# MPI with a warning, instead of SIGBUS at the first step that touches them.
+mount -t tmpfs -o size=32m tmpfs /dev/shm || { echo "SKIP: cannot mount a tmpfs on /dev/shm"; exit 77; }
+run 2 --dataset synthetic --synthetic-samples 1024 --threads 1 --hidden 2048,2048 --max-steps 3 \
+  > "$WORK/shm.out" 2> "$WORK/shm.err" || fail "a small /dev/shm failed the run: $(tail -5 "$WORK/shm.err")"
+grep -q "warning: cannot share 44.4 MiB of memory between the ranks of this node (.*): No space left on device (/dev/shm has [0-9.]* MiB free; a larger /dev/shm, e.g. docker run --shm-size, gives the faster path); all-reduces use plain MPI instead" \
+  "$WORK/shm.err" || fail "no fallback warning: $(cat "$WORK/shm.err")"
+grep -q "stopped by --max-steps after step 3" "$WORK/shm.out" || fail "did not train: $(cat "$WORK/shm.out")"
 echo "PASS"
