@@ -34,14 +34,17 @@ FaultInjection parseFaultInjection(const std::string& text) {
   const std::vector<std::string> parts = splitColons(text);
   const auto bad = [&] {
     return UsageError(
-        str("--inject-fault: expected stall:RANK:STEP:SECONDS, desync:RANK:STEP, "
-            "nonfinite:RANK:STEP or error:RANK:STEP (got '",
+        str("--inject-fault: expected stall:RANK:STEP:SECONDS, slow:RANK:STEP:SECONDS, "
+            "desync:RANK:STEP, nonfinite:RANK:STEP or error:RANK:STEP (got '",
             text, "')"));
   };
   if (parts.empty()) throw bad();
-  const std::size_t expected = parts[0] == "stall" ? 4 : 3;
+  const bool timed = parts[0] == "stall" || parts[0] == "slow";
+  const std::size_t expected = timed ? 4 : 3;
   if (parts[0] == "stall") {
     fault.kind = FaultInjection::Kind::kStall;
+  } else if (parts[0] == "slow") {
+    fault.kind = FaultInjection::Kind::kSlow;
   } else if (parts[0] == "desync") {
     fault.kind = FaultInjection::Kind::kDesync;
   } else if (parts[0] == "nonfinite") {
@@ -57,8 +60,7 @@ FaultInjection parseFaultInjection(const std::string& text) {
     throw bad();
   }
   fault.step = static_cast<std::size_t>(step);
-  if (fault.kind == FaultInjection::Kind::kStall &&
-      (!parseNumber(parts[3], fault.seconds) || !(fault.seconds >= 0))) {
+  if (timed && (!parseNumber(parts[3], fault.seconds) || !(fault.seconds >= 0))) {
     throw bad();
   }
   return fault;
@@ -73,6 +75,16 @@ void installFault(const FaultInjection& fault, comm::Communicator& comm,
         if (step != fault.step) return;
         log::warn(str("--inject-fault: stalling for ", fault.seconds, " s before step ", step));
         std::this_thread::sleep_for(std::chrono::duration<double>(fault.seconds));
+      };
+      break;
+    case FaultInjection::Kind::kSlow:
+      options.beforeStep = [fault](std::size_t step) {
+        if (step == fault.step) {
+          log::warn(
+              str("--inject-fault: ", fault.seconds, " s slower in every step from step ", step));
+        }
+        if (step >= fault.step)
+          std::this_thread::sleep_for(std::chrono::duration<double>(fault.seconds));
       };
       break;
     case FaultInjection::Kind::kDesync:

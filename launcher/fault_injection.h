@@ -2,6 +2,8 @@
 // what the watchdog and the non-finite check report (tests/e2e/faults.sh).
 //
 //   stall:R:S:SECONDS  rank R sleeps SECONDS before step S (a slow or hung rank)
+//   slow:R:S:SECONDS   rank R sleeps SECONDS before every step from S on (a
+//                      straggler: a slower node, a noisy neighbour)
 //   desync:R:S         rank R issues one extra collective before step S (a
 //                      program that diverged)
 //   nonfinite:R:S      rank R's gradients of step S are NaN (a bad batch)
@@ -21,7 +23,7 @@
 namespace ddp::launcher {
 
 struct FaultInjection {
-  enum class Kind { kNone, kStall, kDesync, kNonFinite, kError };
+  enum class Kind { kNone, kStall, kSlow, kDesync, kNonFinite, kError };
   Kind kind = Kind::kNone;
   int rank = 0;
   std::size_t step = 0;

@@ -124,7 +124,8 @@ int train(const Options& o) {
       }
       checkOutputPaths(o, world.rank());
       if (world.rank() == 0 && !o.checkpointDir.empty()) checkpointLock.emplace(o.checkpointDir);
-      progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics);
+      progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics,
+                                                   hostOfEachRank(world));
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model, data));
     printSummary(world, comm, o, threads, placement, *model, data);

@@ -143,7 +143,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
   po::options_description testing("Testing", kHelpWidth, kHelpWidth / 2);
   testing.add_options()(
       "inject-fault", po::value(&o.injectFault)->value_name("FAULT"),
-      "make one rank misbehave, to see what ddp reports: stall:RANK:STEP:SECONDS, desync:RANK:STEP "
+      "make one rank misbehave, to see what ddp reports: stall:RANK:STEP:SECONDS, "
+      "slow:RANK:STEP:SECONDS (that much slower in every step from STEP on), desync:RANK:STEP "
       "(one extra collective), nonfinite:RANK:STEP (NaN gradients) or error:RANK:STEP (that rank "
       "fails alone)");
   po::options_description all(kHelpWidth, kHelpWidth / 2);

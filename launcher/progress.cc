@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -37,13 +38,34 @@ bool stdoutIsTerminal() {
 
 }  // namespace
 
+std::optional<std::string> stragglerWarning(std::size_t epoch, const std::vector<double>& computeMs,
+                                            const std::vector<std::string>& hosts) {
+  if (computeMs.size() < 2) return std::nullopt;
+  const auto slowest = std::max_element(computeMs.begin(), computeMs.end());
+  // The others' median: at np=2 the other rank, not a mean the straggler is half of.
+  std::vector<double> others = computeMs;
+  others.erase(others.begin() + (slowest - computeMs.begin()));
+  std::sort(others.begin(), others.end());
+  const std::size_t n = others.size();
+  const double median = n % 2 == 1 ? others[n / 2] : (others[n / 2 - 1] + others[n / 2]) / 2;
+  if (!(*slowest > kStragglerRatio * median)) return std::nullopt;
+  const auto rank = static_cast<std::size_t>(slowest - computeMs.begin());
+  return str("epoch ", epoch, ": rank ", rank,
+             rank < hosts.size() ? str(" (", hosts[rank], ")") : std::string(), " took ",
+             fixed(*slowest / median, 2), "x the other ranks' median compute per step (",
+             fixed(*slowest, 2), " ms against ", fixed(median, 2),
+             " ms: data, forward, backward and optimizer); every all-reduce waits for it, so "
+             "the job runs at its pace");
+}
+
 ProgressPrinter::ProgressPrinter(int rank, std::size_t epochs, std::size_t logEvery,
-                                 const std::string& metricsPath)
+                                 const std::string& metricsPath, std::vector<std::string> hosts)
     : enabled_(log::printsInfo()),
       terminal_(rank == 0 && stdoutIsTerminal()),
       epochs_(epochs),
       logEvery_(logEvery),
-      metricsPath_(metricsPath) {
+      metricsPath_(metricsPath),
+      hosts_(std::move(hosts)) {
   if (rank == 0 && !metricsPath.empty()) {
     metrics_.open(metricsPath, std::ios::app);
     if (!metrics_)
@@ -113,6 +135,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
   log::info(str("  mean step ", ms(t.total()), " ms: data ", ms(t.data), "  forward ",
                 ms(t.forward), "  backward ", ms(t.backward), "  comm ", ms(t.comm), "  optimizer ",
                 ms(t.optimizer)));
+  if (const auto warning = stragglerWarning(r.epoch, r.rankComputeMs, hosts_)) log::warn(*warning);
   if (metrics_.is_open()) {
     const nlohmann::json line = {{"epoch", r.epoch},
                                  {"steps", r.steps},
@@ -125,6 +148,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
                                  {"train_time_s", r.trainSeconds},
                                  {"wall_time_s", r.wallSeconds},
                                  {"skipped_steps", r.skippedSteps},
+                                 {"rank_compute_ms", r.rankComputeMs},
                                  {"step_ms",
                                   {{"total", t.total() * 1e3},
                                    {"data", t.data * 1e3},

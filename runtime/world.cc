@@ -56,6 +56,15 @@ std::string thisHostname() {
   return name;
 }
 
+std::vector<std::string> hostOfEachRank(const World& world) {
+  std::vector<std::string> hosts(static_cast<std::size_t>(world.size()));
+  for (const NodeLayout& node : world.nodes()) {
+    for (int rank : node.ranks)
+      hosts[static_cast<std::size_t>(rank)] = node.host;
+  }
+  return hosts;
+}
+
 std::string describeNodes(const std::vector<NodeLayout>& nodes) {
   std::ostringstream text;
   for (std::size_t n = 0; n < nodes.size(); ++n) {

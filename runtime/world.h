@@ -86,6 +86,9 @@ int localRankFromEnvironment();
 // This machine's host name ("unknown-host" if it has none).
 std::string thisHostname();
 
+// Rank r's host name at [r].
+std::vector<std::string> hostOfEachRank(const World& world);
+
 // "a: ranks 0-1; b: ranks 2-3" (consecutive ranks shown as ranges).
 std::string describeNodes(const std::vector<NodeLayout>& nodes);
 

@@ -481,6 +481,13 @@ void Trainer::run(TrainObserver& observer) {
     }
     report.samplesPerSecond =
         trainSeconds > 0 ? world * static_cast<double>(samples) / trainSeconds : 0;
+    const double computeMs =
+        timedSteps > 0 ? (phaseSum.total() - phaseSum.comm) / static_cast<double>(timedSteps) * 1e3
+                       : 0.0;
+    report.rankComputeMs.resize(worldSize);
+    comm_
+        .allgather(std::span<const double>(&computeMs, 1), std::span<double>(report.rankComputeMs))
+        ->wait(comm_.options().timeout);
     report.test = evaluate();
     report.wallSeconds = secondsSince(epochStart);
     observer.onEpoch(report);

@@ -140,6 +140,10 @@ struct EpochReport {
   double wallSeconds = 0.0;       // including evaluation
   std::size_t skippedSteps = 0;   // updates skipped for non-finite gradients
   PhaseTimes meanStep;            // rank 0's mean step phases over the epoch
+  // Each rank's mean compute per step over the epoch, in ms: every phase but
+  // the wait for the all-reduce, which is where the others wait for the
+  // slowest (Note [Finding a straggler] in launcher/progress.h).
+  std::vector<double> rankComputeMs;
 };
 
 class TrainObserver {

@@ -69,6 +69,14 @@ expect skip_nonfinite 0 "1 update skipped" 30 2 \
 grep -q '"skipped_steps":1' "$WORK/metrics.json" || fail "skip_nonfinite: not counted in --metrics"
 grep -qE "train_loss [0-9]" "$WORK/skip_nonfinite.out" || fail "skip_nonfinite: the loss is not finite"
 
+# A straggler: rank 2 is 20 ms slower in every step. The job runs at its
+# pace (the others wait in "comm"); at the epoch's end rank 0 names it
+# (Note [Finding a straggler]) and --metrics has every rank's compute.
+expect straggler 0 "warning: epoch 1: rank 2 \(.*\) took [0-9.]+x the other ranks' median compute per step" 60 3 \
+  --inject-fault slow:2:1:0.02 --metrics "$WORK/straggler.json"
+python3 -c "import json, sys; m = json.loads(open(sys.argv[1]).readline())['rank_compute_ms']; assert len(m) == 3 and m[2] > 20 > max(m[:2]), m" \
+  "$WORK/straggler.json" || fail "straggler: rank_compute_ms: $(cat "$WORK/straggler.json")"
+
 # A rank fails alone, outside any agreement: it prints its error and leaves;
 # the others, blocked in the step's all-reduce, find it gone (its status
 # server is closed) and end the job within the timeout, naming it.
