@@ -11,6 +11,14 @@ trap 'rm -rf "$WORK"' EXIT
 FMNIST=${DDP_DATA_DIR:-/usr/share/datasets/fashion-mnist}  # ddp_train reads DDP_DATA_DIR too
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# exits_with CODE OUTFILE COMMAND...: runs COMMAND with its stdout and stderr
+# in OUTFILE, and fails unless it exits CODE.
+exits_with() {
+  local want=$1 out=$2 code
+  shift 2
+  set +e; "$@" > "$out" 2>&1; code=$?; set -e
+  [ "$code" = "$want" ] || fail "exit $code, not $want, from $*: $(tail -5 "$out")"
+}
 # run NP [ddp_train args...]: quiet mpirun under a 120 s bound
 run() { local np=$1; shift; timeout 120 mpirun -q -np "$np" "$DDP_TRAIN" "$@"; }
 need_fmnist() { [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST in $FMNIST"; exit 77; }; }

@@ -51,12 +51,8 @@ echo "slurm: mpirun inside job $job: $(grep -m1 -o '2 ranks on 1 node.*launcher 
 # Plain srun on a cluster with MpiDefault=none (the test cluster's, and
 # Slurm's default): one line saying what to launch with, exit 2, instead of
 # Open MPI's abort in MPI_Init on every task.
-set +e
-timeout 60 srun -n 2 --immediate=30 "$DDP_TRAIN" --dataset synthetic --max-steps 1 \
-  > "$WORK/nopmi.out" 2>&1
-code=$?
-set -e
-[ "$code" = 2 ] || fail "srun --mpi=none: exit $code, not 2: $(cat "$WORK/nopmi.out")"
+exits_with 2 "$WORK/nopmi.out" \
+  timeout 60 srun -n 2 --immediate=30 "$DDP_TRAIN" --dataset synthetic --max-steps 1
 grep -q "^ddp_train: srun started 2 tasks without a process-management interface.*srun --mpi=pmix" \
   "$WORK/nopmi.out" || fail "srun --mpi=none not explained: $(cat "$WORK/nopmi.out")"
 [ "$(grep -c ddp_train "$WORK/nopmi.out")" = 1 ] || fail "more than one line: $(cat "$WORK/nopmi.out")"

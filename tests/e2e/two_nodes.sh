@@ -43,12 +43,8 @@ echo "node-local checkpoints: resumed at step 20 from node a's directory, same p
 # the directory (rank 0, on a, has no complaint to make), instead of a job
 # that ends with only mpirun's "exit code 2".
 mkdir -p "$NODE_LOCAL.a/fmnist"
-set +e
-node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" --data-dir "$NODE_LOCAL/fmnist" --max-steps 1 \
-  > "$WORK/nodata.out" 2>&1
-code=$?
-set -e
-[ "$code" = 2 ] || fail "data missing on node b: exit $code, not 2: $(cat "$WORK/nodata.out")"
+exits_with 2 "$WORK/nodata.out" \
+  node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" --data-dir "$NODE_LOCAL/fmnist" --max-steps 1
 grep -q "^ddp_train: on b (rank 2): --data-dir: '$NODE_LOCAL/fmnist' is not a directory" \
   "$WORK/nodata.out" || fail "node b's missing data not named: $(cat "$WORK/nodata.out")"
 [ "$(grep -c "^ddp_train:" "$WORK/nodata.out")" = 1 ] ||
