@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "runtime/str.h"
 #include "runtime/world.h"
 
@@ -53,12 +54,15 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir) {
   while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
     const int error = errno;
-    const std::string holder = error == EWOULDBLOCK ? readAll(fd_) : std::string();
+    if (error != EWOULDBLOCK) {
+      // A file system without locks (NFS mounted nolock): run, unguarded.
+      log::warn(str(path, ": cannot lock (", std::strerror(error),
+                    "): another run given the same --checkpoint-dir would not be noticed"));
+      return;
+    }
+    const std::string holder = readAll(fd_);
     ::close(fd_);
     fd_ = -1;
-    if (error != EWOULDBLOCK) {
-      throw DataError(str(path, ": cannot lock (", std::strerror(error), ")"));
-    }
     throw DataError(str("--checkpoint-dir ", dir, " is in use by another run: ",
                         holder.empty() ? std::string("one that has just started") : holder,
                         ". Its checkpoints and this run's would delete and resume each "

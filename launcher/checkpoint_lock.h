@@ -24,7 +24,8 @@ class CheckpointDirLock {
  public:
   // Takes the lock on `dir` (which must exist) and records who holds it.
   // Throws DataError naming the holder when another run has it, or naming
-  // the file when it cannot be opened or locked.
+  // the file when it cannot be opened. Where the file system has no locks
+  // (NFS mounted nolock), warns and holds none.
   explicit CheckpointDirLock(const std::string& dir);
   ~CheckpointDirLock();  // releases the lock; never throws
   CheckpointDirLock(const CheckpointDirLock&) = delete;
