@@ -365,8 +365,9 @@ int runOn(const World& world, const Options& o) {
         world.abort(1);
       });
   comm::Communicator& comm = *communicator;
-  const CpuShare cpus = shareCpus(world);         // collective: every rank calls it
-  const int threads = cpus.threadsOr(o.threads);  // Note [Threads per rank]
+  const CpuShare cpus = shareCpus(world);  // collective: every rank calls it
+  const int threads =
+      chooseThreads(o.threads, cpus, std::getenv).threads;  // Note [Threads per rank]
   trainer::setBlasThreads(threads);
   const std::unique_ptr<EmulatedModel> modelOwner = makeModel(o, world.rank());
   EmulatedModel& model = *modelOwner;

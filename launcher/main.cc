@@ -89,7 +89,8 @@ int train(const Options& o) {
   comm::Communicator& comm = *communicator;
   std::unique_ptr<comm::Watchdog> watchdog;  // Note [Watchdog reports]
   const CpuShare cpus = shareCpus(world);
-  const int threads = cpus.threadsOr(o.threads);  // Note [Threads per rank]
+  const ThreadCount threadCount = chooseThreads(o.threads, cpus, std::getenv);
+  const int threads = threadCount.threads;  // Note [Threads per rank]
   trainer::setBlasThreads(threads);
 
   try {
@@ -128,7 +129,7 @@ int train(const Options& o) {
                                                    hostOfEachRank(world));
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model, data));
-    printSummary(world, comm, o, threads, placement, *model, data);
+    printSummary(world, comm, o, threadCount, placement, *model, data);
     if (world.rank() == 0) warnAboutPlacement(world, o, cpus, threads);
     model->to(placement.device);  // rank 0's --init-from weights go with it, then broadcast
 

@@ -20,13 +20,16 @@ std::string mib(std::size_t cap) {
 
 }  // namespace
 
-void printSummary(const World& world, const comm::Communicator& comm, const Options& o, int threads,
-                  const Placement& placement, trainer::Sequential& model, const Data& data) {
+void printSummary(const World& world, const comm::Communicator& comm, const Options& o,
+                  const ThreadCount& threads, const Placement& placement,
+                  trainer::Sequential& model, const Data& data) {
   const std::size_t params = model.parameterCount();
   const std::string device =
       placement.device == trainer::Device::kCuda
           ? placement.summary
-          : str("cpu (", threads, " BLAS thread", threads > 1 ? "s" : "", " per rank)");
+          : str("cpu (", threads.threads, " BLAS thread", threads.threads > 1 ? "s" : "",
+                " per rank", threads.source.empty() ? std::string() : ", from " + threads.source,
+                ")");
   // "2 per node", or "3+1 per node" when the nodes differ.
   std::vector<std::size_t> perNode;
   for (const NodeLayout& node : world.nodes())

@@ -22,8 +22,9 @@
 namespace ddp::launcher {
 
 // The world, backend and device, the model and the data (rank 0 logs).
-void printSummary(const World& world, const comm::Communicator& comm, const Options& o, int threads,
-                  const Placement& placement, trainer::Sequential& model, const Data& data);
+void printSummary(const World& world, const comm::Communicator& comm, const Options& o,
+                  const ThreadCount& threads, const Placement& placement,
+                  trainer::Sequential& model, const Data& data);
 
 // The Reducer's buckets and what travels in them.
 void printBuckets(const comm::Reducer& reducer, const Options& o);

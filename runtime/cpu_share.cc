@@ -42,6 +42,22 @@ int threadsForMask(const CpuMask& mine, std::span<const CpuMask> node) {
   return std::max(1, cpus / static_cast<int>(std::max<std::ptrdiff_t>(1, sharers)));
 }
 
+ThreadCount chooseThreads(int requested, const CpuShare& share,
+                          const std::function<const char*(const char*)>& getenv) {
+  if (requested > 0) return {requested, "--threads"};
+  for (const char* variable : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+    const char* value = getenv(variable);
+    if (value == nullptr) continue;
+    char* end = nullptr;
+    const long count = std::strtol(value, &end, 10);
+    // "4,2" (OpenMP's nested form) counts its first level; 0 or junk is unset.
+    if (end != value && (*end == '\0' || *end == ',') && count > 0 && count <= 4096) {
+      return {static_cast<int>(count), variable};
+    }
+  }
+  return {share.threads, ""};
+}
+
 CpuShare shareCpus(const World& world) {
   // Each rank's node index and mask; the masks travel as 64-bit words.
   constexpr std::size_t kWords = CpuMask().size() / 64;

@@ -16,11 +16,15 @@
 //   - not bound: the node's CPUs divided by its ranks.
 // CPUs that no rank of the node may use are reported (idleCpus), since a
 // launcher's default binding is the usual reason a node computes on fewer
-// cores than it has.
+// cores than it has. A count the user gave wins over the share: --threads,
+// else OMP_NUM_THREADS or OPENBLAS_NUM_THREADS, which PyTorch and OpenBLAS
+// honour and torchrun sets to 1 (chooseThreads).
 #pragma once
 
 #include <bitset>
+#include <functional>
 #include <span>
+#include <string>
 
 namespace ddp {
 
@@ -43,9 +47,19 @@ struct CpuShare {
   int nodeUsable = 1;     // CPUs in the union of the masks of this node's ranks
   int nodeAvailable = 1;  // CPUs the node has for this job (SLURM_CPUS_ON_NODE, else online)
   int idleCpus() const { return nodeAvailable > nodeUsable ? nodeAvailable - nodeUsable : 0; }
-  // `requested` threads (--threads) if positive, else this share's.
-  int threadsOr(int requested) const { return requested > 0 ? requested : threads; }
 };
+
+// The compute threads a rank runs, and who chose them.
+struct ThreadCount {
+  int threads = 1;
+  std::string source;  // "--threads", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", or "" (the share)
+};
+
+// `requested` (--threads) if positive; else OMP_NUM_THREADS, then
+// OPENBLAS_NUM_THREADS, when `getenv` gives a positive count; else the
+// share's (Note [Threads per rank]).
+ThreadCount chooseThreads(int requested, const CpuShare& share,
+                          const std::function<const char*(const char*)>& getenv);
 
 // This rank's share of its node's CPUs. Collective over the world (one
 // all-gather of the masks); called once at start-up, on the main thread.

@@ -6,6 +6,9 @@ set -euo pipefail
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader
 export OMPI_MCA_btl_vader_single_copy_mechanism=none  # works in containers without CMA
+# Thread counts from the caller's environment would override each rank's
+# share (Note [Threads per rank]); the tests that want them set them.
+unset OMP_NUM_THREADS OPENBLAS_NUM_THREADS
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 FMNIST=${DDP_DATA_DIR:-/usr/share/datasets/fashion-mnist}  # ddp_train reads DDP_DATA_DIR too

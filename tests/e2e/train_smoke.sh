@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One real epoch on Fashion-MNIST at np=2: learns (test accuracy >= 80%),
 # writes the metrics file, and --init-from continues from saved weights; the
-# threads per rank follow the launcher's CPU binding.
+# threads per rank follow the launcher's CPU binding, or OMP_NUM_THREADS.
 . "$(dirname "$0")/lib.sh"
 need_fmnist
 run 2 --epochs 1 --threads 1 --metrics "$WORK/metrics.jsonl" --save-model "$WORK/m.safetensors" > "$WORK/out"
@@ -47,4 +47,13 @@ threads=$([ "$cpus" -gt 1 ] && echo "$cpus BLAS threads" || echo "1 BLAS thread"
 grep -q "device cpu ($threads per rank)" "$WORK/unbound.out" ||
   fail "an unbound rank does not use the node's $cpus CPUs: $(head -3 "$WORK/unbound.out")"
 ! grep -q "stays* idle" "$WORK/unbound.out" || fail "idle-CPU warning without binding"
+# A count in the environment wins over the share, as in PyTorch (torchrun
+# sets OMP_NUM_THREADS=1); --threads wins over both.
+OMP_NUM_THREADS=1 timeout 120 mpirun -q --bind-to none -np 1 "$DDP_TRAIN" "${tiny[@]}" > "$WORK/omp.out" 2>&1
+grep -q "device cpu (1 BLAS thread per rank, from OMP_NUM_THREADS)" "$WORK/omp.out" ||
+  fail "OMP_NUM_THREADS=1 not honoured: $(head -3 "$WORK/omp.out")"
+OMP_NUM_THREADS=1 timeout 120 mpirun -q --bind-to none -np 1 "$DDP_TRAIN" "${tiny[@]}" --threads 2 \
+  > "$WORK/omp.out" 2>&1
+grep -q "device cpu (2 BLAS threads per rank, from --threads)" "$WORK/omp.out" ||
+  fail "--threads does not win over OMP_NUM_THREADS: $(head -3 "$WORK/omp.out")"
 echo "train smoke: ok"

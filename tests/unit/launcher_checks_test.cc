@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ddp::launcher {
@@ -112,6 +113,28 @@ TEST(ThreadsPerRank, UnboundRanksDivideTheNode) {
   // More ranks than CPUs still run one thread each.
   const std::vector<CpuMask> crowded(4, range(0, 1));
   EXPECT_EQ(threadsForMask(crowded[0], crowded), 1);
+}
+
+// A count the user gave wins over the share: --threads, then
+// OMP_NUM_THREADS, then OPENBLAS_NUM_THREADS.
+TEST(ThreadsPerRank, AnExplicitCountWinsOverTheShare) {
+  CpuShare share;
+  share.threads = 8;
+  const auto chosen = [&](int requested, const Environment& env) {
+    const ThreadCount count = chooseThreads(requested, share, lookup(env));
+    return std::pair(count.threads, count.source);
+  };
+  EXPECT_EQ(chosen(0, {}), std::pair(8, std::string()));
+  EXPECT_EQ(chosen(0, {{"OMP_NUM_THREADS", "1"}}), std::pair(1, std::string("OMP_NUM_THREADS")));
+  EXPECT_EQ(chosen(0, {{"OMP_NUM_THREADS", "4,2"}}), std::pair(4, std::string("OMP_NUM_THREADS")));
+  EXPECT_EQ(chosen(0, {{"OPENBLAS_NUM_THREADS", "2"}, {"OMP_NUM_THREADS", "3"}}),
+            std::pair(3, std::string("OMP_NUM_THREADS")));
+  EXPECT_EQ(chosen(0, {{"OPENBLAS_NUM_THREADS", "2"}}),
+            std::pair(2, std::string("OPENBLAS_NUM_THREADS")));
+  EXPECT_EQ(chosen(3, {{"OMP_NUM_THREADS", "1"}}), std::pair(3, std::string("--threads")));
+  // Unset in all but name: the share.
+  for (const char* value : {"", "0", "-2", "many", "2x"})
+    EXPECT_EQ(chosen(0, {{"OMP_NUM_THREADS", value}}), std::pair(8, std::string())) << value;
 }
 
 TEST(ThreadsPerRank, DisjointSetsAreEachRanksOwn) {
