@@ -1,14 +1,13 @@
 #include "launcher/disk_check.h"
 
 #include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <numeric>
 
 #include "runtime/error.h"
+#include "runtime/file_system.h"
 #include "runtime/log.h"
 #include "runtime/str.h"
 #include "trainer/checkpoint.h"
@@ -33,8 +32,15 @@ std::size_t checkpointsWritten(std::size_t firstStep, std::size_t lastStep,
   // Multiples of `n` in (firstStep, lastStep].
   const auto multiples = [&](std::size_t n) { return lastStep / n - firstStep / n; };
   std::size_t count = multiples(stepsPerEpoch);
-  // At an epoch's last step the epoch's checkpoint stands in for the every-N one.
-  if (every > 0) count += multiples(every) - multiples(std::lcm(every, stepsPerEpoch));
+  if (every > 0) {
+    // At an epoch's last step the epoch's checkpoint stands in for the
+    // every-N one: those are the multiples of lcm(every, stepsPerEpoch), none
+    // when it lies beyond the run (computed without overflowing).
+    const std::size_t factor = every / std::gcd(every, stepsPerEpoch);
+    const std::size_t both =
+        factor <= lastStep / stepsPerEpoch ? multiples(factor * stepsPerEpoch) : 0;
+    count += multiples(every) - both;
+  }
   const bool stopWritten = lastStep % stepsPerEpoch == 0 || (every > 0 && lastStep % every == 0);
   return count + (stopWritten ? 0 : 1);  // the stop, mid-epoch
 }
@@ -65,13 +71,10 @@ OutputFiles outputFiles(const Options& o, trainer::Sequential& model, std::size_
 }
 
 std::optional<DiskRoom> diskRoomAt(const std::string& directory) {
-  struct statvfs fs {};
   struct stat info {};
-  if (::statvfs(directory.c_str(), &fs) != 0 || ::stat(directory.c_str(), &info) != 0) {
-    return std::nullopt;
-  }
-  const std::uint64_t blocks = ::geteuid() == 0 ? fs.f_bfree : fs.f_bavail;
-  return DiskRoom{blocks * fs.f_frsize, static_cast<std::uint64_t>(info.st_dev)};
+  const std::optional<std::uint64_t> free = freeBytesAt(directory);
+  if (!free || ::stat(directory.c_str(), &info) != 0) return std::nullopt;
+  return DiskRoom{*free, static_cast<std::uint64_t>(info.st_dev)};
 }
 
 DiskVerdict judgeDiskRoom(const Options& o, const OutputFiles& files,

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -19,6 +18,7 @@
 
 #include "comm/bfloat16.h"
 #include "runtime/error.h"
+#include "runtime/file_system.h"
 #include "runtime/str.h"
 #include "trainer/float_formats.h"
 
@@ -120,13 +120,6 @@ bool writeAll(int fd, const void* data, std::size_t size) {
     size -= static_cast<std::size_t>(n);
   }
   return true;
-}
-
-// The room left on the file system of `fd`, or nullopt.
-std::optional<std::uint64_t> freeBytesOf(int fd) {
-  struct statvfs fs {};
-  if (::fstatvfs(fd, &fs) != 0) return std::nullopt;
-  return std::uint64_t{::geteuid() == 0 ? fs.f_bfree : fs.f_bavail} * fs.f_frsize;
 }
 
 // "<file>: write failed (No space left on device: the file needs 14.2 MiB

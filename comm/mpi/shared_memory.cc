@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include "comm/bfloat16.h"
 #include "comm/finite.h"
 #include "runtime/error.h"
+#include "runtime/file_system.h"
 #include "runtime/log.h"
 #include "runtime/mpi_check.h"
 
@@ -152,8 +152,7 @@ SharedRegion::SharedRegion(MPI_Comm node, std::size_t bytes) : bytes_(bytes) {
     // The pages now, not at first touch: a /dev/shm too small for them (a
     // container's 64 MiB) would otherwise end the ranks with SIGBUS mid-step.
     if (error == 0) error = posix_fallocate(fd, 0, static_cast<off_t>(mappingBytes_));
-    struct statvfs fs {};
-    if (error != 0 && fstatvfs(fd, &fs) == 0) shmFree = std::uint64_t{fs.f_bavail} * fs.f_frsize;
+    if (error != 0 && fd >= 0) shmFree = freeBytesOf(fd).value_or(0);
   }
   DDP_MPI_CHECK(MPI_Bcast(&error, 1, MPI_INT, 0, node));
   if (error == 0 && rank_ != 0) {

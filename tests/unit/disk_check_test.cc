@@ -34,6 +34,8 @@ TEST(DiskCheck, CheckpointsWrittenAtEpochEndsEveryNStepsAndTheStop) {
   // Resumed at step 12: 20, 30 and every 4: 16, 24, 28.
   EXPECT_EQ(checkpointsWritten(12, 30, 10, 4), 5u);
   EXPECT_EQ(checkpointsWritten(30, 30, 10, 4), 0u);  // nothing left to train
+  // --checkpoint-every beyond the run (and lcm(every, 7) beyond size_t).
+  EXPECT_EQ(checkpointsWritten(0, 30, 7, std::size_t{1} << 62), 5u);  // 7, 14, 21, 28, the stop
 }
 
 TEST(DiskCheck, FilesHoldTheWeightsAndTheMomentumOfTrainableParameters) {
