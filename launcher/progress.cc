@@ -48,7 +48,9 @@ std::optional<std::string> stragglerWarning(std::size_t epoch, const std::vector
   std::sort(others.begin(), others.end());
   const std::size_t n = others.size();
   const double median = n % 2 == 1 ? others[n / 2] : (others[n / 2 - 1] + others[n / 2]) / 2;
-  if (!(*slowest > kStragglerRatio * median)) return std::nullopt;
+  if (!(*slowest > kStragglerRatio * median && *slowest - median >= kStragglerMs)) {
+    return std::nullopt;
+  }
   const auto rank = static_cast<std::size_t>(slowest - computeMs.begin());
   return str("epoch ", epoch, ": rank ", rank,
              rank < hosts.size() ? str(" (", hosts[rank], ")") : std::string(), " took ",

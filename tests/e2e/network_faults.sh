@@ -50,9 +50,11 @@ grep -q "ORTE has lost communication with a remote daemon" "$WORK/cut.out" &&
 echo "cut for good: exit $code $took s after the cut; $(grep -m1 -oE "rank 0 \(a\) waits .* for [0-9.]+ s: [0-9]+ of 3 peers have not arrived" "$WORK/cut.out" | sed 's/ (step.*for / for /')"
 ip link set "$link_b" up
 
-# 2. Cut for 5 s.
+# 2. Cut for 5 s. Rank 0 sleeps 50 ms before each step (no change to the
+# result), so the cut lands mid-run however late mpirun shows step 5: the 60
+# steps alone take a few ms, and under load the run once ended first.
 node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" "${args[@]}" --epochs 1 --max-steps 60 --timeout 60 --stall-warning 2 \
-  --save-model "$WORK/short.safetensors" > "$WORK/short.out" 2>&1 &
+  --inject-fault slow:0:1:0.05 --save-model "$WORK/short.safetensors" > "$WORK/short.out" 2>&1 &
 job=$!
 wait_for_step "$WORK/short.out" 5
 ip link set "$link_b" down

@@ -1,4 +1,5 @@
-// Note [Finding a straggler]: the slowest rank against the others' median.
+// Note [Finding a straggler]: the slowest rank against the others' median,
+// by a ratio and by at least a millisecond.
 #include "launcher/progress.h"
 
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@ TEST(Straggler, TheSlowestRankIsNamedWithItsHost) {
 TEST(Straggler, RanksWithinTheRatioOrAloneAreNotStragglers) {
   EXPECT_FALSE(stragglerWarning(1, {10.0, 12.4}, {"a", "b"}));  // 1.24x
   EXPECT_TRUE(stragglerWarning(1, {10.0, 12.6}, {"a", "b"}));   // 1.26x
+  EXPECT_FALSE(stragglerWarning(1, {0.28, 0.62}, {"a", "b"}));  // 2.2x, but 0.34 ms: noise
   EXPECT_FALSE(stragglerWarning(1, {10.0}, {"a"}));
   EXPECT_FALSE(stragglerWarning(1, {0.0, 0.0}, {"a", "b"}));  // an epoch without timed steps
   EXPECT_FALSE(stragglerWarning(1, {}, {}));
