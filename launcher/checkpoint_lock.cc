@@ -50,6 +50,9 @@ std::string CheckpointDirLock::pathIn(const std::string& dir) {
 CheckpointDirLock::CheckpointDirLock(const std::string& dir) {
   const std::string path = pathIn(dir);
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Another user's lock file in a shared directory: flock() needs no write
+  // access, so lock it all the same (the holder then goes unrecorded).
+  if (fd_ < 0 && errno == EACCES) fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw DataError(str(path, ": cannot open (", std::strerror(errno), ")"));
   while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
