@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "launcher/run_config.h"
 #include "runtime/error.h"
 #include "runtime/file_system.h"
 #include "runtime/log.h"
@@ -45,17 +46,14 @@ std::size_t checkpointsWritten(std::size_t firstStep, std::size_t lastStep,
   return count + (stopWritten ? 0 : 1);  // the stop, mid-epoch
 }
 
-OutputFiles outputFiles(const Options& o, trainer::Sequential& model, std::size_t firstStep,
-                        std::size_t lastStep, std::size_t stepsPerEpoch) {
+OutputFiles outputFiles(const Options& o, std::size_t firstStep, std::size_t lastStep,
+                        std::size_t stepsPerEpoch) {
   OutputFiles files;
-  std::size_t trainable = 0;
-  for (const trainer::Parameter* p : model.parameters()) {
-    files.parameters += p->value.numel();
-    if (p->trainable) trainable += p->value.numel();
-  }
+  const ParameterCount count = countParameters(o);
+  files.parameters = count.total;
   files.modelBytes = files.parameters * sizeof(float);
   if (o.checkpointDir.empty()) return files;
-  files.checkpointBytes = files.modelBytes + (o.momentum > 0 ? trainable * sizeof(float) : 0);
+  files.checkpointBytes = files.modelBytes + (o.momentum > 0 ? count.trainable * sizeof(float) : 0);
   files.checkpoints = checkpointsWritten(firstStep, lastStep, stepsPerEpoch, o.checkpointEvery);
   if (o.keepCheckpoints == 0) {
     files.newAtOnce = files.checkpoints;

@@ -23,7 +23,6 @@
 #include <string>
 
 #include "launcher/options.h"
-#include "trainer/sequential.h"
 
 namespace ddp::launcher {
 
@@ -46,10 +45,10 @@ struct OutputFiles {
 std::size_t checkpointsWritten(std::size_t firstStep, std::size_t lastStep,
                                std::size_t stepsPerEpoch, std::size_t every);
 
-// The files of `o` for `model` over global steps (firstStep, lastStep];
-// reads how many checkpoints --checkpoint-dir holds already.
-OutputFiles outputFiles(const Options& o, trainer::Sequential& model, std::size_t firstStep,
-                        std::size_t lastStep, std::size_t stepsPerEpoch);
+// The files of `o` over global steps (firstStep, lastStep]; reads how many
+// checkpoints --checkpoint-dir holds already.
+OutputFiles outputFiles(const Options& o, std::size_t firstStep, std::size_t lastStep,
+                        std::size_t stepsPerEpoch);
 
 // The room a writer has on a file system, and which one it is.
 struct DiskRoom {

@@ -162,8 +162,8 @@ int train(const Options& o) {
     printBuckets(trainer.reducer(), o);
     comm::agree(comm, [&] {  // Note [Refusing files the disk cannot hold]
       if (world.rank() != 0) return;
-      checkDiskRoom(o, outputFiles(o, *model, start.globalStep, trainer.plannedSteps(),
-                                   trainer.stepsPerEpoch()));
+      checkDiskRoom(
+          o, outputFiles(o, start.globalStep, trainer.plannedSteps(), trainer.stepsPerEpoch()));
     });
     trainer.broadcastParameters();
     if (start.globalStep > 0 || start.epoch > 1) trainer.resumeFrom(start);

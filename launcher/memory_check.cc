@@ -14,19 +14,13 @@ namespace ddp::launcher {
 HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device) {
   const std::size_t inputDim = trainer::kFashionMnistFeatures;
   const std::size_t classes = trainer::kFashionMnistClasses;
-  const std::vector<std::size_t> counts = trainer::mlpParameterCounts(inputDim, o.hidden, classes);
-  std::size_t trainable = 0;
-  for (std::size_t layer = 0; layer < counts.size(); ++layer) {
-    const bool frozen =
-        std::find(o.freezeLayers.begin(), o.freezeLayers.end(), layer) != o.freezeLayers.end();
-    if (!frozen) trainable += counts[layer];
-  }
+  const ParameterCount count = countParameters(o);
   HostMemoryNeed need;
-  need.parameters = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  need.parameters = count.total;
   need.weights = need.parameters * sizeof(float);
   if (device == trainer::Device::kCpu) {
-    need.gradients = trainable * sizeof(float);
-    need.momentum = o.momentum > 0.0 ? trainable * sizeof(float) : 0;
+    need.gradients = count.trainable * sizeof(float);
+    need.momentum = o.momentum > 0.0 ? count.trainable * sizeof(float) : 0;
     const std::size_t widths =
         std::accumulate(o.hidden.begin(), o.hidden.end(), std::size_t{0}) + classes;
     need.outputs = o.batchSize * widths * sizeof(float);

@@ -9,6 +9,7 @@
 #include "runtime/error.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/mlp.h"
 #include "trainer/safetensors.h"
 #include "trainer/synthetic_dataset.h"
 
@@ -37,6 +38,19 @@ std::vector<std::pair<std::string, std::string>> computationOptions(const Option
 }
 
 }  // namespace
+
+ParameterCount countParameters(const Options& o) {
+  const std::vector<std::size_t> layers = trainer::mlpParameterCounts(
+      trainer::kFashionMnistFeatures, o.hidden, trainer::kFashionMnistClasses);
+  ParameterCount count;
+  for (std::size_t layer = 0; layer < layers.size(); ++layer) {
+    count.total += layers[layer];
+    const bool frozen =
+        std::find(o.freezeLayers.begin(), o.freezeLayers.end(), layer) != o.freezeLayers.end();
+    if (!frozen) count.trainable += layers[layer];
+  }
+  return count;
+}
 
 std::size_t syntheticTestSamples(const Options& o) {
   return std::max<std::size_t>(1, o.syntheticSamples / 4);

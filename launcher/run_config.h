@@ -22,6 +22,15 @@ struct Data {
   std::unique_ptr<trainer::Dataset> test;
 };
 
+// The parameters of the MLP the options build (Fashion-MNIST's shape), and
+// those --freeze leaves to train: what the memory and disk checks count
+// before (or without) building it.
+struct ParameterCount {
+  std::size_t total = 0;
+  std::size_t trainable = 0;
+};
+ParameterCount countParameters(const Options& o);
+
 // The test set of --dataset synthetic: a quarter of the training set's size.
 std::size_t syntheticTestSamples(const Options& o);
 

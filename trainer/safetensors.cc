@@ -72,19 +72,24 @@ Tensor toFloat32(const std::string& dtype, const char* data, const Shape& shape,
                  const std::string& what) {
   Tensor tensor(shape);
   float* out = tensor.data();
-  for (std::size_t i = 0; i < tensor.numel(); ++i) {
-    if (dtype == "F64") {
+  const std::size_t count = tensor.numel();
+  if (dtype == "F64") {
+    for (std::size_t i = 0; i < count; ++i) {
       double value;
       std::memcpy(&value, data + 8 * i, 8);
       out[i] = static_cast<float>(value);
       if (std::isfinite(value) && !std::isfinite(out[i])) {
         throw DataError(str(what, " holds ", value, " at index ", i, ", beyond float32's range"));
       }
-    } else {
-      std::uint16_t bits;
-      std::memcpy(&bits, data + 2 * i, 2);
-      out[i] = dtype == "F16" ? fromFloat16(bits) : comm::fromBFloat16(bits);
     }
+    return tensor;
+  }
+  using Convert = float (*)(std::uint16_t);
+  const Convert convert = dtype == "F16" ? Convert{fromFloat16} : Convert{comm::fromBFloat16};
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint16_t bits;
+    std::memcpy(&bits, data + 2 * i, 2);
+    out[i] = convert(bits);
   }
   return tensor;
 }

@@ -90,8 +90,7 @@ TEST(Checkpoint, InitFromTakesTheWeightsOfACheckpointOrOfAModelFile) {
     loadWeights(checkpoint, *wider);
     FAIL() << "loaded a checkpoint of another shape";
   } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("has shape [4] but the model's is [5]"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("has shape [4] but the model's is [5]"), std::string::npos)
         << e.what();
   }
 }
