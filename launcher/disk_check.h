@@ -41,7 +41,7 @@ struct OutputFiles {
 // `every` steps (0: never), at each epoch's end (`stepsPerEpoch`) and at the
 // stop when neither wrote one there. A run resumed on another world size has
 // a shorter first epoch, and a signal adds one at the stop: the count is
-// then off by those.
+// then off by those. It restates Trainer::run's cadence: change both together.
 std::size_t checkpointsWritten(std::size_t firstStep, std::size_t lastStep,
                                std::size_t stepsPerEpoch, std::size_t every);
 
