@@ -29,6 +29,7 @@
 #include "runtime/cpu_share.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/memory.h"
 #include "runtime/signals.h"
 #include "runtime/trace.h"
 #include "runtime/world.h"
@@ -252,6 +253,12 @@ int main(int argc, char** argv) {
   if (const auto error = launcher::srunWithoutPmiError(std::getenv)) {
     if (rankZero) std::cerr << "ddp_train: " << *error << '\n';
     return kExitUsage;
+  }
+  if (localRankFromEnvironment() == 0) {  // Note [A process memory limit]
+    const auto limit = processMemoryLimit();
+    if (const auto warning =
+            limit ? launcher::processLimitWarning(*limit, thisHostname()) : std::nullopt)
+      std::cerr << "ddp_train: warning: " << *warning << '\n';
   }
   try {
     return launcher::train(options);

@@ -51,13 +51,47 @@ std::optional<std::string> memoryShortfall(const HostMemoryNeed& need, int ranks
              "per node)");
 }
 
+std::optional<std::string> processLimitShortfall(const HostMemoryNeed& need, trainer::Device device,
+                                                 const ProcessMemoryLimit& limit,
+                                                 const std::string& host) {
+  const std::size_t blas = device == trainer::Device::kCpu ? kBlasBufferBytes : 0;
+  if (need.total() + blas <= limit.room()) return std::nullopt;
+  const auto bytes = [](std::size_t n) { return bytesString(static_cast<double>(n)); };
+  return str("out of memory: on host ", host, ", ", limit.name, " limits each rank's ", limit.what,
+             " to ", bytes(limit.limit), "; ", bytes(limit.used),
+             " of it is in use before the model is built (MPI, the libraries, thread stacks), "
+             "and a rank needs at least ",
+             bytes(need.total() + blas), " more (", bytes(need.total()), " for the run",
+             blas > 0 ? str(" and ", bytes(blas), " for OpenBLAS's work buffer") : std::string(),
+             "), but ", bytes(limit.room()), " is left",
+             blas > 0 && limit.room() >= need.total()
+                 ? " (OpenBLAS would spin for ever trying to map its buffer)"
+                 : "",
+             "; raise the limit (", limit.name, " unlimited, or the batch system's setting)");
+}
+
+std::optional<std::string> processLimitWarning(const ProcessMemoryLimit& limit,
+                                               const std::string& host) {
+  if (limit.room() >= kMpiStartBytes) return std::nullopt;
+  return str("on host ", host, ", ", limit.name, " leaves each rank ",
+             bytesString(static_cast<double>(limit.room())), " of its ", limit.what,
+             " before MPI starts, and MPI's start-up and the rank's threads take about ",
+             bytesString(static_cast<double>(kMpiStartBytes)),
+             ": if MPI_Init fails, crashes or hangs below, raise the limit (", limit.name,
+             " unlimited, or the batch system's setting)");
+}
+
 void checkNodeMemory(const Options& o, const World& world, trainer::Device device) {
   if (world.localRank() != 0) return;  // one report per node
-  const std::optional<std::size_t> available = availableBytes();
-  if (!available) return;  // no /proc/meminfo: nothing to compare with
-  const auto shortfall =
-      memoryShortfall(hostMemoryNeed(o, device), world.localSize(), *available, world.hostname());
-  if (shortfall) throw UsageError(*shortfall);
+  const HostMemoryNeed need = hostMemoryNeed(o, device);
+  if (const std::optional<std::size_t> available = availableBytes()) {
+    const auto shortfall = memoryShortfall(need, world.localSize(), *available, world.hostname());
+    if (shortfall) throw UsageError(*shortfall);
+  }
+  if (const auto limit = processMemoryLimit()) {  // Note [A process memory limit]
+    const auto shortfall = processLimitShortfall(need, device, *limit, world.hostname());
+    if (shortfall) throw UsageError(*shortfall);
+  }
 }
 
 }  // namespace ddp::launcher

@@ -12,6 +12,29 @@
 // builds the model. Activations beyond the layers' outputs, Fashion-MNIST's
 // 55 MB and MPI's buffers come on top, so a run that passes may still not
 // fit; one that fails cannot.
+//
+// Note [A process memory limit]
+// A limit on the process itself (`ulimit -v` or `ulimit -d`, set on some
+// clusters' nodes or by a batch system; runtime/memory.h,
+// processMemoryLimit) can leave a rank far less than the node has free.
+// There the failure was worse than a kill: OpenBLAS maps a 128 MiB work
+// buffer for the first GEMM on each thread, and when that mapping fails it
+// retries for ever, so every rank spun in its first forward pass and the job
+// hung in silence (no rank reached a collective for the watchdog to time).
+// So the same check also holds one rank's need, plus one such buffer (the
+// training thread's, not mapped yet at the check), against the room the
+// limit leaves above what the process maps already: MPI, the libraries (the
+// CUDA build maps about 1 GiB of them), the threads' stacks and malloc's
+// per-thread arenas. It is a lower bound: with more than one BLAS thread,
+// the other threads map their buffers when OpenBLAS chooses, before the
+// check or after it, so a limit just above the bound can still hang.
+// The check needs MPI, but MPI's start-up and the rank's threads map about
+// 290 MiB here (VmSize grew from 1037 to 1322 MiB between MPI_Init and the
+// check), and under a limit too tight for that, PMIx crashed inside
+// MPI_Init (and a process started without mpirun hung there, forking while
+// OpenBLAS's threads spun). So before MPI starts, each node's first process also warns when
+// the room left is below that allowance: the cause then stands above the
+// crash. With more room, MPI starts and the check speaks.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +42,7 @@
 #include <string>
 
 #include "launcher/options.h"
+#include "runtime/memory.h"
 #include "runtime/world.h"
 #include "trainer/tensor.h"
 
@@ -45,10 +69,30 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device);
 std::optional<std::string> memoryShortfall(const HostMemoryNeed& need, int ranks,
                                            std::size_t available, const std::string& host);
 
+// OpenBLAS's GEMM work buffer (BUFFER_SIZE in its common_x86_64.h), which
+// the first GEMM on a thread maps (Note [A process memory limit]).
+inline constexpr std::size_t kBlasBufferBytes = std::size_t{128} << 20;
+
+// The refusal when one rank's `need` (plus a BLAS buffer on CPUs) does not
+// fit in the room `limit` leaves, or nullopt.
+std::optional<std::string> processLimitShortfall(const HostMemoryNeed& need, trainer::Device device,
+                                                 const ProcessMemoryLimit& limit,
+                                                 const std::string& host);
+
+// What MPI's start-up and a rank's threads map before the check (about 290
+// MiB here), rounded up.
+inline constexpr std::size_t kMpiStartBytes = std::size_t{320} << 20;
+
+// Before MPI starts: the warning when `limit` leaves less than
+// kMpiStartBytes, or nullopt.
+std::optional<std::string> processLimitWarning(const ProcessMemoryLimit& limit,
+                                               const std::string& host);
+
 // Each node's first rank: throws UsageError (the options ask more than the
 // node has, as with more ranks than GPUs) when the node's ranks cannot hold
-// the run. Call inside agree(), and let it finish before any rank loads data
-// or builds the model.
+// the run, or when its own process memory limit (which its siblings share:
+// they inherit it from one launcher) cannot hold one rank. Call inside agree(), and let it finish
+// before any rank loads data or builds the model.
 void checkNodeMemory(const Options& o, const World& world, trainer::Device device);
 
 }  // namespace ddp::launcher

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "runtime/error.h"
@@ -93,6 +94,21 @@ std::optional<std::size_t> cgroupRoom(const std::string& root) {
   return room;
 }
 
+// The soft limit on the line of proc/self/limits that starts with `label`
+// ("Max address space  <soft> <hard> bytes"); nullopt for "unlimited".
+std::optional<std::size_t> softLimit(const std::string& path, const std::string& label) {
+  std::ifstream file(path);
+  std::string line;
+  while (std::getline(file, line)) {
+    if (line.compare(0, label.size(), label) != 0) continue;
+    std::istringstream fields(line.substr(label.size()));
+    std::size_t value = 0;
+    if (fields >> value) return value;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::size_t peakResidentBytes() {
@@ -112,17 +128,39 @@ std::optional<std::size_t> availableBytes(const std::string& root) {
   return room ? std::min(node, *room) : node;
 }
 
+std::optional<ProcessMemoryLimit> processMemoryLimit(const std::string& root) {
+  const std::string limits = root + "/proc/self/limits", status = root + "/proc/self/status";
+  std::optional<ProcessMemoryLimit> tightest;
+  const auto consider = [&](const char* label, const char* name, const char* what,
+                            const char* usedKey) {
+    const auto limit = softLimit(limits, label);
+    const auto used = procKilobytes(status, usedKey);
+    if (!limit || !used) return;
+    const ProcessMemoryLimit candidate{name, what, *limit, *used};
+    if (!tightest || candidate.room() < tightest->room()) tightest = candidate;
+  };
+  consider("Max address space", "ulimit -v", "address space", "VmSize:");
+  consider("Max data size", "ulimit -d", "data segment", "VmData:");
+  return tightest;
+}
+
 std::shared_ptr<void> allocateZeroedHost(std::size_t bytes, std::size_t alignment) {
   const std::size_t rounded =
       (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
   void* memory = rounded >= bytes ? std::aligned_alloc(alignment, rounded) : nullptr;
   if (memory == nullptr) {
     const auto available = availableBytes();
-    throw OutOfMemoryError(str(
-        "cannot allocate ", bytesString(static_cast<double>(bytes)), " of host memory",
-        available
-            ? str(" (", bytesString(static_cast<double>(*available)), " available to this process)")
-            : std::string()));
+    const auto limit = processMemoryLimit();
+    std::string why;
+    if (limit && (!available || limit->room() < *available)) {
+      why = str(" (", limit->name, " limits this process's ", limit->what, " to ",
+                bytesString(static_cast<double>(limit->limit)), ", and ",
+                bytesString(static_cast<double>(limit->room())), " of it is left)");
+    } else if (available) {
+      why = str(" (", bytesString(static_cast<double>(*available)), " available to this process)");
+    }
+    throw OutOfMemoryError(
+        str("cannot allocate ", bytesString(static_cast<double>(bytes)), " of host memory", why));
   }
   std::memset(memory, 0, rounded);
   return std::shared_ptr<void>(memory, std::free);

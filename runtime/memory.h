@@ -28,8 +28,27 @@ std::size_t proportionalBytes();
 // proc/ and sys/fs/cgroup/.
 std::optional<std::size_t> availableBytes(const std::string& root = "");
 
+// A cap this process's own resource limits put on its memory (setrlimit,
+// inherited from the shell, mpirun or the batch system): `ulimit -v` caps
+// the address space (everything mapped: libraries, thread stacks, malloc's
+// reservations), `ulimit -d` the private writable data. Either can be far
+// below what the node has free.
+struct ProcessMemoryLimit {
+  std::string name;       // how a user sets it: "ulimit -v" or "ulimit -d"
+  std::string what;       // "address space" or "data segment"
+  std::size_t limit = 0;  // bytes (the soft limit, the one the kernel enforces)
+  std::size_t used = 0;   // bytes counted against it now (VmSize or VmData)
+  std::size_t room() const { return limit > used ? limit - used : 0; }
+};
+
+// Of the limits above that are set, the one with the least room left, from
+// proc/self/limits and proc/self/status under `root` (as availableBytes);
+// nullopt when neither is set or /proc cannot be read.
+std::optional<ProcessMemoryLimit> processMemoryLimit(const std::string& root = "");
+
 // `bytes` of zeroed host memory aligned to `alignment`, freed when the last
-// owner goes. Throws OutOfMemoryError naming the size and what is available.
+// owner goes. Throws OutOfMemoryError naming the size and what is available
+// (the node's room, or a process limit's when that is less).
 std::shared_ptr<void> allocateZeroedHost(std::size_t bytes, std::size_t alignment = 64);
 
 }  // namespace ddp

@@ -82,6 +82,18 @@ grep -q "\[r0\] error: out of memory: host .* cannot hold this run: each of its 
 grep -q "\[r1\] error: stopping: rank 0 failed" "$WORK/memory.out" ||
   fail "rank 1 did not stop with rank 0: $(cat "$WORK/memory.out")"
 
+# A model that fits the node but not the ranks' own memory limit (ulimit -v,
+# inherited through mpirun): refused at start-up. The old code hung for ever,
+# every rank spinning in OpenBLAS for a buffer it could not map. The
+# sanitizers' shadow memory cannot run under such a limit at all.
+if [ -z "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ]; then
+  rc=0
+  (ulimit -v 3145728 && run 2 --hidden 16384,16384 --epochs 1) > "$WORK/ulimit.out" 2>&1 || rc=$?
+  [ "$rc" = 1 ] || fail "a model beyond ulimit -v: exit $rc: $(cat "$WORK/ulimit.out")"
+  grep -q "\[r0\] error: out of memory: on host .*, ulimit -v limits each rank's address space to 3.0 GiB; .* a rank needs at least 3.3 GiB more (3.2 GiB for the run and 128.0 MiB for OpenBLAS's work buffer)" \
+    "$WORK/ulimit.out" || fail "a model beyond ulimit -v not explained: $(cat "$WORK/ulimit.out")"
+fi
+
 # Data that gives a rank nothing to train on: refused, not a run that ends
 # with exit 0 having taken no step.
 d=$(make_dir empty)

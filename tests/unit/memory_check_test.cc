@@ -4,6 +4,7 @@
 #include "launcher/memory_check.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <filesystem>
 #include <fstream>
@@ -132,6 +133,99 @@ TEST(AvailableBytes, UnknownWithoutMeminfo) {
   EXPECT_FALSE(availableBytes(root.path()));
 }
 
+// proc/self/limits as Linux writes it, with the two memory limits given.
+std::string limitsFile(const std::string& addressSpace, const std::string& data) {
+  return "Limit                     Soft Limit           Hard Limit           Units     \n"
+         "Max cpu time              unlimited            unlimited            seconds   \n"
+         "Max data size             " +
+         data +
+         "           unlimited            bytes     \n"
+         "Max stack size            8388608              unlimited            bytes     \n"
+         "Max address space         " +
+         addressSpace + "           unlimited            bytes     \n";
+}
+
+TEST(ProcessMemoryLimit, AddressSpaceLimitLessWhatIsMapped) {
+  FakeRoot root;
+  root.write("proc/self/limits", limitsFile("1000000000", "unlimited"));
+  root.write("proc/self/status", "VmPeak:\t 990000 kB\nVmSize:\t 900000 kB\nVmData:\t 5000 kB\n");
+  const auto limit = processMemoryLimit(root.path());
+  ASSERT_TRUE(limit);
+  EXPECT_EQ(limit->name, "ulimit -v");
+  EXPECT_EQ(limit->what, "address space");
+  EXPECT_EQ(limit->limit, 1000000000u);
+  EXPECT_EQ(limit->used, 900000u * 1024);
+  EXPECT_EQ(limit->room(), 1000000000u - 900000u * 1024);
+}
+
+TEST(ProcessMemoryLimit, TheLimitWithLessRoomWins) {
+  FakeRoot root;
+  root.write("proc/self/status", "VmSize:\t 900000 kB\nVmData:\t 100000 kB\n");
+  // 100 MB of address space left, 4.9 MB of data segment.
+  root.write("proc/self/limits", limitsFile("1021600000", "107300000"));
+  EXPECT_EQ(processMemoryLimit(root.path())->name, "ulimit -d");
+  EXPECT_EQ(processMemoryLimit(root.path())->room(), 107300000u - 102400000u);
+  // More data segment than address space left: the address space binds.
+  root.write("proc/self/limits", limitsFile("1021600000", "307300000"));
+  EXPECT_EQ(processMemoryLimit(root.path())->name, "ulimit -v");
+  // A process already over its limit (it was lowered after the mapping) has no room.
+  root.write("proc/self/limits", limitsFile("1000", "unlimited"));
+  EXPECT_EQ(processMemoryLimit(root.path())->room(), 0u);
+}
+
+TEST(ProcessMemoryLimit, NoneWhenUnlimitedOrUnreadable) {
+  FakeRoot root;
+  EXPECT_FALSE(processMemoryLimit(root.path()));
+  root.write("proc/self/limits", limitsFile("unlimited", "unlimited"));
+  root.write("proc/self/status", "VmSize:\t 900000 kB\nVmData:\t 100000 kB\n");
+  EXPECT_FALSE(processMemoryLimit(root.path()));
+}
+
+TEST(ProcessLimitShortfall, OneRankAndABlasBufferAgainstTheRoom) {
+  const HostMemoryNeed need = hostMemoryNeed(parseArgs({}), trainer::Device::kCpu);
+  ProcessMemoryLimit limit{"ulimit -v", "address space", std::size_t{1} << 30, 0};
+  limit.used = limit.limit - (need.total() + kBlasBufferBytes);
+  EXPECT_FALSE(processLimitShortfall(need, trainer::Device::kCpu, limit, "a"));
+  limit.used += 1;
+  const auto refusal = processLimitShortfall(need, trainer::Device::kCpu, limit, "a");
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(refusal->rfind("out of memory: on host a, ulimit -v limits each rank's address space "
+                           "to 1.0 GiB; ",
+                           0),
+            0u)
+      << *refusal;
+  EXPECT_NE(refusal->find("a rank needs at least 149.8 MiB more (21.8 MiB for the run and 128.0 "
+                          "MiB for OpenBLAS's work buffer), but 149.8 MiB is left"),
+            std::string::npos)
+      << *refusal;
+  EXPECT_NE(refusal->find("raise the limit (ulimit -v unlimited"), std::string::npos) << *refusal;
+  // The model fits, the buffer does not: the run would have hung in OpenBLAS.
+  EXPECT_NE(refusal->find("OpenBLAS would spin for ever"), std::string::npos) << *refusal;
+  limit.used = limit.limit - need.total() + 1;  // the model itself does not fit
+  EXPECT_EQ(processLimitShortfall(need, trainer::Device::kCpu, limit, "a")->find("spin"),
+            std::string::npos);
+  // A GPU rank's steps run no host GEMM: no buffer counts.
+  const HostMemoryNeed gpu = hostMemoryNeed(parseArgs({}), trainer::Device::kCuda);
+  limit.used = limit.limit - gpu.total();
+  EXPECT_FALSE(processLimitShortfall(gpu, trainer::Device::kCuda, limit, "a"));
+  limit.used += 1;
+  EXPECT_TRUE(processLimitShortfall(gpu, trainer::Device::kCuda, limit, "a"));
+}
+
+TEST(ProcessLimitWarning, WhenTheRoomCannotHoldMpisStartUp) {
+  ProcessMemoryLimit limit{"ulimit -d", "data segment", std::size_t{1} << 30, 0};
+  limit.used = limit.limit - kMpiStartBytes;
+  EXPECT_FALSE(processLimitWarning(limit, "a"));
+  limit.used += 1;
+  const auto warning = processLimitWarning(limit, "a");
+  ASSERT_TRUE(warning);
+  EXPECT_EQ(*warning,
+            "on host a, ulimit -d leaves each rank 320.0 MiB of its data segment before MPI "
+            "starts, and MPI's start-up and the rank's threads take about 320.0 MiB: if MPI_Init "
+            "fails, crashes or hangs below, raise the limit (ulimit -d unlimited, or the batch "
+            "system's setting)");
+}
+
 TEST(AllocateZeroedHost, ZeroedAndAligned) {
   const auto memory = allocateZeroedHost(1000);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(memory.get()) % 64, 0u);
@@ -149,6 +243,36 @@ TEST(AllocateZeroedHost, AnImpossibleSizeSaysHowMuch) {
         << e.what();
   }
 }
+
+// The sanitizers map terabytes of shadow memory: an address-space limit
+// would stop them, not the allocation.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+TEST(AllocateZeroedHost, UnderAnAddressSpaceLimitNamesIt) {
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &old), 0);
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  std::size_t vmSizeKb = 0;
+  while (std::getline(status, line))
+    if (line.rfind("VmSize:", 0) == 0) vmSizeKb = std::stoul(line.substr(7));
+  ASSERT_GT(vmSizeKb, 0u);
+  rlimit tight = old;
+  tight.rlim_cur = vmSizeKb * 1024 + (std::size_t{64} << 20);
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &tight), 0);
+  std::string message;
+  try {
+    allocateZeroedHost(std::size_t{1} << 30);
+  } catch (const OutOfMemoryError& e) {
+    message = e.what();
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &old), 0);
+  EXPECT_NE(message.find("cannot allocate 1.0 GiB of host memory (ulimit -v limits this "
+                         "process's address space to "),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find(" of it is left)"), std::string::npos) << message;
+}
+#endif
 
 }  // namespace
 }  // namespace ddp::launcher
