@@ -227,6 +227,26 @@ std::size_t editDistance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+// The option a name that is none most likely meant: the same name with
+// underscores (--batch_size, as PyTorch scripts' argparse flags are often
+// spelt) or another case, or one at most 2 edits away (--bach-size); "" if
+// none is that close. `name` may carry leading dashes.
+std::string closestOption(const po::options_description& all, const std::string& name) {
+  std::string key = name.substr(std::min(name.find_first_not_of('-'), name.size()));
+  for (char& c : key)
+    c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string closest;
+  std::size_t distance = 3;  // at most 2 edits away
+  for (const auto& option : all.options()) {
+    const std::string& candidate = option->long_name();
+    if (const std::size_t d = editDistance(key, candidate); d < distance) {
+      distance = d;
+      closest = candidate;
+    }
+  }
+  return closest;
+}
+
 // A DDP_* variable that sets no option but is a typo away from one
 // (DDP_BATCHSIZE) would be ignored without a word: warn, naming the option's
 // variable. Variables further from every option are someone else's and pass
@@ -241,20 +261,10 @@ std::vector<std::string> misspeltVariables(const po::options_description& all) {
         !environmentName(all, variable).empty()) {
       continue;
     }
-    std::string closest;
-    std::size_t distance = 3;  // at most 2 edits away
-    for (const auto& option : all.options()) {
-      const std::string key = option->long_name();
-      if (key == "help" || key == "version" || key == "config") continue;
-      const std::string candidate = environmentVariable(key);
-      if (const std::size_t d = editDistance(variable, candidate); d < distance) {
-        distance = d;
-        closest = candidate;
-      }
-    }
-    if (!closest.empty()) {
+    const std::string closest = closestOption(all, variable.substr(4));
+    if (!closest.empty() && closest != "help" && closest != "version" && closest != "config") {
       warnings.push_back(str(variable, " in the environment sets no option and is ignored: did ",
-                             "you mean ", closest, "?"));
+                             "you mean ", environmentVariable(closest), "?"));
     }
   }
   return warnings;
@@ -321,12 +331,22 @@ namespace {
 // DDP_BATCH_SIZE or a --config file set it.
 using Origins = std::map<std::string, std::string>;
 
+// po's message for an option it does not know, with the option most likely
+// meant, spelt as it is written there: `dashes` is "--" on the command line,
+// "" in a config file.
+std::string unknownOptionMessage(const po::options_description& all, const po::unknown_option& e,
+                                 const std::string& dashes) {
+  const std::string closest = closestOption(all, e.get_option_name());
+  return closest.empty() ? std::string(e.what())
+                         : str(e.what(), ": did you mean ", dashes, closest, "?");
+}
+
 // Stores `parsed` under the options already set (earlier sources win) and
 // notes where each option it newly sets came from: `originOf(key)`. po's own
 // errors (a bad value, an unknown key) are prefixed with that origin too.
 void storeFrom(const std::function<po::parsed_options()>& parse,
                const std::function<std::string(const std::string&)>& originOf,
-               po::variables_map& vm, Origins& origins) {
+               const po::options_description& all, po::variables_map& vm, Origins& origins) {
   try {
     const po::parsed_options parsed = parse();
     for (const po::option& option : parsed.options) {
@@ -334,6 +354,8 @@ void storeFrom(const std::function<po::parsed_options()>& parse,
         origins[option.string_key] = originOf(option.string_key);
     }
     po::store(parsed, vm);
+  } catch (const po::unknown_option& e) {  // only a config file names unknown keys
+    throw UsageError(str(originOf(""), ": ", unknownOptionMessage(all, e, "")));
   } catch (const po::error_with_option_name& e) {
     std::string key = e.get_option_name();
     key.erase(0, key.find_first_not_of('-'));
@@ -384,6 +406,8 @@ Options parseOptions(int argc, const char* const argv[]) {
       o.version = true;
       return o;
     }
+  } catch (const po::unknown_option& e) {
+    throw UsageError(unknownOptionMessage(all, e, "--"));
   } catch (const po::error& e) {
     throw UsageError(e.what());
   }
@@ -396,7 +420,7 @@ Options parseOptions(int argc, const char* const argv[]) {
         return key.empty() ? std::string("the environment")
                            : str(environmentVariable(key), " in the environment");
       },
-      vm, origins);
+      all, vm, origins);
   const std::vector<std::string> warnings = misspeltVariables(all);
   if (vm.count("config")) {
     const std::string path = vm["config"].as<std::string>();
@@ -405,7 +429,7 @@ Options parseOptions(int argc, const char* const argv[]) {
     std::ifstream file(path);
     if (!file) throw NodeUsageError(str("--config: cannot read '", path, "'"));
     storeFrom([&] { return po::parse_config_file(file, all); },
-              [&](const std::string&) { return str("--config ", path); }, vm, origins);
+              [&](const std::string&) { return str("--config ", path); }, all, vm, origins);
   }
   try {
     po::notify(vm);

@@ -266,6 +266,29 @@ TEST(Options, MisspeltEnvironmentVariablesAreWarnedAbout) {
   EXPECT_TRUE(parse({}).warnings.empty());
 }
 
+// An option ddp_train does not know: the one most likely meant is named,
+// spelt as it is written where the mistake was (dashes on the command line,
+// none in a config file); PyTorch scripts' --batch_size is the commonest.
+TEST(Options, UnknownOptionsNameTheNearestOne) {
+  EXPECT_EQ(usageErrorOf({"--batch_size", "32"}),
+            "unrecognised option '--batch_size': did you mean --batch-size?");
+  EXPECT_EQ(usageErrorOf({"--bach-size", "32"}),
+            "unrecognised option '--bach-size': did you mean --batch-size?");
+  EXPECT_EQ(usageErrorOf({"--LR", "0.1"}), "unrecognised option '--LR': did you mean --lr?");
+  EXPECT_EQ(usageErrorOf({"--confg", "x"}),
+            "unrecognised option '--confg': did you mean --config?");
+  EXPECT_EQ(usageErrorOf({"--learning-rate", "0.1"}), "unrecognised option '--learning-rate'");
+  ddp::testing::TempDir dir;
+  std::ofstream(dir.file("run.cfg")) << "lr_schedule = constant\n";
+  EXPECT_EQ(usageErrorOf({"--config", dir.file("run.cfg")}),
+            "--config " + dir.file("run.cfg") +
+                ": unrecognised option 'lr_schedule': did you mean lr-schedule?");
+  std::ofstream(dir.file("run.cfg")) << "--epochs = 2\n";
+  EXPECT_EQ(
+      usageErrorOf({"--config", dir.file("run.cfg")}),
+      "--config " + dir.file("run.cfg") + ": unrecognised option '--epochs': did you mean epochs?");
+}
+
 TEST(Options, HelpNeedsNothingElseAndListsEveryOption) {
   const char* argv[] = {"ddp_train", "--help", "--data-dir", "/nonexistent"};
   EXPECT_TRUE(parseOptions(4, argv).help);
