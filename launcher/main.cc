@@ -159,6 +159,7 @@ int train(const Options& o) {
     if (!o.resume.empty())
       start = resumeFromCheckpoint(comm, world, o, *model, sgd, checkpointOptions(o));
     trainOptions.hostThreads = static_cast<unsigned>(threads);  // GPU: batch gathering
+    trainOptions.expectedCpuShare = expectedCpuShare(cpus, threads);
     trainer::Trainer trainer(comm, *model, sgd, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
     comm::agree(comm, [&] {  // Note [Refusing files the disk cannot hold]

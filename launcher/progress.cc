@@ -36,6 +36,16 @@ bool stdoutIsTerminal() {
   return where.rfind("/dev/pts/", 0) == 0 || where.rfind("/dev/tty", 0) == 0;
 }
 
+// Each rank's share for --metrics: null where too short to measure.
+nlohmann::json cpuShares(const std::vector<trainer::EpochReport::CpuTime>& cpu) {
+  nlohmann::json shares = nlohmann::json::array();
+  for (const auto& rank : cpu) {
+    const auto share = cpuShareOf(rank);
+    shares.push_back(share ? nlohmann::json(*share) : nlohmann::json(nullptr));
+  }
+  return shares;
+}
+
 }  // namespace
 
 std::optional<std::string> stragglerWarning(std::size_t epoch, const std::vector<double>& computeMs,
@@ -58,6 +68,33 @@ std::optional<std::string> stragglerWarning(std::size_t epoch, const std::vector
              fixed(*slowest, 2), " ms against ", fixed(median, 2),
              " ms: data, forward, backward and optimizer); every all-reduce waits for it, so "
              "the job runs at its pace");
+}
+
+std::optional<double> cpuShareOf(const trainer::EpochReport::CpuTime& cpu) {
+  const double ready = cpu.running + cpu.waiting;
+  if (!(ready >= kContentionMinSeconds)) return std::nullopt;
+  return cpu.running / ready;
+}
+
+std::optional<std::string> contentionWarning(std::size_t epoch,
+                                             const std::vector<trainer::EpochReport::CpuTime>& cpu,
+                                             const std::vector<std::string>& hosts) {
+  std::string ranks;
+  std::size_t count = 0;
+  for (std::size_t r = 0; r < cpu.size(); ++r) {
+    const auto share = cpuShareOf(cpu[r]);
+    if (!share || *share >= kContentionRatio * cpu[r].expectedShare) continue;
+    ranks += str(count++ == 0 ? "" : ", ", r, " (", r < hosts.size() ? hosts[r] + ": " : "",
+                 "on a CPU ", fixed(*share * 100, 0),
+                 "% of the time it was ready to run, where its own job's threads leave it ",
+                 fixed(cpu[r].expectedShare * 100, 0), "%)");
+  }
+  if (count == 0) return std::nullopt;
+  return str("epoch ", epoch, ": other processes compete for the CPUs of rank",
+             count == 1 ? " " : "s ", ranks,
+             ". Another job bound to the same cores? mpirun binds each job's ranks from core 0 up, "
+             "unaware of other jobs: give each job its own cores (mpirun --cpu-set, taskset -c) "
+             "or launch with --bind-to none");
 }
 
 ProgressPrinter::ProgressPrinter(int rank, std::size_t epochs, std::size_t logEvery,
@@ -138,6 +175,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
                 ms(t.forward), "  backward ", ms(t.backward), "  comm ", ms(t.comm), "  optimizer ",
                 ms(t.optimizer)));
   if (const auto warning = stragglerWarning(r.epoch, r.rankComputeMs, hosts_)) log::warn(*warning);
+  if (const auto warning = contentionWarning(r.epoch, r.rankCpu, hosts_)) log::warn(*warning);
   if (metrics_.is_open()) {
     const nlohmann::json line = {{"epoch", r.epoch},
                                  {"steps", r.steps},
@@ -151,6 +189,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
                                  {"wall_time_s", r.wallSeconds},
                                  {"skipped_steps", r.skippedSteps},
                                  {"rank_compute_ms", r.rankComputeMs},
+                                 {"rank_cpu_share", cpuShares(r.rankCpu)},
                                  {"step_ms",
                                   {{"total", t.total() * 1e3},
                                    {"data", t.data * 1e3},

@@ -16,6 +16,24 @@
 // slowest took more than kStragglerRatio times the other ranks' median (and
 // kStragglerMs more), naming the rank and its host. --metrics records every rank's figure
 // (rank_compute_ms).
+//
+// Note [Finding a contended CPU]
+// Other processes on a rank's CPUs slow it down without any sign: mpirun
+// binds every job's ranks from core 0 up, unaware of other jobs, so two jobs
+// started side by side on one node share their first cores while the rest
+// stay idle, and each runs at half speed (measured: 18.2 ms steps against
+// 9.0 alone, on a 2-core node with one idle core). Every rank is slowed
+// alike, so no straggler shows. The kernel counts, per thread, the time on
+// a CPU and the time spent ready to run but waiting for one
+// (/proc/thread-self/schedstat); a thread that sleeps or blocks adds to
+// neither. Over each epoch's steps the training thread's share of its ready
+// time is measured (alone: 0.96; np=2, one core each: 0.90-0.94; the two
+// jobs above: 0.48) and gathered with the compute times. Rank 0 warns about
+// ranks whose share fell below kContentionRatio times what their own job
+// leaves them (runtime/cpu_share.h, expectedCpuShare: four ranks
+// oversubscribing two cores expect 0.5 and measured 0.54-0.56), once a rank
+// was ready for at least kContentionMinSeconds, naming each rank, its host
+// and its share. --metrics records every rank's share (rank_cpu_share).
 #pragma once
 
 #include <chrono>
@@ -40,6 +58,22 @@ constexpr double kStragglerMs = 1.0;
 // compute per step, `hosts[r]` its host.
 std::optional<std::string> stragglerWarning(std::size_t epoch, const std::vector<double>& computeMs,
                                             const std::vector<std::string>& hosts);
+
+// A contended rank: its training thread ran less than this fraction of what
+// its own job leaves it (Note [Finding a contended CPU]), over at least
+// kContentionMinSeconds of time ready to run; shorter epochs are noise.
+constexpr double kContentionRatio = 0.75;
+constexpr double kContentionMinSeconds = 1.0;
+
+// The share of its ready time a rank's training thread ran; nullopt without
+// kContentionMinSeconds of figures.
+std::optional<double> cpuShareOf(const trainer::EpochReport::CpuTime& cpu);
+
+// The warning naming the epoch's contended ranks (Note [Finding a contended
+// CPU]), or nullopt. `cpu[r]` and `hosts[r]` are rank r's.
+std::optional<std::string> contentionWarning(std::size_t epoch,
+                                             const std::vector<trainer::EpochReport::CpuTime>& cpu,
+                                             const std::vector<std::string>& hosts);
 
 class ProgressPrinter final : public trainer::TrainObserver {
  public:

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <vector>
 
 #include "runtime/mpi_check.h"
@@ -35,11 +36,26 @@ CpuMask allowedCpus() {
   return mask;
 }
 
+int sharersOf(const CpuMask& mine, std::span<const CpuMask> node) {
+  return static_cast<int>(std::count_if(
+      node.begin(), node.end(), [&](const CpuMask& other) { return (mine & other).any(); }));
+}
+
 int threadsForMask(const CpuMask& mine, std::span<const CpuMask> node) {
-  const auto sharers = std::count_if(node.begin(), node.end(),
-                                     [&](const CpuMask& other) { return (mine & other).any(); });
   const int cpus = static_cast<int>(mine.count());
-  return std::max(1, cpus / static_cast<int>(std::max<std::ptrdiff_t>(1, sharers)));
+  return std::max(1, cpus / std::max(1, sharersOf(mine, node)));
+}
+
+double expectedCpuShare(const CpuShare& share, int threads) {
+  const double demand = static_cast<double>(std::max(1, share.sharers)) * std::max(1, threads);
+  return std::min(1.0, static_cast<double>(std::max(1, share.allowed)) / demand);
+}
+
+std::optional<RunQueueTimes> threadRunQueueTimes() {
+  std::ifstream file("/proc/thread-self/schedstat");
+  double runningNs = 0, waitingNs = 0;
+  if (!(file >> runningNs >> waitingNs)) return std::nullopt;
+  return RunQueueTimes{runningNs * 1e-9, waitingNs * 1e-9};
 }
 
 ThreadCount chooseThreads(int requested, const CpuShare& share,
@@ -83,6 +99,7 @@ CpuShare shareCpus(const World& world) {
   }
   CpuShare share;
   share.threads = threadsForMask(mine, node);
+  share.sharers = sharersOf(mine, node);
   share.allowed = static_cast<int>(mine.count());
   share.nodeUsable = static_cast<int>(usable.count());
   share.nodeAvailable = onlineCpus();

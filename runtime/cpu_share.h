@@ -23,6 +23,7 @@
 
 #include <bitset>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -41,9 +42,13 @@ CpuMask allowedCpus();
 // (itself included) have the masks `node` (Note [Threads per rank]).
 int threadsForMask(const CpuMask& mine, std::span<const CpuMask> node);
 
+// The ranks among `node` (this rank's included) whose masks overlap `mine`.
+int sharersOf(const CpuMask& mine, std::span<const CpuMask> node);
+
 struct CpuShare {
   int threads = 1;        // compute threads for this rank
   int allowed = 1;        // CPUs in this rank's mask
+  int sharers = 1;        // this node's ranks whose masks overlap it, itself included
   int nodeUsable = 1;     // CPUs in the union of the masks of this node's ranks
   int nodeAvailable = 1;  // CPUs the node has for this job (SLURM_CPUS_ON_NODE, else online)
   int idleCpus() const { return nodeAvailable > nodeUsable ? nodeAvailable - nodeUsable : 0; }
@@ -60,6 +65,24 @@ struct ThreadCount {
 // share's (Note [Threads per rank]).
 ThreadCount chooseThreads(int requested, const CpuShare& share,
                           const std::function<const char*(const char*)>& getenv);
+
+// The fraction of a CPU the training thread of a rank can expect when each
+// of the `sharers` ranks on its `allowed` CPUs runs `threads` compute
+// threads: 1, unless its own job puts more threads than CPUs there (four
+// ranks bound to two cores: 0.5). Less than this, measured, means other
+// processes compete for the CPUs (Note [Finding a contended CPU] in
+// launcher/progress.h).
+double expectedCpuShare(const CpuShare& share, int threads);
+
+// The time the calling thread has spent on a CPU and waiting on a run queue
+// for one (ready to run, but the CPU busy with another thread), in seconds,
+// from /proc/thread-self/schedstat; nullopt where the kernel keeps no such
+// figures. A thread that sleeps or blocks adds to neither.
+struct RunQueueTimes {
+  double running = 0.0;
+  double waiting = 0.0;
+};
+std::optional<RunQueueTimes> threadRunQueueTimes();
 
 // This rank's share of its node's CPUs. Collective over the world (one
 // all-gather of the masks); called once at start-up, on the main thread.

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "ddp_config.h"
+#include "runtime/cpu_share.h"
 #include "runtime/error.h"
 #if DDP_WITH_CUDA
 #include <cuda_runtime.h>
@@ -341,6 +342,7 @@ void Trainer::run(TrainObserver& observer) {
   for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
     const auto epochStart = Clock::now();
+    const RunQueueTimes cpuAtStart = threadRunQueueTimes().value_or(RunQueueTimes{});
     sampler_.setEpoch(epoch - 1);
     // A resumed epoch continues after the samples its first part trained on.
     const bool resumed = epoch == resume_.epoch && resume_.consumed > 0;
@@ -464,6 +466,7 @@ void Trainer::run(TrainObserver& observer) {
     reportUnread();
     const bool finished = samples >= shard.size();
     const double trainSeconds = secondsSince(epochStart);
+    const RunQueueTimes cpuAtEnd = threadRunQueueTimes().value_or(cpuAtStart);
     double totals[2] = {lossSum, static_cast<double>(steps)};
     comm_.allreduceSync(std::span<double>(totals), comm::ReduceOp::kSum);
 
@@ -484,10 +487,18 @@ void Trainer::run(TrainObserver& observer) {
     const double computeMs =
         timedSteps > 0 ? (phaseSum.total() - phaseSum.comm) / static_cast<double>(timedSteps) * 1e3
                        : 0.0;
-    report.rankComputeMs.resize(worldSize);
-    comm_
-        .allgather(std::span<const double>(&computeMs, 1), std::span<double>(report.rankComputeMs))
+    // One allgather of each rank's figures for rank 0's straggler and
+    // contention checks (Notes [Finding a straggler], [Finding a contended
+    // CPU] in launcher/progress.h).
+    const double mine[4] = {computeMs, cpuAtEnd.running - cpuAtStart.running,
+                            cpuAtEnd.waiting - cpuAtStart.waiting, options_.expectedCpuShare};
+    std::vector<double> all(4 * worldSize);
+    comm_.allgather(std::span<const double>(mine), std::span<double>(all))
         ->wait(comm_.options().timeout);
+    for (std::size_t r = 0; r < worldSize; ++r) {
+      report.rankComputeMs.push_back(all[4 * r]);
+      report.rankCpu.push_back({all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]});
+    }
     report.test = evaluate();
     report.wallSeconds = secondsSince(epochStart);
     observer.onEpoch(report);

@@ -82,6 +82,10 @@ struct TrainOptions {
   // the device] in trainer/sgd.h), and the skips are reported when the loss
   // is read.
   bool skipNonFinite = false;
+  // The fraction of a CPU this rank's training thread can expect from its own
+  // job's threads (runtime/cpu_share.h, expectedCpuShare), reported with
+  // each epoch beside what it got (EpochReport::rankCpu).
+  double expectedCpuShare = 1.0;
   // Test-only fault injection (ddp_train --inject-fault), on one rank: called
   // before each step with its 1-based global step (may sleep or issue an extra
   // collective); and, when it returns true, that step's gradients on this rank
@@ -144,6 +148,16 @@ struct EpochReport {
   // the wait for the all-reduce, which is where the others wait for the
   // slowest (Note [Finding a straggler] in launcher/progress.h).
   std::vector<double> rankComputeMs;
+  // Each rank's training thread over the epoch's steps: seconds on a CPU and
+  // waiting for one, and the share its own job leaves it (Note [Finding a
+  // contended CPU] in launcher/progress.h). Zeros where the kernel keeps no
+  // run-queue figures.
+  struct CpuTime {
+    double running = 0.0;
+    double waiting = 0.0;
+    double expectedShare = 1.0;
+  };
+  std::vector<CpuTime> rankCpu;
 };
 
 class TrainObserver {

@@ -77,6 +77,26 @@ expect straggler 0 "warning: epoch 1: rank 2 \(.*\) took [0-9.]+x the other rank
 python3 -c "import json, sys; m = json.loads(open(sys.argv[1]).readline())['rank_compute_ms']; assert len(m) == 3 and m[2] > 20 > max(m[:2]), m" \
   "$WORK/straggler.json" || fail "straggler: rank_compute_ms: $(cat "$WORK/straggler.json")"
 
+# Another process on the rank's core (as when two jobs are bound to the
+# same cores): every rank is slowed alike, so no straggler shows; the
+# run-queue figures show it (Note [Finding a contended CPU]). A busy loop
+# pinned to CPU 0 shares the core that the one rank is confined to.
+if [ -r /proc/thread-self/schedstat ]; then
+  taskset -c 0 sh -c 'while :; do :; done' &
+  hog=$!
+  rc=0
+  taskset -c 0 timeout 120 mpirun --bind-to none -q -np 1 "$DDP_TRAIN" --dataset synthetic \
+    --synthetic-samples 20000 --hidden 512,512 --epochs 1 --metrics "$WORK/contended.json" \
+    > "$WORK/contended.out" 2>&1 || rc=$?
+  kill "$hog"
+  [ "$rc" = 0 ] || fail "contended: exit $rc: $(tail -5 "$WORK/contended.out")"
+  grep -qE "warning: epoch 1: other processes compete for the CPUs of rank 0 \(.*: on a CPU [0-9]+% of the time it was ready to run, where its own job's threads leave it 100%\)" \
+    "$WORK/contended.out" || fail "contended: not reported: $(cat "$WORK/contended.out")"
+  python3 -c "import json, sys; s = json.loads(open(sys.argv[1]).readline())['rank_cpu_share']; assert len(s) == 1 and s[0] < 0.75, s" \
+    "$WORK/contended.json" || fail "contended: rank_cpu_share: $(cat "$WORK/contended.json")"
+  echo "contended: $(grep -oE "on a CPU [0-9]+% of the time" "$WORK/contended.out")"
+fi
+
 # A rank fails alone, outside any agreement: it prints its error and leaves;
 # the others, blocked in the step's all-reduce, find it gone (its status
 # server is closed) and end the job within the timeout, naming it.

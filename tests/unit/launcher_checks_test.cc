@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -142,6 +143,42 @@ TEST(ThreadsPerRank, DisjointSetsAreEachRanksOwn) {
   const std::vector<CpuMask> node = {range(0, 3), range(4, 7), range(8, 11)};
   for (const CpuMask& mine : node)
     EXPECT_EQ(threadsForMask(mine, node), 4);
+}
+
+// Note [Finding a contended CPU]: what a rank's own job leaves its
+// training thread, from the ranks sharing its CPUs and their threads.
+TEST(ExpectedCpuShare, OnlyTheJobsOwnOversubscriptionLowersIt) {
+  const std::vector<CpuMask> bound = {cpus({0}), cpus({1})};
+  EXPECT_EQ(sharersOf(bound[0], bound), 1);
+  const std::vector<CpuMask> crowded(4, range(0, 1));  // np=4 on a 2-core socket
+  EXPECT_EQ(sharersOf(crowded[0], crowded), 4);
+  const auto expected = [](int allowed, int sharers, int threads) {
+    CpuShare share;
+    share.allowed = allowed;
+    share.sharers = sharers;
+    return expectedCpuShare(share, threads);
+  };
+  EXPECT_DOUBLE_EQ(expected(1, 1, 1), 1.0);   // bound to its own core
+  EXPECT_DOUBLE_EQ(expected(2, 4, 1), 0.5);   // four ranks on two cores
+  EXPECT_DOUBLE_EQ(expected(1, 1, 4), 0.25);  // --threads 4 on one core
+  EXPECT_DOUBLE_EQ(expected(32, 4, 8), 1.0);  // four ranks of 8 threads on a 32-core socket
+  EXPECT_DOUBLE_EQ(expected(16, 3, 5), 1.0);  // 15 threads on 16 CPUs
+}
+
+TEST(RunQueueTimes, ASpinningThreadRuns) {
+  const auto before = threadRunQueueTimes();
+  if (!before) GTEST_SKIP() << "no /proc/thread-self/schedstat in this kernel";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  volatile unsigned long spins = 0;
+  while (std::chrono::steady_clock::now() < until)
+    spins = spins + 1;
+  const auto after = threadRunQueueTimes();
+  ASSERT_TRUE(after);
+  // 50 ms of wall time, all of it ready to run: on a CPU or waiting for one.
+  const double ready = (after->running - before->running) + (after->waiting - before->waiting);
+  EXPECT_GE(ready, 0.045);
+  EXPECT_LE(ready, 0.2);
+  EXPECT_GT(after->running - before->running, 0.0);
 }
 
 // Each rank bound to one CPU; the node's ranks use `usable` of `available`.

@@ -28,5 +28,39 @@ TEST(Straggler, RanksWithinTheRatioOrAloneAreNotStragglers) {
   EXPECT_FALSE(stragglerWarning(1, {}, {}));
 }
 
+using CpuTime = trainer::EpochReport::CpuTime;
+
+// Note [Finding a contended CPU]: a rank whose training thread ran less than
+// kContentionRatio of what its own job leaves it.
+TEST(Contention, ARankSharingItsCoreWithAnotherJobIsNamed) {
+  // Two jobs bound to core 0: on a CPU 2.87 s of 5.95 s ready, expecting all of it.
+  EXPECT_EQ(contentionWarning(2, {{2.87, 3.08, 1.0}, {3.0, 0.2, 1.0}}, {"a", "b"}),
+            "epoch 2: other processes compete for the CPUs of rank 0 (a: on a CPU 48% of the "
+            "time it was ready to run, where its own job's threads leave it 100%). Another job "
+            "bound to the same cores? mpirun binds each job's ranks from core 0 up, unaware of "
+            "other jobs: give each job its own cores (mpirun --cpu-set, taskset -c) or launch "
+            "with --bind-to none");
+  const auto two =
+      contentionWarning(1, {{1.0, 1.0, 1.0}, {3.0, 0.1, 1.0}, {0.6, 1.4, 0.5}}, {"a", "a", "b"});
+  ASSERT_TRUE(two);
+  EXPECT_NE(two->find("CPUs of ranks 0 (a: on a CPU 50% of the time it was ready to run, where "
+                      "its own job's threads leave it 100%), 2 (b: on a CPU 30% of the time it "
+                      "was ready to run, where its own job's threads leave it 50%)."),
+            std::string::npos)
+      << *two;
+}
+
+TEST(Contention, TheJobsOwnOversubscriptionAndShortEpochsAreNot) {
+  // Four ranks on two cores: 0.55 of the 0.5 they expect.
+  EXPECT_FALSE(
+      contentionWarning(1, std::vector<CpuTime>(4, {1.6, 1.3, 0.5}), {"a", "a", "a", "a"}));
+  EXPECT_FALSE(contentionWarning(1, {{3.0, 1.0, 1.0}}, {"a"}));  // 75%: at the ratio
+  EXPECT_TRUE(contentionWarning(1, {{2.9, 1.1, 1.0}}, {"a"}));   // 72.5%
+  EXPECT_FALSE(contentionWarning(1, {{0.4, 0.5, 1.0}}, {"a"}));  // 0.9 s ready: noise
+  EXPECT_FALSE(contentionWarning(1, {{0.0, 0.0, 1.0}}, {"a"}));  // no run-queue figures
+  EXPECT_FALSE(cpuShareOf({0.0, 0.0, 1.0}));
+  EXPECT_DOUBLE_EQ(*cpuShareOf({3.0, 1.0, 1.0}), 0.75);
+}
+
 }  // namespace
 }  // namespace ddp::launcher
