@@ -1,6 +1,8 @@
 #include "launcher/fault_injection.h"
 
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -35,7 +37,7 @@ FaultInjection parseFaultInjection(const std::string& text) {
   const auto bad = [&] {
     return UsageError(
         str("--inject-fault: expected stall:RANK:STEP:SECONDS, slow:RANK:STEP:SECONDS, "
-            "desync:RANK:STEP, nonfinite:RANK:STEP or error:RANK:STEP (got '",
+            "desync:RANK:STEP, nonfinite:RANK:STEP, bitflip:RANK:STEP or error:RANK:STEP (got '",
             text, "')"));
   };
   if (parts.empty()) throw bad();
@@ -49,6 +51,8 @@ FaultInjection parseFaultInjection(const std::string& text) {
     fault.kind = FaultInjection::Kind::kDesync;
   } else if (parts[0] == "nonfinite") {
     fault.kind = FaultInjection::Kind::kNonFinite;
+  } else if (parts[0] == "bitflip") {
+    fault.kind = FaultInjection::Kind::kBitFlip;
   } else if (parts[0] == "error") {
     fault.kind = FaultInjection::Kind::kError;
   } else {
@@ -66,7 +70,7 @@ FaultInjection parseFaultInjection(const std::string& text) {
   return fault;
 }
 
-void installFault(const FaultInjection& fault, comm::Communicator& comm,
+void installFault(const FaultInjection& fault, comm::Communicator& comm, trainer::Sequential& model,
                   trainer::TrainOptions& options) {
   if (fault.kind == FaultInjection::Kind::kNone || fault.rank != comm.rank()) return;
   switch (fault.kind) {
@@ -98,6 +102,21 @@ void installFault(const FaultInjection& fault, comm::Communicator& comm,
       options.poisonGradients = [fault](std::size_t step) {
         if (step == fault.step) log::warn(str("--inject-fault: NaN gradients in step ", step));
         return step == fault.step;
+      };
+      break;
+    case FaultInjection::Kind::kBitFlip:
+      options.beforeStep = [fault, &model](std::size_t step) {
+        if (step != fault.step) return;
+        trainer::Parameter& first = *model.parameters().front();
+        trainer::Tensor host = first.value.onHost();  // the parameter itself on a CPU
+        std::uint32_t bits = 0;
+        std::memcpy(&bits, host.data(), sizeof bits);
+        // A high bit of the mantissa (the value changes by 1/8): a low one can
+        // be rounded away by the next updates, as a real flip of it can.
+        bits ^= 1u << 20;
+        std::memcpy(host.data(), &bits, sizeof bits);
+        if (host.data() != first.value.data()) first.value.copyFrom(host);
+        log::warn(str("--inject-fault: flipped one bit of ", first.name, " before step ", step));
       };
       break;
     case FaultInjection::Kind::kError:

@@ -7,6 +7,8 @@
 //   desync:R:S         rank R issues one extra collective before step S (a
 //                      program that diverged)
 //   nonfinite:R:S      rank R's gradients of step S are NaN (a bad batch)
+//   bitflip:R:S        rank R flips one bit of its first parameter before step
+//                      S (silent data corruption: a memory or CPU fault)
 //   error:R:S          rank R fails with an error before step S, alone (the
 //                      others learn of it only through the watchdog)
 //
@@ -18,12 +20,13 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "trainer/sequential.h"
 #include "trainer/trainer.h"
 
 namespace ddp::launcher {
 
 struct FaultInjection {
-  enum class Kind { kNone, kStall, kSlow, kDesync, kNonFinite, kError };
+  enum class Kind { kNone, kStall, kSlow, kDesync, kNonFinite, kBitFlip, kError };
   Kind kind = Kind::kNone;
   int rank = 0;
   std::size_t step = 0;
@@ -34,8 +37,9 @@ struct FaultInjection {
 FaultInjection parseFaultInjection(const std::string& text);
 
 // Installs the fault's hooks (TrainOptions::beforeStep, poisonGradients) on
-// the rank it names; other ranks get none.
-void installFault(const FaultInjection& fault, comm::Communicator& comm,
+// the rank it names; other ranks get none. `model` (the bit flip's target)
+// must outlive the training run.
+void installFault(const FaultInjection& fault, comm::Communicator& comm, trainer::Sequential& model,
                   trainer::TrainOptions& options);
 
 }  // namespace ddp::launcher

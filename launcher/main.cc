@@ -154,12 +154,13 @@ int train(const Options& o) {
       };
     }
     trainOptions.stopRequested = [] { return stopSignal(); };
-    installFault(parseFaultInjection(o.injectFault), comm, trainOptions);
+    installFault(parseFaultInjection(o.injectFault), comm, *model, trainOptions);
     trainer::TrainPosition start;
     if (!o.resume.empty())
       start = resumeFromCheckpoint(comm, world, o, *model, sgd, checkpointOptions(o));
     trainOptions.hostThreads = static_cast<unsigned>(threads);  // GPU: batch gathering
     trainOptions.expectedCpuShare = expectedCpuShare(cpus, threads);
+    trainOptions.rankHosts = hostOfEachRank(world);
     trainer::Trainer trainer(comm, *model, sgd, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
     comm::agree(comm, [&] {  // Note [Refusing files the disk cannot hold]

@@ -145,8 +145,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "inject-fault", po::value(&o.injectFault)->value_name("FAULT"),
       "make one rank misbehave, to see what ddp reports: stall:RANK:STEP:SECONDS, "
       "slow:RANK:STEP:SECONDS (that much slower in every step from STEP on), desync:RANK:STEP "
-      "(one extra collective), nonfinite:RANK:STEP (NaN gradients) or error:RANK:STEP (that rank "
-      "fails alone)");
+      "(one extra collective), nonfinite:RANK:STEP (NaN gradients), bitflip:RANK:STEP (one bit "
+      "of its weights flipped) or error:RANK:STEP (that rank fails alone)");
   po::options_description all(kHelpWidth, kHelpWidth / 2);
   all.add(general)
       .add(data)

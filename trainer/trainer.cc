@@ -8,6 +8,7 @@
 #include "ddp_config.h"
 #include "runtime/cpu_share.h"
 #include "runtime/error.h"
+#include "trainer/replica_check.h"
 #if DDP_WITH_CUDA
 #include <cuda_runtime.h>
 
@@ -339,6 +340,7 @@ void Trainer::run(TrainObserver& observer) {
   const std::size_t totalSteps = plannedSteps();
   const auto world = static_cast<double>(comm_.size());
   const std::size_t worldSize = static_cast<std::size_t>(comm_.size());
+  std::size_t agreedStep = globalStep_;  // equal since broadcastParameters or the resume
   for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
     const auto epochStart = Clock::now();
@@ -499,6 +501,10 @@ void Trainer::run(TrainObserver& observer) {
       report.rankComputeMs.push_back(all[4 * r]);
       report.rankCpu.push_back({all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]});
     }
+    // Before this epoch's checkpoint (Note [Checking that the replicas agree]).
+    verifyReplicasAgree(comm_, model_, optimizer_, options_.rankHosts,
+                        {epoch, globalStep_, agreedStep});
+    agreedStep = globalStep_;
     report.test = evaluate();
     report.wallSeconds = secondsSince(epochStart);
     observer.onEpoch(report);

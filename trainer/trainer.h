@@ -86,6 +86,9 @@ struct TrainOptions {
   // job's threads (runtime/cpu_share.h, expectedCpuShare), reported with
   // each epoch beside what it got (EpochReport::rankCpu).
   double expectedCpuShare = 1.0;
+  // rankHosts[r]: rank r's host, for naming a rank whose replica diverged
+  // (Note [Checking that the replicas agree]); may be empty.
+  std::vector<std::string> rankHosts;
   // Test-only fault injection (ddp_train --inject-fault), on one rank: called
   // before each step with its 1-based global step (may sleep or issue an extra
   // collective); and, when it returns true, that step's gradients on this rank

@@ -1,0 +1,59 @@
+// A check, at each epoch's end, that every rank still holds the same model.
+//
+// Note [Checking that the replicas agree]
+// Data parallelism rests on one invariant: the replicas start equal (the
+// start-up broadcast) and stay equal, since every rank applies the same
+// averaged gradients. Nothing checked it during a run. A bit flipped in one
+// rank's weights or momentum (a memory or CPU fault: the silent data
+// corruption that large training fleets report) or a bug that updates one
+// rank differently would leave that replica training on its own, its
+// gradients still averaged into everyone's, and rank 0 alone writes
+// checkpoints, so a fault there would be saved and one elsewhere never
+// seen. So at each epoch's end every rank takes the CRC-32 of each tensor a
+// checkpoint holds (weights and momentum, copied to the host first on a
+// GPU) and the ranks gather them: one allgather of 8 bytes per tensor per
+// rank. Equal everywhere, the run goes on. Otherwise every rank stops (exit
+// 1) before the epoch's checkpoint is written, rank 0 naming the ranks
+// outside the majority (both ranks at np=2, where there is none), their
+// hosts and each one's first differing tensor; the newest checkpoint is
+// then one written while the replicas still agreed. Megatron-Core offers
+// the same check as a utility (check_param_hashes_across_dp_replicas).
+// Cost: see benchmarks/RESULTS.md, "Checking that the replicas agree".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "trainer/sequential.h"
+#include "trainer/sgd.h"
+
+namespace ddp::trainer {
+
+// Where in the run the check is made: the replicas were last found equal
+// after `agreedStep` (the run's first step, or the previous check), and are
+// checked again after `step`, the end of `epoch`.
+struct ReplicaCheckPoint {
+  std::size_t epoch = 0;
+  std::size_t step = 0;
+  std::size_t agreedStep = 0;
+};
+
+// The report when the ranks' CRCs differ, or nullopt when they agree.
+// `crcs[r][t]` is rank r's CRC of tensor `names[t]`; `hosts[r]` names rank
+// r's host (may be empty).
+std::optional<std::string> describeDivergence(const std::vector<std::vector<std::int64_t>>& crcs,
+                                              const std::vector<std::string>& names,
+                                              const std::vector<std::string>& hosts,
+                                              const ReplicaCheckPoint& at);
+
+// Collective, on every rank at the same point. Returns when every rank holds
+// the same weights and momentum; otherwise throws MismatchError on every
+// rank, rank 0's carrying describeDivergence's report, the others' pointing
+// to it.
+void verifyReplicasAgree(comm::Communicator& comm, Sequential& model, Sgd& optimizer,
+                         const std::vector<std::string>& hosts, const ReplicaCheckPoint& at);
+
+}  // namespace ddp::trainer
