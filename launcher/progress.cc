@@ -199,6 +199,11 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
                                    {"optimizer", t.optimizer * 1e3}}}};
     metrics_ << line.dump() << '\n';
     metrics_.flush();
+    if (!metrics_) {  // a full disk: say so once, not at every epoch
+      log::warn(str("--metrics: cannot write to ", metricsPath_, " (", std::strerror(errno),
+                    "): epoch ", r.epoch, " and later are not recorded"));
+      metrics_.close();
+    }
   }
 }
 

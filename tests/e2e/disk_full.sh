@@ -3,6 +3,7 @@
 # hold]): refused at start-up when not even one checkpoint or the final
 # weights fit; warned about when the checkpoints fill it part-way, and then
 # the failed write names the sizes and every earlier checkpoint still resumes.
+# A --metrics file on a full disk: warned about once, the run goes on.
 # And a /dev/shm too small for the shared gradient buffers: plain MPI, with a
 # warning. Small file systems are tmpfs mounts in a private mount namespace.
 if [ -z "${DDP_IN_MOUNT_NAMESPACE:-}" ]; then
@@ -50,7 +51,18 @@ run 2 "${c[@]}" --epochs 1 --max-steps 18 --resume "$mid/ck/checkpoint-000000016
 grep -q "resume: from $mid/ck/checkpoint-000000016.safetensors" "$WORK/resumed" ||
   fail "did not resume: $(cat "$WORK/resumed")"
 
-# 3. A container's small /dev/shm (Docker's default is 64 MiB): the ranks'
+# 3. --metrics on a full disk: the run goes on, and says once that the
+# epochs from then on are not recorded (they were dropped in silence).
+dd if=/dev/zero of="$small/filler" bs=64k 2> /dev/null || true  # until the disk is full
+run 2 "${c[@]}" --hidden 64 --epochs 2 --metrics "$small/metrics.json" > "$WORK/metrics.out" 2>&1 ||
+  fail "a full disk under --metrics failed the run: $(cat "$WORK/metrics.out")"
+grep -q "warning: --metrics: cannot write to $small/metrics.json (No space left on device): epoch 1 and later are not recorded" \
+  "$WORK/metrics.out" || fail "a lost --metrics line was not reported: $(cat "$WORK/metrics.out")"
+[ "$(grep -c "cannot write to" "$WORK/metrics.out")" = 1 ] || fail "warned more than once"
+grep -q "epoch 2/2" "$WORK/metrics.out" || fail "the run did not go on: $(cat "$WORK/metrics.out")"
+rm "$small/filler"
+
+# 4. A container's small /dev/shm (Docker's default is 64 MiB): the ranks'
 # shared gradient buffers do not fit, so the all-reduces fall back to plain
 # MPI with a warning, instead of SIGBUS at the first step that touches them.
 mount -t tmpfs -o size=32m tmpfs /dev/shm || { echo "SKIP: cannot mount a tmpfs on /dev/shm"; exit 77; }
