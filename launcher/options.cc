@@ -128,6 +128,13 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "warn about a collective waiting this long (at most half of --timeout), naming the ranks "
       "that have not arrived; ranks found in different collectives end the job as a desync (inf: "
       "half of --timeout)")(
+      "pace-check-every",
+      po::value(&o.paceCheckSeconds)
+          ->value_name("SECONDS")
+          ->default_value(o.paceCheckSeconds, "120"),
+      "also within an epoch, compare the ranks' compute per step this often and name a straggler "
+      "or a rank whose CPUs other processes take (as at every epoch's end; 0: at epoch ends "
+      "only)")(
       "skip-nonfinite", po::bool_switch(&o.skipNonFinite),
       "skip (and count) updates whose averaged gradients hold a NaN or infinity, instead of "
       "stopping with the step and the parameter (GPUs: checked and skipped on the device)")(
@@ -503,6 +510,12 @@ Options validate(Options o, const Raw& raw) {
     throw UsageError(str("--weight-decay must be >= 0 and finite (got ", o.weightDecay, ")"));
   o.timeoutSeconds = waitLimit(o.timeoutSeconds, "timeout");
   o.stallWarningSeconds = waitLimit(o.stallWarningSeconds, "stall-warning");
+  if (!(o.paceCheckSeconds == 0 || o.paceCheckSeconds >= 1)) {
+    throw UsageError(
+        str("--pace-check-every must be 0 (epoch ends only) or at least 1 second (got ",
+            o.paceCheckSeconds, ")"));
+  }
+  if (std::isinf(o.paceCheckSeconds)) o.paceCheckSeconds = 0;
   parseFaultInjection(o.injectFault);      // throws UsageError naming the option
   trainer::parseLrSchedule(o.lrSchedule);  // throws UsageError naming the option
   if (o.model != "mlp")

@@ -55,6 +55,7 @@ struct Options {
   int threads = 0;                  // 0: cores on this node / ranks on this node
   double timeoutSeconds = 300;      // at most kNoWaitLimitSeconds: no limit
   double stallWarningSeconds = 60;  // capped at half the timeout
+  double paceCheckSeconds = 120;    // 0: compare the ranks' pace at epoch ends only
   bool skipNonFinite = false;
   std::string injectFault;  // test only: launcher/fault_injection.h
   // output

@@ -36,8 +36,18 @@ bool stdoutIsTerminal() {
   return where.rfind("/dev/pts/", 0) == 0 || where.rfind("/dev/tty", 0) == 0;
 }
 
+// The median of every value but `skip`: at np=2 the other rank, not a mean
+// the straggler is half of.
+double othersMedian(const std::vector<double>& values, std::vector<double>::const_iterator skip) {
+  std::vector<double> others = values;
+  others.erase(others.begin() + (skip - values.begin()));
+  std::sort(others.begin(), others.end());
+  const std::size_t n = others.size();
+  return n % 2 == 1 ? others[n / 2] : (others[n / 2 - 1] + others[n / 2]) / 2;
+}
+
 // Each rank's share for --metrics: null where too short to measure.
-nlohmann::json cpuShares(const std::vector<trainer::EpochReport::CpuTime>& cpu) {
+nlohmann::json cpuShares(const std::vector<trainer::PaceReport::CpuTime>& cpu) {
   nlohmann::json shares = nlohmann::json::array();
   for (const auto& rank : cpu) {
     const auto share = cpuShareOf(rank);
@@ -48,50 +58,65 @@ nlohmann::json cpuShares(const std::vector<trainer::EpochReport::CpuTime>& cpu) 
 
 }  // namespace
 
-std::optional<std::string> stragglerWarning(std::size_t epoch, const std::vector<double>& computeMs,
-                                            const std::vector<std::string>& hosts) {
+std::string paceSpan(const trainer::PaceReport& pace, bool wholeEpoch) {
+  return wholeEpoch ? str("epoch ", pace.epoch)
+                    : str("steps ", pace.firstStep, "-", pace.lastStep, " of epoch ", pace.epoch);
+}
+
+std::optional<std::size_t> stragglerOf(const std::vector<double>& computeMs) {
   if (computeMs.size() < 2) return std::nullopt;
   const auto slowest = std::max_element(computeMs.begin(), computeMs.end());
-  // The others' median: at np=2 the other rank, not a mean the straggler is half of.
-  std::vector<double> others = computeMs;
-  others.erase(others.begin() + (slowest - computeMs.begin()));
-  std::sort(others.begin(), others.end());
-  const std::size_t n = others.size();
-  const double median = n % 2 == 1 ? others[n / 2] : (others[n / 2 - 1] + others[n / 2]) / 2;
+  const double median = othersMedian(computeMs, slowest);
   if (!(*slowest > kStragglerRatio * median && *slowest - median >= kStragglerMs)) {
     return std::nullopt;
   }
-  const auto rank = static_cast<std::size_t>(slowest - computeMs.begin());
-  return str("epoch ", epoch, ": rank ", rank,
-             rank < hosts.size() ? str(" (", hosts[rank], ")") : std::string(), " took ",
-             fixed(*slowest / median, 2), "x the other ranks' median compute per step (",
-             fixed(*slowest, 2), " ms against ", fixed(median, 2),
+  return static_cast<std::size_t>(slowest - computeMs.begin());
+}
+
+std::optional<std::string> stragglerWarning(const std::string& when,
+                                            const std::vector<double>& computeMs,
+                                            const std::vector<std::string>& hosts) {
+  const auto rank = stragglerOf(computeMs);
+  if (!rank) return std::nullopt;
+  const double slowest = computeMs[*rank];
+  const double median = othersMedian(computeMs, computeMs.begin() + static_cast<long>(*rank));
+  return str(when, ": rank ", *rank,
+             *rank < hosts.size() ? str(" (", hosts[*rank], ")") : std::string(), " took ",
+             fixed(slowest / median, 2), "x the other ranks' median compute per step (",
+             fixed(slowest, 2), " ms against ", fixed(median, 2),
              " ms: data, forward, backward and optimizer); every all-reduce waits for it, so "
              "the job runs at its pace");
 }
 
-std::optional<double> cpuShareOf(const trainer::EpochReport::CpuTime& cpu) {
+std::optional<double> cpuShareOf(const trainer::PaceReport::CpuTime& cpu) {
   const double ready = cpu.running + cpu.waiting;
   if (!(ready >= kContentionMinSeconds)) return std::nullopt;
   return cpu.running / ready;
 }
 
-std::optional<std::string> contentionWarning(std::size_t epoch,
-                                             const std::vector<trainer::EpochReport::CpuTime>& cpu,
-                                             const std::vector<std::string>& hosts) {
-  std::string ranks;
-  std::size_t count = 0;
+std::vector<std::size_t> contendedRanks(const std::vector<trainer::PaceReport::CpuTime>& cpu) {
+  std::vector<std::size_t> ranks;
   for (std::size_t r = 0; r < cpu.size(); ++r) {
     const auto share = cpuShareOf(cpu[r]);
-    if (!share || *share >= kContentionRatio * cpu[r].expectedShare) continue;
-    ranks += str(count++ == 0 ? "" : ", ", r, " (", r < hosts.size() ? hosts[r] + ": " : "",
-                 "on a CPU ", fixed(*share * 100, 0),
+    if (share && *share < kContentionRatio * cpu[r].expectedShare) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+std::optional<std::string> contentionWarning(const std::string& when,
+                                             const std::vector<trainer::PaceReport::CpuTime>& cpu,
+                                             const std::vector<std::string>& hosts) {
+  const std::vector<std::size_t> contended = contendedRanks(cpu);
+  if (contended.empty()) return std::nullopt;
+  std::string ranks;
+  for (const std::size_t r : contended) {
+    ranks += str(ranks.empty() ? "" : ", ", r, " (", r < hosts.size() ? hosts[r] + ": " : "",
+                 "on a CPU ", fixed(*cpuShareOf(cpu[r]) * 100, 0),
                  "% of the time it was ready to run, where its own job's threads leave it ",
                  fixed(cpu[r].expectedShare * 100, 0), "%)");
   }
-  if (count == 0) return std::nullopt;
-  return str("epoch ", epoch, ": other processes compete for the CPUs of rank",
-             count == 1 ? " " : "s ", ranks,
+  return str(when, ": other processes compete for the CPUs of rank",
+             contended.size() == 1 ? " " : "s ", ranks,
              ". Another job bound to the same cores? mpirun binds each job's ranks from core 0 up, "
              "unaware of other jobs: give each job its own cores (mpirun --cpu-set, taskset -c) "
              "or launch with --bind-to none");
@@ -174,8 +199,10 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
   log::info(str("  mean step ", ms(t.total()), " ms: data ", ms(t.data), "  forward ",
                 ms(t.forward), "  backward ", ms(t.backward), "  comm ", ms(t.comm), "  optimizer ",
                 ms(t.optimizer)));
-  if (const auto warning = stragglerWarning(r.epoch, r.rankComputeMs, hosts_)) log::warn(*warning);
-  if (const auto warning = contentionWarning(r.epoch, r.rankCpu, hosts_)) log::warn(*warning);
+  const std::string when = paceSpan(r.pace, true);
+  if (const auto warning = stragglerWarning(when, r.pace.rankComputeMs, hosts_))
+    log::warn(*warning);
+  if (const auto warning = contentionWarning(when, r.pace.rankCpu, hosts_)) log::warn(*warning);
   if (metrics_.is_open()) {
     const nlohmann::json line = {{"epoch", r.epoch},
                                  {"steps", r.steps},
@@ -188,8 +215,8 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
                                  {"train_time_s", r.trainSeconds},
                                  {"wall_time_s", r.wallSeconds},
                                  {"skipped_steps", r.skippedSteps},
-                                 {"rank_compute_ms", r.rankComputeMs},
-                                 {"rank_cpu_share", cpuShares(r.rankCpu)},
+                                 {"rank_compute_ms", r.pace.rankComputeMs},
+                                 {"rank_cpu_share", cpuShares(r.pace.rankCpu)},
                                  {"step_ms",
                                   {{"total", t.total() * 1e3},
                                    {"data", t.data * 1e3},
@@ -205,6 +232,28 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
       metrics_.close();
     }
   }
+}
+
+// Within an epoch: the same warnings, but only when the ranks they name
+// change from the previous window's, so that a lasting straggler is named
+// once, not every window.
+void ProgressPrinter::onPace(const trainer::PaceReport& r) {
+  const auto straggler = stragglerOf(r.rankComputeMs);
+  const std::vector<std::size_t> contended = contendedRanks(r.rankCpu);
+  if (!enabled_) return;
+  const std::string when = paceSpan(r, false);
+  if (straggler && straggler != windowStraggler_) {
+    if (lineOpen_) log::raw("\n");
+    lineOpen_ = false;
+    log::warn(*stragglerWarning(when, r.rankComputeMs, hosts_));
+  }
+  if (!contended.empty() && contended != windowContended_) {
+    if (lineOpen_) log::raw("\n");
+    lineOpen_ = false;
+    log::warn(*contentionWarning(when, r.rankCpu, hosts_));
+  }
+  windowStraggler_ = straggler;
+  windowContended_ = contended;
 }
 
 }  // namespace ddp::launcher

@@ -12,10 +12,17 @@
 // slower or busier node, a throttled GPU, a noisy neighbour) sets the pace of
 // the whole job, and on every other rank the loss shows up only as "comm".
 // At each epoch's end the ranks exchange their mean compute per step (every
-// phase but that wait: one allgather of a double), and rank 0 warns when the
-// slowest took more than kStragglerRatio times the other ranks' median (and
-// kStragglerMs more), naming the rank and its host. --metrics records every rank's figure
-// (rank_compute_ms).
+// phase but that wait: one allgather, trainer::PaceReport), and rank 0 warns
+// when the slowest took more than kStragglerRatio times the other ranks'
+// median (and kStragglerMs more), naming the rank and its host. --metrics
+// records every rank's figure (rank_compute_ms). An epoch can last hours (a
+// large data set read once, as language models are), so the ranks also
+// exchange their pace within an epoch, every --pace-check-every seconds of
+// rank 0's clock: rank 0's verdict that a window is over rides on the
+// all-reduce that already agrees on stop signals every few steps, so a step
+// pays nothing more. A window's warning is printed only when the ranks it
+// names differ from the previous window's: a lasting straggler is named
+// once, not every few minutes.
 //
 // Note [Finding a contended CPU]
 // Other processes on a rank's CPUs slow it down without any sign: mpirun
@@ -53,10 +60,19 @@ namespace ddp::launcher {
 constexpr double kStragglerRatio = 1.25;
 constexpr double kStragglerMs = 1.0;
 
-// The warning for the epoch's slowest rank (Note [Finding a straggler]), or
-// nullopt when no rank is that much slower. `computeMs[r]` is rank r's mean
-// compute per step, `hosts[r]` its host.
-std::optional<std::string> stragglerWarning(std::size_t epoch, const std::vector<double>& computeMs,
+// "epoch 4" (`wholeEpoch`) or "steps 1201-1850 of epoch 1": what a pace
+// report covers, to begin its warnings.
+std::string paceSpan(const trainer::PaceReport& pace, bool wholeEpoch);
+
+// The rank that is a straggler (Note [Finding a straggler]), or nullopt when
+// no rank is that much slower. `computeMs[r]` is rank r's mean compute per
+// step.
+std::optional<std::size_t> stragglerOf(const std::vector<double>& computeMs);
+
+// The warning naming stragglerOf's rank and its host (`hosts[r]`), after
+// `when` (paceSpan), or nullopt.
+std::optional<std::string> stragglerWarning(const std::string& when,
+                                            const std::vector<double>& computeMs,
                                             const std::vector<std::string>& hosts);
 
 // A contended rank: its training thread ran less than this fraction of what
@@ -67,12 +83,15 @@ constexpr double kContentionMinSeconds = 1.0;
 
 // The share of its ready time a rank's training thread ran; nullopt without
 // kContentionMinSeconds of figures.
-std::optional<double> cpuShareOf(const trainer::EpochReport::CpuTime& cpu);
+std::optional<double> cpuShareOf(const trainer::PaceReport::CpuTime& cpu);
 
-// The warning naming the epoch's contended ranks (Note [Finding a contended
-// CPU]), or nullopt. `cpu[r]` and `hosts[r]` are rank r's.
-std::optional<std::string> contentionWarning(std::size_t epoch,
-                                             const std::vector<trainer::EpochReport::CpuTime>& cpu,
+// The contended ranks (Note [Finding a contended CPU]), in rank order.
+std::vector<std::size_t> contendedRanks(const std::vector<trainer::PaceReport::CpuTime>& cpu);
+
+// The warning naming contendedRanks' ranks, their hosts and their shares,
+// after `when` (paceSpan), or nullopt. `cpu[r]` and `hosts[r]` are rank r's.
+std::optional<std::string> contentionWarning(const std::string& when,
+                                             const std::vector<trainer::PaceReport::CpuTime>& cpu,
                                              const std::vector<std::string>& hosts);
 
 class ProgressPrinter final : public trainer::TrainObserver {
@@ -84,6 +103,7 @@ class ProgressPrinter final : public trainer::TrainObserver {
 
   void onStep(const trainer::StepReport& report) override;
   void onEpoch(const trainer::EpochReport& report) override;
+  void onPace(const trainer::PaceReport& report) override;
 
  private:
   bool enabled_;
@@ -97,6 +117,9 @@ class ProgressPrinter final : public trainer::TrainObserver {
   bool lineOpen_ = false;
   trainer::PhaseTimes sinceLine_;  // summed over the steps since the last progress line
   std::size_t stepsSinceLine_ = 0;
+  // What the previous window within an epoch found (onPace).
+  std::optional<std::size_t> windowStraggler_;
+  std::vector<std::size_t> windowContended_;
 };
 
 }  // namespace ddp::launcher

@@ -124,6 +124,7 @@ trainer::TrainOptions trainOptionsFrom(const Options& o) {
   t.lrSchedule = trainer::parseLrSchedule(o.lrSchedule);
   t.sampler = {!o.noShuffle, o.dropLast, o.seed};
   t.lossReadEvery = o.logEvery;
+  t.paceWindowSeconds = o.paceCheckSeconds;
   t.checkpointEvery = o.checkpointEvery;
   t.skipNonFinite = o.skipNonFinite;
   return t;

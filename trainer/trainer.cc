@@ -359,6 +359,14 @@ void Trainer::run(TrainObserver& observer) {
     PhaseTimes phaseSum;
     std::size_t timedSteps = 0;
     std::size_t skipped = 0;
+    // The stretch of this epoch since the last pace report (paceWindowSeconds).
+    struct {
+      Clock::time_point start;
+      std::size_t firstStep = 0;
+      PhaseTimes sum;
+      std::size_t steps = 0;
+      RunQueueTimes cpu;
+    } window{epochStart, globalStep_ + 1, {}, 0, cpuAtStart};
     // Steps whose loss has not been read yet (on the CPU, never more than one).
     std::vector<StepReport> unread;
     auto reportUnread = [&] {
@@ -409,6 +417,8 @@ void Trainer::run(TrainObserver& observer) {
         r.samplesPerSecond = world * static_cast<double>(samples) / elapsed;
         phaseSum += r.times;
         ++timedSteps;
+        window.sum += r.times;
+        ++window.steps;
         observer.onStep(r);
       }
       unread.clear();
@@ -449,11 +459,25 @@ void Trainer::run(TrainObserver& observer) {
         checkpoint(epoch, consumed);
         checkpointed = true;
       }
-      if (options_.stopRequested && globalStep_ % options_.stopCheckEvery == 0) {
-        // Every rank must stop after the same step: agree on the signal.
-        std::int32_t signal = options_.stopRequested();
-        comm_.allreduceSync(std::span<std::int32_t>(&signal, 1), comm::ReduceOp::kMax);
-        if (signal != 0) {
+      if ((options_.stopRequested || options_.paceWindowSeconds > 0) &&
+          globalStep_ % options_.stopCheckEvery == 0) {
+        // Every rank must stop after the same step: agree on the signal, and
+        // on whether rank 0's clock says a pace report is due.
+        std::int32_t agreed[2] = {options_.stopRequested ? options_.stopRequested() : 0,
+                                  comm_.rank() == 0 && options_.paceWindowSeconds > 0 &&
+                                      secondsSince(window.start) >= options_.paceWindowSeconds};
+        comm_.allreduceSync(std::span<std::int32_t>(agreed), comm::ReduceOp::kMax);
+        if (agreed[1] != 0 && agreed[0] == 0) {
+          reportUnread();
+          observer.onPace(
+              gatherPace(epoch, window.firstStep, window.sum, window.steps, window.cpu));
+          window = {Clock::now(),
+                    globalStep_ + 1,
+                    {},
+                    0,
+                    threadRunQueueTimes().value_or(RunQueueTimes{})};
+        }
+        if (const std::int32_t signal = agreed[0]; signal != 0) {
           stoppedBy_ = signal;
           reportUnread();
           if (end < shard.size()) {
@@ -468,7 +492,6 @@ void Trainer::run(TrainObserver& observer) {
     reportUnread();
     const bool finished = samples >= shard.size();
     const double trainSeconds = secondsSince(epochStart);
-    const RunQueueTimes cpuAtEnd = threadRunQueueTimes().value_or(cpuAtStart);
     double totals[2] = {lossSum, static_cast<double>(steps)};
     comm_.allreduceSync(std::span<double>(totals), comm::ReduceOp::kSum);
 
@@ -486,21 +509,8 @@ void Trainer::run(TrainObserver& observer) {
     }
     report.samplesPerSecond =
         trainSeconds > 0 ? world * static_cast<double>(samples) / trainSeconds : 0;
-    const double computeMs =
-        timedSteps > 0 ? (phaseSum.total() - phaseSum.comm) / static_cast<double>(timedSteps) * 1e3
-                       : 0.0;
-    // One allgather of each rank's figures for rank 0's straggler and
-    // contention checks (Notes [Finding a straggler], [Finding a contended
-    // CPU] in launcher/progress.h).
-    const double mine[4] = {computeMs, cpuAtEnd.running - cpuAtStart.running,
-                            cpuAtEnd.waiting - cpuAtStart.waiting, options_.expectedCpuShare};
-    std::vector<double> all(4 * worldSize);
-    comm_.allgather(std::span<const double>(mine), std::span<double>(all))
-        ->wait(comm_.options().timeout);
-    for (std::size_t r = 0; r < worldSize; ++r) {
-      report.rankComputeMs.push_back(all[4 * r]);
-      report.rankCpu.push_back({all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]});
-    }
+    report.pace = gatherPace(epoch, globalStep_ + 1 - (steps - stepsBefore), phaseSum, timedSteps,
+                             cpuAtStart);
     // Before this epoch's checkpoint (Note [Checking that the replicas agree]).
     verifyReplicasAgree(comm_, model_, optimizer_, options_.rankHosts,
                         {epoch, globalStep_, agreedStep});
@@ -514,6 +524,29 @@ void Trainer::run(TrainObserver& observer) {
       checkpoint(epoch, consumed);  // stopped by maxSteps in mid-epoch
     }
   }
+}
+
+PaceReport Trainer::gatherPace(std::size_t epoch, std::size_t firstStep, const PhaseTimes& sum,
+                               std::size_t steps, const RunQueueTimes& cpuAtStart) {
+  const RunQueueTimes cpuNow = threadRunQueueTimes().value_or(cpuAtStart);
+  const double computeMs =
+      steps > 0 ? (sum.total() - sum.comm) / static_cast<double>(steps) * 1e3 : 0.0;
+  // One allgather for rank 0's straggler and contention checks (Notes
+  // [Finding a straggler], [Finding a contended CPU] in launcher/progress.h).
+  const double mine[4] = {computeMs, cpuNow.running - cpuAtStart.running,
+                          cpuNow.waiting - cpuAtStart.waiting, options_.expectedCpuShare};
+  std::vector<double> all(4 * static_cast<std::size_t>(comm_.size()));
+  comm_.allgather(std::span<const double>(mine), std::span<double>(all))
+      ->wait(comm_.options().timeout);
+  PaceReport pace;
+  pace.epoch = epoch;
+  pace.firstStep = firstStep;
+  pace.lastStep = globalStep_;
+  for (std::size_t r = 0; r < all.size() / 4; ++r) {
+    pace.rankComputeMs.push_back(all[4 * r]);
+    pace.rankCpu.push_back({all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]});
+  }
+  return pace;
 }
 
 EvalResult Trainer::evaluate() {

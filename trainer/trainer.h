@@ -22,6 +22,7 @@
 #include "comm/bucket_tuner.h"
 #include "comm/communicator.h"
 #include "comm/reducer.h"
+#include "runtime/cpu_share.h"
 #include "runtime/trace.h"
 #include "trainer/checkpoint.h"
 #include "trainer/cross_entropy.h"
@@ -86,6 +87,11 @@ struct TrainOptions {
   // job's threads (runtime/cpu_share.h, expectedCpuShare), reported with
   // each epoch beside what it got (EpochReport::rankCpu).
   double expectedCpuShare = 1.0;
+  // Within an epoch, every this many seconds of training (rank 0's clock,
+  // agreed at the stop check every stopCheckEvery steps), the ranks also
+  // exchange their pace (TrainObserver::onPace), so that a straggler or a
+  // contended CPU is named in a long epoch too. 0: at epoch ends only.
+  double paceWindowSeconds = 0.0;
   // rankHosts[r]: rank r's host, for naming a rank whose replica diverged
   // (Note [Checking that the replicas agree]); may be empty.
   std::vector<std::string> rankHosts;
@@ -136,6 +142,26 @@ struct EvalResult {
   std::size_t samples = 0;
 };
 
+// Each rank's pace over a stretch of steps (an epoch, or a window of one),
+// gathered from every rank: its mean compute per step, in ms (every phase but
+// the wait for the all-reduce, which is where the others wait for the
+// slowest: Note [Finding a straggler] in launcher/progress.h), and its
+// training thread's seconds on a CPU and waiting for one, with the share its
+// own job leaves it (Note [Finding a contended CPU]; zeros where the kernel
+// keeps no run-queue figures).
+struct PaceReport {
+  std::size_t epoch = 0;
+  std::size_t firstStep = 0;  // global, 1-based
+  std::size_t lastStep = 0;   // inclusive
+  struct CpuTime {
+    double running = 0.0;
+    double waiting = 0.0;
+    double expectedShare = 1.0;
+  };
+  std::vector<double> rankComputeMs;
+  std::vector<CpuTime> rankCpu;
+};
+
 struct EpochReport {
   std::size_t epoch = 0;
   std::size_t steps = 0;
@@ -147,20 +173,7 @@ struct EpochReport {
   double wallSeconds = 0.0;       // including evaluation
   std::size_t skippedSteps = 0;   // updates skipped for non-finite gradients
   PhaseTimes meanStep;            // rank 0's mean step phases over the epoch
-  // Each rank's mean compute per step over the epoch, in ms: every phase but
-  // the wait for the all-reduce, which is where the others wait for the
-  // slowest (Note [Finding a straggler] in launcher/progress.h).
-  std::vector<double> rankComputeMs;
-  // Each rank's training thread over the epoch's steps: seconds on a CPU and
-  // waiting for one, and the share its own job leaves it (Note [Finding a
-  // contended CPU] in launcher/progress.h). Zeros where the kernel keeps no
-  // run-queue figures.
-  struct CpuTime {
-    double running = 0.0;
-    double waiting = 0.0;
-    double expectedShare = 1.0;
-  };
-  std::vector<CpuTime> rankCpu;
+  PaceReport pace;                // every rank's, over the epoch
 };
 
 class TrainObserver {
@@ -168,6 +181,8 @@ class TrainObserver {
   virtual ~TrainObserver() = default;
   virtual void onStep(const StepReport&) {}
   virtual void onEpoch(const EpochReport&) {}
+  // Within a long epoch (TrainOptions::paceWindowSeconds), on every rank.
+  virtual void onPace(const PaceReport&) {}
 };
 
 class Trainer {
@@ -217,6 +232,11 @@ class Trainer {
 
  private:
   std::size_t samplesPerStep() const { return options_.batchSize * options_.gradAccum; }
+  // This rank's pace over steps firstStep..globalStep_ of `epoch`, from
+  // their phase times and this thread's run-queue times at their start,
+  // gathered from every rank. Collective.
+  PaceReport gatherPace(std::size_t epoch, std::size_t firstStep, const PhaseTimes& sum,
+                        std::size_t steps, const RunQueueTimes& cpuAtStart);
   // Issues one step; its loss goes into trainTotals_, its times into
   // lastTimes_ (CPU) or the GPU's step timer.
   void runStep(std::span<const std::size_t> batchIndices);

@@ -109,6 +109,18 @@ grep -q "\[r2\] error: stopping: the replicas have diverged by the end of epoch 
 [ "$(cd "$WORK/bitflip" && echo checkpoint-*.safetensors)" = "checkpoint-000000005.safetensors checkpoint-000000010.safetensors checkpoint-000000015.safetensors checkpoint-000000020.safetensors" ] ||
   fail "bitflip: checkpoints: $(ls "$WORK/bitflip")"
 
+# The same straggler within an epoch (--pace-check-every 1: a window each
+# second): named in the first window, then not again while it stays the
+# straggler, and once more in the epoch's summary.
+timeout 120 mpirun -q -np 3 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 20000 --hidden 64 \
+  --epochs 1 --threads 1 --inject-fault slow:2:1:0.02 --pace-check-every 1 > "$WORK/window.out" 2>&1 ||
+  fail "window: $(tail -5 "$WORK/window.out")"
+[ "$(grep -cE "warning: steps 1-[0-9]+ of epoch 1: rank 2 \(.*\) took [0-9.]+x the other ranks' median" "$WORK/window.out")" = 1 ] ||
+  fail "window: the straggler is not named once within the epoch: $(cat "$WORK/window.out")"
+grep -qE "warning: epoch 1: rank 2 \(.*\) took" "$WORK/window.out" ||
+  fail "window: no summary at the epoch's end: $(cat "$WORK/window.out")"
+echo "window: $(grep -m1 -oE "steps 1-[0-9]+ of epoch 1: rank 2 .{0,40}" "$WORK/window.out")"
+
 # A rank fails alone, outside any agreement: it prints its error and leaves;
 # the others, blocked in the step's all-reduce, find it gone (its status
 # server is closed) and end the job within the timeout, naming it.

@@ -9,39 +9,40 @@ namespace {
 
 TEST(Straggler, TheSlowestRankIsNamedWithItsHost) {
   // The others' median is 10 ms (9.8, 10, 10.5): rank 3 took 2.5x that.
-  EXPECT_EQ(stragglerWarning(4, {10.0, 10.5, 9.8, 25.0}, {"a", "a", "b", "b"}),
+  EXPECT_EQ(stragglerWarning("epoch 4", {10.0, 10.5, 9.8, 25.0}, {"a", "a", "b", "b"}),
             "epoch 4: rank 3 (b) took 2.50x the other ranks' median compute per step (25.00 ms "
             "against 10.00 ms: data, forward, backward and optimizer); every all-reduce waits for "
             "it, so the job runs at its pace");
   // Two ranks: against the other one, not a mean the straggler is half of.
-  const auto pair = stragglerWarning(1, {2.0, 11.0}, {"vm", "vm"});
+  const auto pair = stragglerWarning("epoch 1", {2.0, 11.0}, {"vm", "vm"});
   ASSERT_TRUE(pair);
   EXPECT_NE(pair->find("rank 1 (vm) took 5.50x"), std::string::npos) << *pair;
 }
 
 TEST(Straggler, RanksWithinTheRatioOrAloneAreNotStragglers) {
-  EXPECT_FALSE(stragglerWarning(1, {10.0, 12.4}, {"a", "b"}));  // 1.24x
-  EXPECT_TRUE(stragglerWarning(1, {10.0, 12.6}, {"a", "b"}));   // 1.26x
-  EXPECT_FALSE(stragglerWarning(1, {0.28, 0.62}, {"a", "b"}));  // 2.2x, but 0.34 ms: noise
-  EXPECT_FALSE(stragglerWarning(1, {10.0}, {"a"}));
-  EXPECT_FALSE(stragglerWarning(1, {0.0, 0.0}, {"a", "b"}));  // an epoch without timed steps
-  EXPECT_FALSE(stragglerWarning(1, {}, {}));
+  EXPECT_FALSE(stragglerWarning("epoch 1", {10.0, 12.4}, {"a", "b"}));  // 1.24x
+  EXPECT_TRUE(stragglerWarning("epoch 1", {10.0, 12.6}, {"a", "b"}));   // 1.26x
+  EXPECT_FALSE(stragglerWarning("epoch 1", {0.28, 0.62}, {"a", "b"}));  // 2.2x, but 0.34 ms: noise
+  EXPECT_FALSE(stragglerWarning("epoch 1", {10.0}, {"a"}));
+  EXPECT_FALSE(
+      stragglerWarning("epoch 1", {0.0, 0.0}, {"a", "b"}));  // an epoch without timed steps
+  EXPECT_FALSE(stragglerWarning("epoch 1", {}, {}));
 }
 
-using CpuTime = trainer::EpochReport::CpuTime;
+using CpuTime = trainer::PaceReport::CpuTime;
 
 // Note [Finding a contended CPU]: a rank whose training thread ran less than
 // kContentionRatio of what its own job leaves it.
 TEST(Contention, ARankSharingItsCoreWithAnotherJobIsNamed) {
   // Two jobs bound to core 0: on a CPU 2.87 s of 5.95 s ready, expecting all of it.
-  EXPECT_EQ(contentionWarning(2, {{2.87, 3.08, 1.0}, {3.0, 0.2, 1.0}}, {"a", "b"}),
+  EXPECT_EQ(contentionWarning("epoch 2", {{2.87, 3.08, 1.0}, {3.0, 0.2, 1.0}}, {"a", "b"}),
             "epoch 2: other processes compete for the CPUs of rank 0 (a: on a CPU 48% of the "
             "time it was ready to run, where its own job's threads leave it 100%). Another job "
             "bound to the same cores? mpirun binds each job's ranks from core 0 up, unaware of "
             "other jobs: give each job its own cores (mpirun --cpu-set, taskset -c) or launch "
             "with --bind-to none");
-  const auto two =
-      contentionWarning(1, {{1.0, 1.0, 1.0}, {3.0, 0.1, 1.0}, {0.6, 1.4, 0.5}}, {"a", "a", "b"});
+  const auto two = contentionWarning("epoch 1", {{1.0, 1.0, 1.0}, {3.0, 0.1, 1.0}, {0.6, 1.4, 0.5}},
+                                     {"a", "a", "b"});
   ASSERT_TRUE(two);
   EXPECT_NE(two->find("CPUs of ranks 0 (a: on a CPU 50% of the time it was ready to run, where "
                       "its own job's threads leave it 100%), 2 (b: on a CPU 30% of the time it "
@@ -53,13 +54,26 @@ TEST(Contention, ARankSharingItsCoreWithAnotherJobIsNamed) {
 TEST(Contention, TheJobsOwnOversubscriptionAndShortEpochsAreNot) {
   // Four ranks on two cores: 0.55 of the 0.5 they expect.
   EXPECT_FALSE(
-      contentionWarning(1, std::vector<CpuTime>(4, {1.6, 1.3, 0.5}), {"a", "a", "a", "a"}));
-  EXPECT_FALSE(contentionWarning(1, {{3.0, 1.0, 1.0}}, {"a"}));  // 75%: at the ratio
-  EXPECT_TRUE(contentionWarning(1, {{2.9, 1.1, 1.0}}, {"a"}));   // 72.5%
-  EXPECT_FALSE(contentionWarning(1, {{0.4, 0.5, 1.0}}, {"a"}));  // 0.9 s ready: noise
-  EXPECT_FALSE(contentionWarning(1, {{0.0, 0.0, 1.0}}, {"a"}));  // no run-queue figures
+      contentionWarning("epoch 1", std::vector<CpuTime>(4, {1.6, 1.3, 0.5}), {"a", "a", "a", "a"}));
+  EXPECT_FALSE(contentionWarning("epoch 1", {{3.0, 1.0, 1.0}}, {"a"}));  // 75%: at the ratio
+  EXPECT_TRUE(contentionWarning("epoch 1", {{2.9, 1.1, 1.0}}, {"a"}));   // 72.5%
+  EXPECT_FALSE(contentionWarning("epoch 1", {{0.4, 0.5, 1.0}}, {"a"}));  // 0.9 s ready: noise
+  EXPECT_FALSE(contentionWarning("epoch 1", {{0.0, 0.0, 1.0}}, {"a"}));  // no run-queue figures
   EXPECT_FALSE(cpuShareOf({0.0, 0.0, 1.0}));
   EXPECT_DOUBLE_EQ(*cpuShareOf({3.0, 1.0, 1.0}), 0.75);
+}
+
+TEST(Pace, AReportSaysWhatItCovers) {
+  trainer::PaceReport pace;
+  pace.epoch = 1;
+  pace.firstStep = 1201;
+  pace.lastStep = 1850;
+  EXPECT_EQ(paceSpan(pace, true), "epoch 1");
+  EXPECT_EQ(paceSpan(pace, false), "steps 1201-1850 of epoch 1");
+  EXPECT_EQ(stragglerOf({10.0, 10.5, 9.8, 25.0}), std::optional<std::size_t>(3));
+  EXPECT_FALSE(stragglerOf({10.0, 12.4}));
+  EXPECT_EQ(contendedRanks({{1.0, 1.0, 1.0}, {3.0, 0.1, 1.0}, {0.6, 1.4, 0.5}}),
+            (std::vector<std::size_t>{0, 2}));
 }
 
 }  // namespace
