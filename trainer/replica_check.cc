@@ -70,14 +70,14 @@ std::optional<std::string> describeDivergence(const std::vector<std::vector<std:
       majority ? str("the other ", referenceSize, " rank", referenceSize == 1 ? "" : "s")
                : str("rank 0's group of ", referenceSize,
                      " (there is no majority to tell which is right)");
-  return str("the replicas have diverged between step ", at.agreedStep, " and the end of epoch ",
-             at.epoch, " (step ", at.step, "): ", count == 1 ? "one rank holds" : "ranks hold",
+  return str("the replicas have diverged between step ", at.agreedStep, " and step ", at.step,
+             " (epoch ", at.epoch, "): ", count == 1 ? "one rank holds" : "ranks hold",
              " a different model from ", against, ": ", differing,
              ". Every rank applies the same averaged gradients, so only a fault can do this: a "
              "memory or CPU error on ",
              count == 1 ? "that host" : "those hosts",
-             ", or a bug in ddp. The checkpoints of step ", at.agreedStep,
-             " and earlier were written while the replicas agreed");
+             ", or a bug in ddp. Every checkpoint so far (step ", at.agreedStep,
+             " and earlier) was written while the replicas agreed");
 }
 
 void verifyReplicasAgree(comm::Communicator& comm, Sequential& model, Sgd& optimizer,
@@ -93,8 +93,8 @@ void verifyReplicasAgree(comm::Communicator& comm, Sequential& model, Sgd& optim
   const auto report = describeDivergence(crcs, names, hosts, at);
   if (!report) return;
   if (comm.rank() == 0) throw MismatchError(*report);
-  throw MismatchError(str("stopping: the replicas have diverged by the end of epoch ", at.epoch,
-                          " (see rank 0's message)"));
+  throw MismatchError(
+      str("stopping: the replicas have diverged by step ", at.step, " (see rank 0's message)"));
 }
 
 }  // namespace ddp::trainer

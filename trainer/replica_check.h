@@ -9,14 +9,14 @@
 // rank differently would leave that replica training on its own, its
 // gradients still averaged into everyone's, and rank 0 alone writes
 // checkpoints, so a fault there would be saved and one elsewhere never
-// seen. So at each epoch's end every rank takes the CRC-32 of each tensor a
-// checkpoint holds (weights and momentum, copied to the host first on a
-// GPU) and the ranks gather them: one allgather of 8 bytes per tensor per
-// rank. Equal everywhere, the run goes on. Otherwise every rank stops (exit
-// 1) before the epoch's checkpoint is written, rank 0 naming the ranks
-// outside the majority (both ranks at np=2, where there is none), their
-// hosts and each one's first differing tensor; the newest checkpoint is
-// then one written while the replicas still agreed. Megatron-Core offers
+// seen. So at each epoch's end, and before every checkpoint, every rank
+// takes the CRC-32 of each tensor a checkpoint holds (weights and momentum,
+// copied to the host first on a GPU) and the ranks gather them: one
+// allgather of 8 bytes per tensor per rank. Equal everywhere, the run goes
+// on. Otherwise every rank stops (exit 1) before the checkpoint is written,
+// rank 0 naming the ranks outside the majority (both ranks at np=2, where
+// there is none), their hosts and each one's first differing tensor; every
+// checkpoint on disk was then written while the replicas agreed. Megatron-Core offers
 // the same check as a utility (check_param_hashes_across_dp_replicas).
 // Cost: see benchmarks/RESULTS.md, "Checking that the replicas agree".
 #pragma once
@@ -33,8 +33,8 @@
 namespace ddp::trainer {
 
 // Where in the run the check is made: the replicas were last found equal
-// after `agreedStep` (the run's first step, or the previous check), and are
-// checked again after `step`, the end of `epoch`.
+// after `agreedStep` (where the run started, or the previous check), and are
+// checked again after `step`, in `epoch`.
 struct ReplicaCheckPoint {
   std::size_t epoch = 0;
   std::size_t step = 0;

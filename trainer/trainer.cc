@@ -423,8 +423,17 @@ void Trainer::run(TrainObserver& observer) {
       }
       unread.clear();
     };
+    // Note [Checking that the replicas agree]: at each epoch's end and before
+    // every checkpoint, once per step.
+    auto verifyReplicas = [&] {
+      if (agreedStep == globalStep_) return;
+      verifyReplicasAgree(comm_, model_, optimizer_, options_.rankHosts,
+                          {epoch, globalStep_, agreedStep});
+      agreedStep = globalStep_;
+    };
     auto checkpoint = [&](std::size_t atEpoch, std::size_t atConsumed) {
       if (!options_.onCheckpoint) return;
+      verifyReplicas();
       reportUnread();  // the loss so far is part of the position
       const bool next = atEpoch != epoch;
       options_.onCheckpoint(TrainPosition{atEpoch, atConsumed, globalStep_, comm_.size(),
@@ -511,10 +520,7 @@ void Trainer::run(TrainObserver& observer) {
         trainSeconds > 0 ? world * static_cast<double>(samples) / trainSeconds : 0;
     report.pace = gatherPace(epoch, globalStep_ + 1 - (steps - stepsBefore), phaseSum, timedSteps,
                              cpuAtStart);
-    // Before this epoch's checkpoint (Note [Checking that the replicas agree]).
-    verifyReplicasAgree(comm_, model_, optimizer_, options_.rankHosts,
-                        {epoch, globalStep_, agreedStep});
-    agreedStep = globalStep_;
+    verifyReplicas();
     report.test = evaluate();
     report.wallSeconds = secondsSince(epochStart);
     observer.onEpoch(report);

@@ -21,11 +21,11 @@ TEST(ReplicaCheck, TheRankOutsideTheMajorityIsNamedWithItsFirstDifferingTensor) 
   const std::vector<std::int64_t> good = {0x1111, 0x2222, 0x3333};
   const std::vector<std::int64_t> bad = {0x1111, 0xabcdef12, 0x4444};
   EXPECT_EQ(describeDivergence({good, good, bad, good}, kNames, {"a", "a", "b", "b"}, kAt),
-            "the replicas have diverged between step 938 and the end of epoch 3 (step 1407): one "
-            "rank holds a different model from the other 3 ranks: rank 2 (b): layers.0.bias has "
-            "CRC-32 abcdef12 against 00002222. Every rank applies the same averaged gradients, so "
-            "only a fault can do this: a memory or CPU error on that host, or a bug in ddp. The "
-            "checkpoints of step 938 and earlier were written while the replicas agreed");
+            "the replicas have diverged between step 938 and step 1407 (epoch 3): one rank holds "
+            "a different model from the other 3 ranks: rank 2 (b): layers.0.bias has CRC-32 "
+            "abcdef12 against 00002222. Every rank applies the same averaged gradients, so only a "
+            "fault can do this: a memory or CPU error on that host, or a bug in ddp. Every "
+            "checkpoint so far (step 938 and earlier) was written while the replicas agreed");
   // Rank 0 itself can be the odd one: the majority is the reference, not rank 0.
   const auto zero = describeDivergence({bad, good, good}, kNames, {"a", "b", "c"}, kAt);
   ASSERT_TRUE(zero);
