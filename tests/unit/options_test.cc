@@ -92,6 +92,10 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--frobnicate"}, "frobnicate"},
         Invalid{{"--config", "/nonexistent/ddp.cfg"}, "--config"},
         Invalid{{"--stall-warning", "0"}, "--stall-warning"},
+        Invalid{{"--pace-check-every", "0.5"},
+                "--pace-check-every must be 0 (epoch ends only) or at least 1 second (got 0.5)"},
+        Invalid{{"--pace-check-every", "-1"}, "--pace-check-every"},
+        Invalid{{"--pace-check-every", "nan"}, "--pace-check-every"},
         Invalid{{"--bucket-cap-mb", "fast"}, "--bucket-cap-mb"},
         Invalid{{"--bucket-cap-mb", "-1"}, "--bucket-cap-mb"},
         Invalid{{"--bucket-cap-mb", "5x"}, "--bucket-cap-mb"},
@@ -287,6 +291,13 @@ TEST(Options, UnknownOptionsNameTheNearestOne) {
   EXPECT_EQ(
       usageErrorOf({"--config", dir.file("run.cfg")}),
       "--config " + dir.file("run.cfg") + ": unrecognised option '--epochs': did you mean epochs?");
+}
+
+TEST(Options, PaceChecksWithinAnEpochCanBeTurnedOff) {
+  EXPECT_DOUBLE_EQ(parse({}).paceCheckSeconds, 120.0);
+  EXPECT_DOUBLE_EQ(parse({"--pace-check-every", "0"}).paceCheckSeconds, 0.0);
+  EXPECT_DOUBLE_EQ(parse({"--pace-check-every", "inf"}).paceCheckSeconds, 0.0);
+  EXPECT_DOUBLE_EQ(trainOptionsFrom(parse({"--pace-check-every", "30"})).paceWindowSeconds, 30.0);
 }
 
 TEST(Options, HelpNeedsNothingElseAndListsEveryOption) {
