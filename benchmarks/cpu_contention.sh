@@ -7,6 +7,8 @@
 #   two-jobs  two mpirun -np 1 jobs started together: mpirun binds both to
 #             core 0, whatever the other cores do
 #   unbound   the same two jobs with --bind-to none (the warning's advice)
+#   cpu-set   the same two jobs, the second with --cpu-set 1 (the other
+#             advice: a core of its own)
 #   oversub   mpirun -np 4 on this node's cores (the job's own
 #             oversubscription: each rank expects a share of cores/4)
 # Prints each run's mean step (ms, rank 0) and every rank's share.
@@ -51,5 +53,9 @@ for round in $(seq "$rounds"); do
   train "$tmp/job2" 1 --bind-to none
   wait
   show unbound "$tmp/job1" "$tmp/job2"
+  train "$tmp/job1" 1 &
+  train "$tmp/job2" 1 --cpu-set 1
+  wait
+  show cpu-set "$tmp/job1" "$tmp/job2"
   train "$tmp/oversub" 4 --oversubscribe && show oversub "$tmp/oversub"
 done
