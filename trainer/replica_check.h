@@ -1,4 +1,5 @@
-// A check, at each epoch's end, that every rank still holds the same model.
+// A check, at each epoch's end and before every checkpoint, that every rank
+// still holds the same model.
 //
 // Note [Checking that the replicas agree]
 // Data parallelism rests on one invariant: the replicas start equal (the
@@ -14,10 +15,11 @@
 // copied to the host first on a GPU) and the ranks gather them: one
 // allgather of 8 bytes per tensor per rank. Equal everywhere, the run goes
 // on. Otherwise every rank stops (exit 1) before the checkpoint is written,
-// rank 0 naming the ranks outside the majority (both ranks at np=2, where
-// there is none), their hosts and each one's first differing tensor; every
-// checkpoint on disk was then written while the replicas agreed. Megatron-Core offers
-// the same check as a utility (check_param_hashes_across_dp_replicas).
+// rank 0 naming the ranks outside the majority (without one, as at np=2,
+// those outside rank 0's group, saying that it cannot tell which is right),
+// their hosts and each one's first differing tensor; every checkpoint on
+// disk was then written while the replicas agreed. Megatron-Core offers the
+// same check as a utility (check_param_hashes_across_dp_replicas).
 // Cost: see benchmarks/RESULTS.md, "Checking that the replicas agree".
 #pragma once
 
