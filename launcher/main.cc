@@ -90,6 +90,7 @@ int train(const Options& o) {
   comm::Communicator& comm = *communicator;
   std::unique_ptr<comm::Watchdog> watchdog;  // Note [Watchdog reports]
   const CpuShare cpus = shareCpus(world);
+  const std::vector<std::string> hosts = hostOfEachRank(world);  // for naming a rank
   const ThreadCount threadCount = chooseThreads(o.threads, cpus, std::getenv);
   const int threads = threadCount.threads;  // Note [Threads per rank]
   trainer::setBlasThreads(threads);
@@ -126,8 +127,8 @@ int train(const Options& o) {
       }
       checkOutputPaths(o, world.rank());
       if (world.rank() == 0 && !o.checkpointDir.empty()) checkpointLock.emplace(o.checkpointDir);
-      progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics,
-                                                   hostOfEachRank(world));
+      progress =
+          std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics, hosts);
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model, data));
     printSummary(world, comm, o, threadCount, placement, *model, data);
@@ -160,7 +161,7 @@ int train(const Options& o) {
       start = resumeFromCheckpoint(comm, world, o, *model, sgd, checkpointOptions(o));
     trainOptions.hostThreads = static_cast<unsigned>(threads);  // GPU: batch gathering
     trainOptions.expectedCpuShare = expectedCpuShare(cpus, threads);
-    trainOptions.rankHosts = hostOfEachRank(world);
+    trainOptions.rankHosts = hosts;
     trainer::Trainer trainer(comm, *model, sgd, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
     comm::agree(comm, [&] {  // Note [Refusing files the disk cannot hold]

@@ -36,16 +36,6 @@ bool stdoutIsTerminal() {
   return where.rfind("/dev/pts/", 0) == 0 || where.rfind("/dev/tty", 0) == 0;
 }
 
-// The median of every value but `skip`: at np=2 the other rank, not a mean
-// the straggler is half of.
-double othersMedian(const std::vector<double>& values, std::vector<double>::const_iterator skip) {
-  std::vector<double> others = values;
-  others.erase(others.begin() + (skip - values.begin()));
-  std::sort(others.begin(), others.end());
-  const std::size_t n = others.size();
-  return n % 2 == 1 ? others[n / 2] : (others[n / 2 - 1] + others[n / 2]) / 2;
-}
-
 // Each rank's share for --metrics: null where too short to measure.
 nlohmann::json cpuShares(const std::vector<trainer::PaceReport::CpuTime>& cpu) {
   nlohmann::json shares = nlohmann::json::array();
@@ -63,27 +53,31 @@ std::string paceSpan(const trainer::PaceReport& pace, bool wholeEpoch) {
                     : str("steps ", pace.firstStep, "-", pace.lastStep, " of epoch ", pace.epoch);
 }
 
-std::optional<std::size_t> stragglerOf(const std::vector<double>& computeMs) {
+std::optional<Straggler> stragglerOf(const std::vector<double>& computeMs) {
   if (computeMs.size() < 2) return std::nullopt;
   const auto slowest = std::max_element(computeMs.begin(), computeMs.end());
-  const double median = othersMedian(computeMs, slowest);
+  // The others' median: at np=2 the other rank, not a mean the straggler is half of.
+  std::vector<double> others = computeMs;
+  others.erase(others.begin() + (slowest - computeMs.begin()));
+  std::sort(others.begin(), others.end());
+  const std::size_t n = others.size();
+  const double median = n % 2 == 1 ? others[n / 2] : (others[n / 2 - 1] + others[n / 2]) / 2;
   if (!(*slowest > kStragglerRatio * median && *slowest - median >= kStragglerMs)) {
     return std::nullopt;
   }
-  return static_cast<std::size_t>(slowest - computeMs.begin());
+  return Straggler{static_cast<std::size_t>(slowest - computeMs.begin()), *slowest, median};
 }
 
 std::optional<std::string> stragglerWarning(const std::string& when,
                                             const std::vector<double>& computeMs,
                                             const std::vector<std::string>& hosts) {
-  const auto rank = stragglerOf(computeMs);
-  if (!rank) return std::nullopt;
-  const double slowest = computeMs[*rank];
-  const double median = othersMedian(computeMs, computeMs.begin() + static_cast<long>(*rank));
-  return str(when, ": rank ", *rank,
-             *rank < hosts.size() ? str(" (", hosts[*rank], ")") : std::string(), " took ",
-             fixed(slowest / median, 2), "x the other ranks' median compute per step (",
-             fixed(slowest, 2), " ms against ", fixed(median, 2),
+  const auto slow = stragglerOf(computeMs);
+  if (!slow) return std::nullopt;
+  return str(when, ": rank ", slow->rank,
+             slow->rank < hosts.size() ? str(" (", hosts[slow->rank], ")") : std::string(),
+             " took ", fixed(slow->computeMs / slow->othersMedianMs, 2),
+             "x the other ranks' median compute per step (", fixed(slow->computeMs, 2),
+             " ms against ", fixed(slow->othersMedianMs, 2),
              " ms: data, forward, backward and optimizer); every all-reduce waits for it, so "
              "the job runs at its pace");
 }
@@ -138,11 +132,15 @@ ProgressPrinter::ProgressPrinter(int rank, std::size_t epochs, std::size_t logEv
   }
 }
 
+void ProgressPrinter::endLiveLine() {
+  if (lineOpen_) log::raw("\n");  // a warning goes below the live line, which stays
+  lineOpen_ = false;
+}
+
 void ProgressPrinter::onStep(const trainer::StepReport& r) {
   if (!enabled_) return;
   if (!r.skippedFor.empty()) {
-    if (lineOpen_) log::raw("\n");
-    lineOpen_ = false;
+    endLiveLine();
     log::warn(str("step ", r.globalStep, ": the gradient of ", r.skippedFor,
                   " holds a NaN or infinity after the all-reduce: update skipped on every rank "
                   "(--skip-nonfinite)"));
@@ -238,18 +236,17 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
 // change from the previous window's, so that a lasting straggler is named
 // once, not every window.
 void ProgressPrinter::onPace(const trainer::PaceReport& r) {
-  const auto straggler = stragglerOf(r.rankComputeMs);
+  const auto slow = stragglerOf(r.rankComputeMs);
+  const auto straggler = slow ? std::optional<std::size_t>(slow->rank) : std::nullopt;
   const std::vector<std::size_t> contended = contendedRanks(r.rankCpu);
   if (!enabled_) return;
   const std::string when = paceSpan(r, false);
   if (straggler && straggler != windowStraggler_) {
-    if (lineOpen_) log::raw("\n");
-    lineOpen_ = false;
+    endLiveLine();
     log::warn(*stragglerWarning(when, r.rankComputeMs, hosts_));
   }
   if (!contended.empty() && contended != windowContended_) {
-    if (lineOpen_) log::raw("\n");
-    lineOpen_ = false;
+    endLiveLine();
     log::warn(*contentionWarning(when, r.rankCpu, hosts_));
   }
   windowStraggler_ = straggler;

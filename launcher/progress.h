@@ -64,10 +64,15 @@ constexpr double kStragglerMs = 1.0;
 // report covers, to begin its warnings.
 std::string paceSpan(const trainer::PaceReport& pace, bool wholeEpoch);
 
-// The rank that is a straggler (Note [Finding a straggler]), or nullopt when
-// no rank is that much slower. `computeMs[r]` is rank r's mean compute per
-// step.
-std::optional<std::size_t> stragglerOf(const std::vector<double>& computeMs);
+// The straggler (Note [Finding a straggler]): its rank, its mean compute per
+// step and the other ranks' median, in ms; nullopt when no rank is that much
+// slower. `computeMs[r]` is rank r's mean compute per step.
+struct Straggler {
+  std::size_t rank = 0;
+  double computeMs = 0.0;
+  double othersMedianMs = 0.0;
+};
+std::optional<Straggler> stragglerOf(const std::vector<double>& computeMs);
 
 // The warning naming stragglerOf's rank and its host (`hosts[r]`), after
 // `when` (paceSpan), or nullopt.
@@ -106,6 +111,9 @@ class ProgressPrinter final : public trainer::TrainObserver {
   void onPace(const trainer::PaceReport& report) override;
 
  private:
+  // Ends the live terminal line, if one is drawn, before a warning.
+  void endLiveLine();
+
   bool enabled_;
   bool terminal_;
   std::size_t epochs_;

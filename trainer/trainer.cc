@@ -85,6 +85,46 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// A stretch of steps (an epoch, or a pace window within one): its steps'
+// phase times, and the training thread's run-queue times at its start.
+struct Stretch {
+  explicit Stretch(std::size_t first) : firstStep(first) {}  // starting now
+  Clock::time_point start = Clock::now();
+  std::size_t firstStep;  // global, 1-based
+  PhaseTimes sum;
+  std::size_t steps = 0;  // timed steps in `sum`
+  RunQueueTimes cpu = threadRunQueueTimes().value_or(RunQueueTimes{});
+  void add(const PhaseTimes& times) {
+    sum += times;
+    ++steps;
+  }
+};
+
+// Every rank's pace over `stretch`, which ends at `lastStep` of `epoch`: one
+// allgather for rank 0's straggler and contention checks (Notes [Finding a
+// straggler], [Finding a contended CPU] in launcher/progress.h). Collective.
+PaceReport gatherPace(comm::Communicator& comm, double expectedCpuShare, std::size_t epoch,
+                      std::size_t lastStep, const Stretch& stretch) {
+  const RunQueueTimes cpuNow = threadRunQueueTimes().value_or(stretch.cpu);
+  const PhaseTimes& sum = stretch.sum;
+  const double computeMs =
+      stretch.steps > 0 ? (sum.total() - sum.comm) / static_cast<double>(stretch.steps) * 1e3 : 0.0;
+  const double mine[4] = {computeMs, cpuNow.running - stretch.cpu.running,
+                          cpuNow.waiting - stretch.cpu.waiting, expectedCpuShare};
+  std::vector<double> all(4 * static_cast<std::size_t>(comm.size()));
+  comm.allgather(std::span<const double>(mine), std::span<double>(all))
+      ->wait(comm.options().timeout);
+  PaceReport pace;
+  pace.epoch = epoch;
+  pace.firstStep = stretch.firstStep;
+  pace.lastStep = lastStep;
+  for (std::size_t r = 0; r < all.size() / 4; ++r) {
+    pace.rankComputeMs.push_back(all[4 * r]);
+    pace.rankCpu.push_back({all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]});
+  }
+  return pace;
+}
+
 }  // namespace
 
 PhaseTimes& PhaseTimes::operator+=(const PhaseTimes& other) {
@@ -343,8 +383,8 @@ void Trainer::run(TrainObserver& observer) {
   std::size_t agreedStep = globalStep_;  // equal since broadcastParameters or the resume
   for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
-    const auto epochStart = Clock::now();
-    const RunQueueTimes cpuAtStart = threadRunQueueTimes().value_or(RunQueueTimes{});
+    Stretch epochSteps(globalStep_ + 1);  // this run's part of the epoch
+    const auto epochStart = epochSteps.start;
     sampler_.setEpoch(epoch - 1);
     // A resumed epoch continues after the samples its first part trained on.
     const bool resumed = epoch == resume_.epoch && resume_.consumed > 0;
@@ -356,17 +396,8 @@ void Trainer::run(TrainObserver& observer) {
     std::size_t steps = stepsBefore, samples = 0;
     const std::size_t stepsThisEpoch =
         steps + (shard.size() + samplesPerStep() - 1) / samplesPerStep();
-    PhaseTimes phaseSum;
-    std::size_t timedSteps = 0;
+    Stretch window = epochSteps;  // since the last pace report (paceWindowSeconds)
     std::size_t skipped = 0;
-    // The stretch of this epoch since the last pace report (paceWindowSeconds).
-    struct {
-      Clock::time_point start;
-      std::size_t firstStep = 0;
-      PhaseTimes sum;
-      std::size_t steps = 0;
-      RunQueueTimes cpu;
-    } window{epochStart, globalStep_ + 1, {}, 0, cpuAtStart};
     // Steps whose loss has not been read yet (on the CPU, never more than one).
     std::vector<StepReport> unread;
     auto reportUnread = [&] {
@@ -415,10 +446,8 @@ void Trainer::run(TrainObserver& observer) {
         r.secondsLeft = elapsed / static_cast<double>(r.stepInEpoch - stepsBefore) *
                         static_cast<double>(r.stepsLeft);
         r.samplesPerSecond = world * static_cast<double>(samples) / elapsed;
-        phaseSum += r.times;
-        ++timedSteps;
-        window.sum += r.times;
-        ++window.steps;
+        epochSteps.add(r.times);
+        window.add(r.times);
         observer.onStep(r);
       }
       unread.clear();
@@ -478,13 +507,8 @@ void Trainer::run(TrainObserver& observer) {
         comm_.allreduceSync(std::span<std::int32_t>(agreed), comm::ReduceOp::kMax);
         if (agreed[1] != 0 && agreed[0] == 0) {
           reportUnread();
-          observer.onPace(
-              gatherPace(epoch, window.firstStep, window.sum, window.steps, window.cpu));
-          window = {Clock::now(),
-                    globalStep_ + 1,
-                    {},
-                    0,
-                    threadRunQueueTimes().value_or(RunQueueTimes{})};
+          observer.onPace(gatherPace(comm_, options_.expectedCpuShare, epoch, globalStep_, window));
+          window = Stretch(globalStep_ + 1);
         }
         if (const std::int32_t signal = agreed[0]; signal != 0) {
           stoppedBy_ = signal;
@@ -511,15 +535,14 @@ void Trainer::run(TrainObserver& observer) {
     report.trainLoss = totals[1] > 0 ? totals[0] / totals[1] : 0.0;
     report.trainSeconds = trainSeconds;
     report.skippedSteps = skipped;
-    if (timedSteps > 0) {
-      const double n = static_cast<double>(timedSteps);
-      report.meanStep = {phaseSum.data / n, phaseSum.forward / n, phaseSum.backward / n,
-                         phaseSum.comm / n, phaseSum.optimizer / n};
+    if (epochSteps.steps > 0) {
+      const double n = static_cast<double>(epochSteps.steps);
+      const PhaseTimes& t = epochSteps.sum;
+      report.meanStep = {t.data / n, t.forward / n, t.backward / n, t.comm / n, t.optimizer / n};
     }
     report.samplesPerSecond =
         trainSeconds > 0 ? world * static_cast<double>(samples) / trainSeconds : 0;
-    report.pace = gatherPace(epoch, globalStep_ + 1 - (steps - stepsBefore), phaseSum, timedSteps,
-                             cpuAtStart);
+    report.pace = gatherPace(comm_, options_.expectedCpuShare, epoch, globalStep_, epochSteps);
     verifyReplicas();
     report.test = evaluate();
     report.wallSeconds = secondsSince(epochStart);
@@ -530,29 +553,6 @@ void Trainer::run(TrainObserver& observer) {
       checkpoint(epoch, consumed);  // stopped by maxSteps in mid-epoch
     }
   }
-}
-
-PaceReport Trainer::gatherPace(std::size_t epoch, std::size_t firstStep, const PhaseTimes& sum,
-                               std::size_t steps, const RunQueueTimes& cpuAtStart) {
-  const RunQueueTimes cpuNow = threadRunQueueTimes().value_or(cpuAtStart);
-  const double computeMs =
-      steps > 0 ? (sum.total() - sum.comm) / static_cast<double>(steps) * 1e3 : 0.0;
-  // One allgather for rank 0's straggler and contention checks (Notes
-  // [Finding a straggler], [Finding a contended CPU] in launcher/progress.h).
-  const double mine[4] = {computeMs, cpuNow.running - cpuAtStart.running,
-                          cpuNow.waiting - cpuAtStart.waiting, options_.expectedCpuShare};
-  std::vector<double> all(4 * static_cast<std::size_t>(comm_.size()));
-  comm_.allgather(std::span<const double>(mine), std::span<double>(all))
-      ->wait(comm_.options().timeout);
-  PaceReport pace;
-  pace.epoch = epoch;
-  pace.firstStep = firstStep;
-  pace.lastStep = globalStep_;
-  for (std::size_t r = 0; r < all.size() / 4; ++r) {
-    pace.rankComputeMs.push_back(all[4 * r]);
-    pace.rankCpu.push_back({all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]});
-  }
-  return pace;
 }
 
 EvalResult Trainer::evaluate() {

@@ -22,7 +22,6 @@
 #include "comm/bucket_tuner.h"
 #include "comm/communicator.h"
 #include "comm/reducer.h"
-#include "runtime/cpu_share.h"
 #include "runtime/trace.h"
 #include "trainer/checkpoint.h"
 #include "trainer/cross_entropy.h"
@@ -85,7 +84,7 @@ struct TrainOptions {
   bool skipNonFinite = false;
   // The fraction of a CPU this rank's training thread can expect from its own
   // job's threads (runtime/cpu_share.h, expectedCpuShare), reported with
-  // each epoch beside what it got (EpochReport::rankCpu).
+  // each epoch and pace window beside what it got (PaceReport::rankCpu).
   double expectedCpuShare = 1.0;
   // Within an epoch, every this many seconds of training (rank 0's clock,
   // agreed at the stop check every stopCheckEvery steps), the ranks also
@@ -232,11 +231,6 @@ class Trainer {
 
  private:
   std::size_t samplesPerStep() const { return options_.batchSize * options_.gradAccum; }
-  // This rank's pace over steps firstStep..globalStep_ of `epoch`, from
-  // their phase times and this thread's run-queue times at their start,
-  // gathered from every rank. Collective.
-  PaceReport gatherPace(std::size_t epoch, std::size_t firstStep, const PhaseTimes& sum,
-                        std::size_t steps, const RunQueueTimes& cpuAtStart);
   // Issues one step; its loss goes into trainTotals_, its times into
   // lastTimes_ (CPU) or the GPU's step timer.
   void runStep(std::span<const std::size_t> batchIndices);

@@ -70,7 +70,11 @@ TEST(Pace, AReportSaysWhatItCovers) {
   pace.lastStep = 1850;
   EXPECT_EQ(paceSpan(pace, true), "epoch 1");
   EXPECT_EQ(paceSpan(pace, false), "steps 1201-1850 of epoch 1");
-  EXPECT_EQ(stragglerOf({10.0, 10.5, 9.8, 25.0}), std::optional<std::size_t>(3));
+  const auto straggler = stragglerOf({10.0, 10.5, 9.8, 25.0});
+  ASSERT_TRUE(straggler);
+  EXPECT_EQ(straggler->rank, 3u);
+  EXPECT_DOUBLE_EQ(straggler->computeMs, 25.0);
+  EXPECT_DOUBLE_EQ(straggler->othersMedianMs, 10.0);
   EXPECT_FALSE(stragglerOf({10.0, 12.4}));
   EXPECT_EQ(contendedRanks({{1.0, 1.0, 1.0}, {3.0, 0.1, 1.0}, {0.6, 1.4, 0.5}}),
             (std::vector<std::size_t>{0, 2}));
