@@ -10,12 +10,14 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 void ActivityLog::setContext(const std::string& context) {
+  issuer_.store(currentThreadId(), std::memory_order_relaxed);
   std::lock_guard lock(mutex_);
   context_ = context;
 }
 
 void ActivityLog::issued(std::uint64_t sequence, std::string what, std::string context,
                          const WorkPtr& work) {
+  issuer_.store(currentThreadId(), std::memory_order_relaxed);
   std::lock_guard lock(mutex_);
   prune();
   issued_ = sequence + 1;

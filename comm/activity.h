@@ -9,6 +9,7 @@
 // (Note [Watchdog reports] in comm/watchdog.h).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "comm/work.h"
+#include "runtime/thread_state.h"
 
 namespace ddp::comm {
 
@@ -42,11 +44,14 @@ class ActivityLog {
  public:
   explicit ActivityLog(std::string channel) : channel_(std::move(channel)) {}
 
-  // Issuing thread.
+  // Issuing thread. Both note which thread that is (issuer).
   void setContext(const std::string& context);
   void issued(std::uint64_t sequence, std::string what, std::string context, const WorkPtr& work);
   // Any thread.
   ChannelActivity snapshot() const;
+  // The thread that last issued a collective or set the context (the
+  // training thread), or 0 before any did. Any thread.
+  ThreadId issuer() const { return issuer_.load(std::memory_order_relaxed); }
 
  private:
   struct Entry {
@@ -65,6 +70,7 @@ class ActivityLog {
   mutable std::chrono::steady_clock::time_point lastCompleted_ = std::chrono::steady_clock::now();
   std::uint64_t issued_ = 0;
   std::string context_;
+  std::atomic<ThreadId> issuer_{0};
 };
 
 }  // namespace ddp::comm

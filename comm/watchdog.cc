@@ -15,6 +15,7 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/socket.h"
+#include "runtime/thread_state.h"
 
 namespace ddp::comm {
 namespace {
@@ -24,6 +25,10 @@ using namespace std::chrono_literals;
 constexpr std::size_t kRecordBytes = 1024;  // one rank's address record
 constexpr std::size_t kProbeBatch = 64;     // peers asked at once
 constexpr std::size_t kListed = 8;          // ranks named per category, then "and N more"
+constexpr std::size_t kStackFrames = 32;    // frames printed per stack
+constexpr int kQuietDeferrals = 20;  // checker ticks a quiet rank leaves a lower one to report
+constexpr auto kStackWait = 1s;      // for the training thread to run its handler
+const std::string kStackRequest = "\tstack";
 
 std::string clean(std::string text) {
   std::replace_if(
@@ -83,8 +88,25 @@ std::string doingInstead(const RankStatus& status) {
   // Idle since its first channel's last collective, now at that channel's context.
   const ChannelActivity none;
   const ChannelActivity& first = status.channels.empty() ? none : status.channels.front();
-  return str("is not in any collective (computing or stalled) for ", seconds(first.idleSeconds),
+  return str("is not in any collective", status.thread.empty() ? " (computing or stalled)" : "",
+             " for ", seconds(first.idleSeconds),
              first.context.empty() ? "" : str(", now at ", first.context));
+}
+
+// ": its training thread is ...", or "".
+std::string threadPart(const RankStatus& status) {
+  return status.thread.empty() ? "" : ": " + status.thread;
+}
+
+// The lines that print `status`'s stack under a report.
+void appendStack(std::vector<std::string>& details, const std::string& name,
+                 const RankStatus& status) {
+  if (status.stack.empty()) return;
+  details.push_back(str("stack of ", name, "'s training thread, innermost first:"));
+  for (std::size_t i = 0; i < status.stack.size() && i < kStackFrames; ++i)
+    details.push_back(str("  #", i, " ", status.stack[i]));
+  if (status.stack.size() > kStackFrames)
+    details.push_back(str("  ... ", status.stack.size() - kStackFrames, " more frames"));
 }
 
 std::string rankName(int rank, const std::string& host) {
@@ -114,6 +136,9 @@ std::string RankStatus::encode() const {
     }
     text += "\n";
   }
+  if (!thread.empty()) text += str("thread\t", clean(thread), "\n");
+  for (const std::string& frame : stack)
+    text += str("frame\t", clean(frame), "\n");
   return text;
 }
 
@@ -140,6 +165,10 @@ RankStatus RankStatus::decode(const std::string& text) {
             PendingCollective{number<std::uint64_t>(f[5]), f[6], f[7], number<double>(f[8])};
       }
       status.channels.push_back(std::move(c));
+    } else if (f[0] == "thread" && f.size() == 2) {
+      status.thread = f[1];
+    } else if (f[0] == "frame" && f.size() == 2) {
+      status.stack.push_back(f[1]);
     } else {
       throw DataError(str("watchdog: malformed status line '", line, "'"));
     }
@@ -186,8 +215,10 @@ Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers)
       absent.push_back(
           str(name, " ", doingInstead(peer.status),
               issued == 0 ? str(" (no ", mine->channel, " collective issued yet)")
-                          : str(" (its last ", mine->channel, " collective: #", issued - 1, ")")));
+                          : str(" (its last ", mine->channel, " collective: #", issued - 1, ")"),
+              threadPart(peer.status)));
       absentRanks.push_back(peer.rank);
+      if (absentRanks.size() <= kListed) appendStack(d.details, name, peer.status);
     } else {
       ++arrived;  // it is past #s: it completed it
     }
@@ -223,16 +254,58 @@ Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers)
   return d;
 }
 
+double quietSeconds(const RankStatus& status) {
+  if (status.channels.empty() || oldestPending(status) != nullptr) return 0.0;
+  double quiet = status.channels.front().idleSeconds;
+  for (const ChannelActivity& c : status.channels)
+    quiet = std::min(quiet, c.idleSeconds);
+  return quiet;
+}
+
+Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& peers) {
+  Diagnosis d;
+  d.verdict = Diagnosis::Verdict::kOutsideCollectives;
+  const std::string context = self.channels.empty() ? "" : self.channels.front().context;
+  const std::string name = rankName(self.rank, self.host);
+  d.culprits.push_back(self.rank);
+  appendStack(d.details, name, self);
+  std::vector<std::string> others, silent;
+  for (const PeerAnswer& peer : peers) {
+    if (peer.rank == self.rank) continue;
+    const std::string peerName = rankName(peer.rank, peer.host);
+    if (!peer.answered) {
+      silent.push_back(str(peerName, ": ", peer.error));
+      continue;
+    }
+    others.push_back(str(peerName, " ", doingInstead(peer.status), threadPart(peer.status)));
+    if (quietSeconds(peer.status) > 0.0) {
+      d.culprits.push_back(peer.rank);
+      if (d.culprits.size() <= kListed) appendStack(d.details, peerName, peer.status);
+    }
+  }
+  d.report =
+      str(name, " has waited for no collective, and issued none, for ", seconds(quietSeconds(self)),
+          context.empty() ? "" : str(", now at ", context), threadPart(self),
+          ". No collective timeout can see a rank stuck outside collectives, so the job "
+          "ends here");
+  if (!others.empty()) d.report += str("; the other ranks: ", listed(others));
+  if (!silent.empty()) d.report += str("; not answering: ", listed(silent));
+  return d;
+}
+
 Watchdog::Watchdog(Communicator& comm, std::string hostname, WatchdogOptions options,
-                   Handler onDesync)
+                   Handler endJob)
     : comm_(comm),
       hostname_(std::move(hostname)),
       options_(options),
-      onDesync_(std::move(onDesync)),
+      endJob_(std::move(endJob)),
       logs_(comm.activityLogs()) {
+  installStackCapture();
   net::Listener listener = net::listenTcp();
   std::string cookie = str(std::random_device{}(), std::random_device{}());
-  std::string record = str(clean(hostname_), "\t", listener.port, "\t", cookie);
+  const std::string pids = pidNamespace();
+  std::string record = str(clean(hostname_), "\t", listener.port, "\t", cookie, "\t",
+                           static_cast<long>(getpid()), "\t", clean(pids));
   for (const std::string& address : net::localAddresses())
     record += "\t" + address;
   record.resize(kRecordBytes, '\0');
@@ -242,8 +315,12 @@ Watchdog::Watchdog(Communicator& comm, std::string hostname, WatchdogOptions opt
   for (int r = 0; r < comm.size(); ++r) {
     const char* begin = records.data() + kRecordBytes * static_cast<std::size_t>(r);
     const std::vector<std::string> f = splitTabs(std::string(begin, strnlen(begin, kRecordBytes)));
-    DDP_CHECK(f.size() >= 4, "watchdog: malformed address record");
-    Peer peer{f[0], static_cast<std::uint16_t>(std::stoi(f[1])), {f.begin() + 3, f.end()}};
+    DDP_CHECK(f.size() >= 6, "watchdog: malformed address record");
+    Peer peer{f[0],
+              static_cast<std::uint16_t>(std::stoi(f[1])),
+              std::stol(f[3]),
+              f[0] == hostname_ && !pids.empty() && f[4] == pids,
+              {f.begin() + 5, f.end()}};
     if (r == 0) cookie_ = f[2];
     peers_.push_back(std::move(peer));
   }
@@ -268,7 +345,7 @@ Watchdog::~Watchdog() {
   if (stopFd_ >= 0) close(stopFd_);
 }
 
-RankStatus Watchdog::status() const {
+RankStatus Watchdog::activity() const {
   RankStatus status;
   status.rank = comm_.rank();
   status.host = hostname_;
@@ -276,6 +353,61 @@ RankStatus Watchdog::status() const {
   for (const ActivityLog* log : logs_)
     status.channels.push_back(log->snapshot());
   return status;
+}
+
+RankStatus Watchdog::status(bool withStack) const {
+  RankStatus status = activity();
+  const double quiet = quietSeconds(status);
+  if (quiet > 0.0) {  // a thread waiting in a collective is in the library: no news
+    status.thread = describeTrainingThread(quiet);
+    if (withStack && trainingThread() != 0)
+      status.stack = captureStack(trainingThread(), kStackWait);
+  }
+  return status;
+}
+
+ThreadId Watchdog::trainingThread() const {
+  return logs_.empty() ? 0 : logs_.front()->issuer();
+}
+
+std::string Watchdog::describeTrainingThread(double quiet) const {
+  const ThreadId thread = trainingThread();
+  const auto sample = thread != 0 ? sampleThread(thread) : std::nullopt;
+  if (!sample) return "";
+  std::string text = str("its training thread is ", describeThreadState(*sample));
+  // The CPUs used since the first sample inside the quiet span.
+  const auto now = std::chrono::steady_clock::now();
+  const auto start = now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(quiet));
+  std::optional<CpuSample> from;
+  {
+    std::lock_guard lock(cpuMutex_);
+    const auto it = std::find_if(cpuHistory_.begin(), cpuHistory_.end(),
+                                 [&](const CpuSample& c) { return c.at >= start; });
+    if (it != cpuHistory_.end()) from = *it;
+  }
+  const double span = from ? std::chrono::duration<double>(now - from->at).count() : 0.0;
+  if (span >= 0.5) {
+    text +=
+        str(", and the process used ", fixed((processCpuSeconds() - from->cpuSeconds) / span, 2),
+            " CPUs over the last ", seconds(span));
+  }
+  return text;
+}
+
+void Watchdog::sampleCpu() {
+  const auto now = std::chrono::steady_clock::now();
+  // Enough for a report at quietAfter (or at a --timeout near it), capped:
+  // a span longer than the history is reported as the history's.
+  const std::chrono::milliseconds wanted = options_.quietAfter + std::chrono::minutes(1);
+  const auto keep = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::clamp<std::chrono::milliseconds>(wanted, std::chrono::minutes(10),
+                                            std::chrono::minutes(30)));
+  const double cpu = processCpuSeconds();
+  std::lock_guard lock(cpuMutex_);
+  cpuHistory_.push_back({now, cpu});
+  while (cpuHistory_.front().at < now - keep)
+    cpuHistory_.pop_front();
 }
 
 void Watchdog::serve() {
@@ -293,12 +425,13 @@ void Watchdog::serve() {
     std::string request;
     if (!net::receiveLine(client.get(), request, std::chrono::steady_clock::now() + 500ms))
       continue;
-    if (request != cookie_) continue;
-    net::sendAll(client.get(), status().encode(), std::chrono::steady_clock::now() + 1s);
+    const bool withStack = request == cookie_ + kStackRequest;
+    if (request != cookie_ && !withStack) continue;
+    net::sendAll(client.get(), status(withStack).encode(), std::chrono::steady_clock::now() + 1s);
   }
 }
 
-PeerAnswer Watchdog::ask(int rank) const {
+PeerAnswer Watchdog::ask(int rank, bool withStack) const {
   const Peer& peer = peers_[static_cast<std::size_t>(rank)];
   PeerAnswer answer;
   answer.rank = rank;
@@ -318,7 +451,7 @@ PeerAnswer Watchdog::ask(int rank) const {
     net::Fd fd = net::connectTcp(addresses[i], peer.port, now + share, error);
     if (!fd.valid()) continue;
     std::string text;
-    if (!net::sendAll(fd.get(), cookie_ + "\n", deadline) ||
+    if (!net::sendAll(fd.get(), cookie_ + (withStack ? kStackRequest : "") + "\n", deadline) ||
         !net::receiveAll(fd.get(), text, deadline)) {
       error = "connected but no status within the probe timeout";
       continue;
@@ -333,29 +466,65 @@ PeerAnswer Watchdog::ask(int rank) const {
   }
   if (error == std::strerror(ECONNREFUSED)) {
     answer.error = "its status server refused the connection: the process has exited";
-  } else {
-    // A timeout says nothing more than "no answer"; other reasons (no route, ...) are kept.
-    answer.error = str("no answer within ", seconds(options_.probeTimeout.count() / 1000.0),
-                       error == net::kTimedOut ? "" : str(" (", error, ")"),
-                       ": the process is stopped or gone, or its host is unreachable");
+    return answer;
   }
+  // A timeout says nothing more than "no answer"; other reasons (no route, ...) are kept.
+  std::string why = "the process is stopped or gone, or its host is unreachable";
+  if (peer.samePids) {  // on this node its process can be looked at
+    const auto process = sampleProcess(peer.pid);
+    why = !process ? str("its process (pid ", peer.pid, ") has exited")
+                   : str("its process (pid ", peer.pid, ") is ", describeThreadState(*process));
+  }
+  answer.error = str("no answer within ", seconds(options_.probeTimeout.count() / 1000.0),
+                     error == net::kTimedOut ? "" : str(" (", error, ")"), ": ", why);
   return answer;
 }
 
-Diagnosis Watchdog::diagnose() const {
-  const RankStatus self = status();
+std::vector<PeerAnswer> Watchdog::askAll(bool withStacks) const {
   std::vector<PeerAnswer> answers(static_cast<std::size_t>(comm_.size()));
   for (std::size_t first = 0; first < answers.size(); first += kProbeBatch) {
     std::vector<std::thread> askers;
     for (std::size_t r = first; r < std::min(answers.size(), first + kProbeBatch); ++r) {
       if (static_cast<int>(r) == comm_.rank()) continue;
-      askers.emplace_back([&, r] { answers[r] = ask(static_cast<int>(r)); });
+      askers.emplace_back([&, r] { answers[r] = ask(static_cast<int>(r), withStacks); });
     }
     for (std::thread& t : askers)
       t.join();
   }
   answers.erase(answers.begin() + comm_.rank());
-  return comm::diagnose(self, answers);
+  return answers;
+}
+
+Diagnosis Watchdog::diagnose(bool withStacks) const {
+  const RankStatus self = status();
+  return comm::diagnose(self, askAll(withStacks));
+}
+
+bool Watchdog::checkQuiet(const RankStatus& self, int& deferrals) {
+  const double limit = static_cast<double>(options_.quietAfter.count()) / 1000.0;
+  if (limit <= 0.0 || !quietArmed_ || quietSeconds(self) < limit) {
+    deferrals = 0;
+    return false;
+  }
+  // A lower rank quiet as long reports the same: leave it a few ticks, and
+  // keep to that when it stops answering (it is ending the job).
+  if (deferrals > 0 && deferrals < kQuietDeferrals) {
+    ++deferrals;
+    return false;
+  }
+  if (deferrals == 0) {
+    const std::vector<PeerAnswer> peers = askAll(false);
+    if (std::any_of(peers.begin(), peers.end(), [&](const PeerAnswer& p) {
+          return p.answered && p.rank < self.rank && quietSeconds(p.status) >= limit - 1.0;
+        })) {
+      deferrals = 1;
+      return false;
+    }
+  }
+  if (quietSeconds(activity()) < limit) return false;  // it issued one meanwhile
+  const Diagnosis d = diagnoseQuiet(status(true), askAll(true));
+  if (endJob_) endJob_(d);
+  return true;
 }
 
 void Watchdog::check() {
@@ -378,10 +547,14 @@ void Watchdog::check() {
     stall.reset();
     return false;
   };
+  bool quietReported = false;
+  int quietDeferrals = 0;
   std::unique_lock lock(mutex_);
   while (!wake_.wait_for(lock, 250ms, [this] { return stopping_; })) {
     lock.unlock();
-    const RankStatus self = status();
+    sampleCpu();
+    const RankStatus self = activity();
+    if (!quietReported) quietReported = checkQuiet(self, quietDeferrals);
     const ChannelActivity* oldest = oldestPending(self);
     if (!stallLasts(oldest) && oldest != nullptr &&
         oldest->oldestPending->waitingSeconds * 1000 >=
@@ -389,12 +562,12 @@ void Watchdog::check() {
       const Diagnosis d = diagnose();
       // Only if this rank still waits for the same collective: one that
       // completed while the peers were asked was no stall.
-      const RankStatus now = status();
+      const RankStatus now = activity();
       const ChannelActivity* still = findChannel(now, d.channel);
       const bool current = d.verdict != Diagnosis::Verdict::kNothingPending && still != nullptr &&
                            still->oldestPending && still->oldestPending->sequence == d.sequence;
       if (current && d.verdict == Diagnosis::Verdict::kDesync) {
-        if (onDesync_) onDesync_(d.report);
+        if (endJob_) endJob_(d);
       } else if (current) {
         log::warn(str("watchdog: stall: ", d.report));
         stall = Stall{d.channel, d.sequence, still->oldestPending->waitingSeconds};
@@ -403,7 +576,7 @@ void Watchdog::check() {
     lock.lock();
   }
   lock.unlock();
-  const RankStatus last = status();
+  const RankStatus last = activity();
   stallLasts(oldestPending(last));  // a stall that ended just before the stop
 }
 

@@ -28,11 +28,47 @@
 // warns with the ranks that have not arrived, and says when the stall ends.
 // When the collective reaches its timeout (Work::wait throws), the caller asks
 // diagnose() for the same report to print before ending the job.
+//
+// Note [Where a stuck rank is]
+// "Rank 3 has not arrived" says who, not why: the rank may be computing,
+// asleep, waiting on a lock, or blocked on a disk or a network file system,
+// and each needs another fix. Its status server, a thread of its own, can
+// look at the rank's training thread (the one that issues collectives)
+// without that thread's help: the kernel's state and wait channel for it
+// (/proc/self/task/<tid>), and the CPU time the process used since its last
+// collective. So the report says, e.g., "its training thread is asleep in the
+// kernel's futex_wait_queue (a lock or a condition variable), and the process
+// used 0.00 CPUs over the last 61.0 s". For the report that ends the job, the
+// server also interrupts that thread with a signal whose handler records its
+// call stack (runtime/thread_state.h), printed under the report. Not for
+// warnings: the signal makes a few system calls (poll, nanosleep) return
+// early, which code outside ddp may not expect, so it is sent only where
+// the job ends anyway.
+//
+// The collective timeout cannot see every hang: it fires on a rank that waits
+// in a collective. If every rank is stuck outside communication (all blocked
+// reading a hung network file system, a deadlock in a library they all call),
+// no collective is pending anywhere and the job would hang in silence. So a
+// rank that has waited for no collective, and issued none, for `quietAfter`
+// ends the job itself, with the same account of its own thread, its stack,
+// and every peer's state. ddp_train sets quietAfter to --timeout plus a grace
+// (a tenth, at least 2 s): a peer that waits on this rank reports first, at
+// --timeout, with the fuller picture. Of several quiet ranks the
+// lowest-numbered reports. The check is armed when training starts
+// (armQuietCheck): every step issues collectives, and work that runs longer
+// than --timeout between two of them on every rank needed a larger --timeout
+// already, for the peers that wait through it on any one rank. Start-up is
+// not covered: every rank loads or generates its data there, locally, and
+// that may take longer than --timeout on a slow file system or for a large
+// synthetic set; ending such a job would be worse than the hang it guards
+// against, which a user starting a job is there to see.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -50,6 +86,13 @@ struct RankStatus {
   std::string host;
   long pid = 0;
   std::vector<ChannelActivity> channels;
+  // While it waits for no collective: its training thread's state and the
+  // CPUs the process used meanwhile, in words ("its training thread is
+  // running on a CPU, and the process used 1.00 CPUs over the last 6.0 s");
+  // "" otherwise (Note [Where a stuck rank is]).
+  std::string thread;
+  // That thread's call stack, innermost first, when it was asked for.
+  std::vector<std::string> stack;
 
   // One line per field, tab-separated; strings lose tabs and newlines.
   std::string encode() const;
@@ -68,66 +111,103 @@ struct PeerAnswer {
 
 struct Diagnosis {
   enum class Verdict {
-    kNothingPending,  // this rank waits for no collective
-    kNotArrived,      // some peers have not arrived or do not answer
-    kDesync,          // some peer waits in a different collective at the same position
-    kAllArrived,      // every peer arrived: the collective itself is stuck
+    kNothingPending,      // this rank waits for no collective
+    kNotArrived,          // some peers have not arrived or do not answer
+    kDesync,              // some peer waits in a different collective at the same position
+    kAllArrived,          // every peer arrived: the collective itself is stuck
+    kOutsideCollectives,  // this rank has been in no collective for too long (diagnoseQuiet)
   };
   Verdict verdict = Verdict::kNothingPending;
   std::string report;         // one line, for the log
   std::vector<int> culprits;  // the ranks named: not arrived, not answering or diverged
   std::string channel;        // the communicator and collective it is about
   std::uint64_t sequence = 0;
+  // Lines to print under the report: the call stacks of the ranks it names
+  // that sent one.
+  std::vector<std::string> details;
 };
 
 // Explains why `self`'s oldest pending collective has not completed, from the
 // peers' answers (Note [Watchdog reports]). Pure; any thread.
 Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers);
 
+// Reports `self`, which waits for no collective and has issued none for
+// long, with what each peer is doing (Note [Where a stuck rank is]). Pure.
+Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& peers);
+
+// How long `status` has waited for no collective on any of its channels:
+// the least idle time, or 0 when one is pending.
+double quietSeconds(const RankStatus& status);
+
 struct WatchdogOptions {
   // Warn (and look for a desync) once a collective has waited this long.
   std::chrono::milliseconds stallAfter = std::chrono::seconds(60);
   // How long a peer gets to answer a status request.
   std::chrono::milliseconds probeTimeout = std::chrono::seconds(2);
+  // End the job when this rank has waited for no collective, and issued
+  // none, for this long, once armQuietCheck was called; 0: never (Note
+  // [Where a stuck rank is]).
+  std::chrono::milliseconds quietAfter{0};
 };
 
 class Watchdog {
  public:
-  using Handler = std::function<void(const std::string& report)>;
+  using Handler = std::function<void(const Diagnosis&)>;
   // Collective over `comm` (one allgather of host memory, then nothing on
   // `comm` again): starts the status server and the stall checker, which
-  // watch every activity log of `comm`. `onDesync` is called once, on the
-  // checker thread, with the report of a desync; it should end the job.
-  // Throws CommError if no TCP port can be opened.
-  Watchdog(Communicator& comm, std::string hostname, WatchdogOptions options, Handler onDesync);
+  // watch every activity log of `comm`. `endJob` is called at most once, on
+  // the checker thread, with a desync or a rank out of collectives for
+  // quietAfter; it should end the job. Throws CommError if no TCP port can
+  // be opened.
+  Watchdog(Communicator& comm, std::string hostname, WatchdogOptions options, Handler endJob);
   // Stops both threads. Never throws, never communicates.
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
   // Asks every peer (in parallel, each within probeTimeout) and explains this
-  // rank's oldest pending collective. Any thread; never throws.
-  Diagnosis diagnose() const;
-  // This rank's own status, as the server sends it.
-  RankStatus status() const;
+  // rank's oldest pending collective. With `withStacks`, the ranks that have
+  // not arrived send their training thread's stack too: only where the job
+  // ends next (Note [Where a stuck rank is]). Any thread; never throws.
+  Diagnosis diagnose(bool withStacks = false) const;
+  // This rank's own status, as the server sends it, with its training
+  // thread's stack if `withStack`.
+  RankStatus status(bool withStack = false) const;
+  // From now on, end the job once this rank has been out of collectives for
+  // quietAfter (Note [Where a stuck rank is]). Any thread.
+  void armQuietCheck() { quietArmed_ = true; }
 
  private:
   struct Peer {
     std::string host;
     std::uint16_t port = 0;
+    long pid = 0;
+    bool samePids = false;  // same host and pid namespace: its pid is one of ours
     std::vector<std::string> addresses;
   };
-  PeerAnswer ask(int rank) const;
+  // status() without the training thread's state: the checker's view.
+  RankStatus activity() const;
+  PeerAnswer ask(int rank, bool withStack) const;
+  std::vector<PeerAnswer> askAll(bool withStacks) const;
+  // The thread that issues this rank's collectives; 0 before it has.
+  ThreadId trainingThread() const;
+  // The training thread in words, over the last `quiet` seconds.
+  std::string describeTrainingThread(double quiet) const;
+  void sampleCpu();
+  // Ends the job if this rank has been out of collectives for quietAfter
+  // (Note [Where a stuck rank is]); true once it has.
+  bool checkQuiet(const RankStatus& self, int& deferrals);
   void serve();
   void check();
 
   Communicator& comm_;
   std::string hostname_;
   WatchdogOptions options_;
-  Handler onDesync_;
+  Handler endJob_;
   std::vector<const ActivityLog*> logs_;
   std::vector<Peer> peers_;
   std::string cookie_;  // rank 0's; a request must start with it
+  std::atomic<bool> quietArmed_{false};
   int listenFd_ = -1;
   int stopFd_ = -1;  // an eventfd that wakes the server
 
@@ -136,6 +216,15 @@ class Watchdog {
   bool stopping_ = false;
   std::thread server_;
   std::thread checker_;
+
+  // The process's CPU time, sampled by the checker each tick, for the CPUs
+  // used over a span (describeTrainingThread).
+  struct CpuSample {
+    std::chrono::steady_clock::time_point at;
+    double cpuSeconds = 0.0;
+  };
+  mutable std::mutex cpuMutex_;
+  std::deque<CpuSample> cpuHistory_;
 };
 
 }  // namespace ddp::comm

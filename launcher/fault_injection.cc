@@ -37,7 +37,8 @@ FaultInjection parseFaultInjection(const std::string& text) {
   const auto bad = [&] {
     return UsageError(
         str("--inject-fault: expected stall:RANK:STEP:SECONDS, slow:RANK:STEP:SECONDS, "
-            "desync:RANK:STEP, nonfinite:RANK:STEP, bitflip:RANK:STEP or error:RANK:STEP (got '",
+            "desync:RANK:STEP, nonfinite:RANK:STEP, bitflip:RANK:STEP or error:RANK:STEP, "
+            "RANK a rank or all (got '",
             text, "')"));
   };
   if (parts.empty()) throw bad();
@@ -59,8 +60,12 @@ FaultInjection parseFaultInjection(const std::string& text) {
     throw bad();
   }
   long long step = 0;
-  if (parts.size() != expected || !parseNumber(parts[1], fault.rank) || fault.rank < 0 ||
-      !parseNumber(parts[2], step) || step < 1) {
+  if (parts.size() == expected && parts[1] == "all") {
+    fault.rank = FaultInjection::kAllRanks;
+  } else if (parts.size() != expected || !parseNumber(parts[1], fault.rank) || fault.rank < 0) {
+    throw bad();
+  }
+  if (!parseNumber(parts[2], step) || step < 1) {
     throw bad();
   }
   fault.step = static_cast<std::size_t>(step);
@@ -72,7 +77,9 @@ FaultInjection parseFaultInjection(const std::string& text) {
 
 void installFault(const FaultInjection& fault, comm::Communicator& comm, trainer::Sequential& model,
                   trainer::TrainOptions& options) {
-  if (fault.kind == FaultInjection::Kind::kNone || fault.rank != comm.rank()) return;
+  if (fault.kind == FaultInjection::Kind::kNone ||
+      (fault.rank != comm.rank() && fault.rank != FaultInjection::kAllRanks))
+    return;
   switch (fault.kind) {
     case FaultInjection::Kind::kStall:
       options.beforeStep = [fault](std::size_t step) {

@@ -12,6 +12,10 @@
 //   error:R:S          rank R fails with an error before step S, alone (the
 //                      others learn of it only through the watchdog)
 //
+// R may be "all": stall:all:S:SECONDS stalls every rank outside any
+// collective, where no collective timeout fires (Note [Where a stuck rank
+// is] in comm/watchdog.h).
+//
 // Steps count from 1 over the whole run. Not for production use: the option
 // is listed under "Testing" in --help.
 #pragma once
@@ -27,8 +31,9 @@ namespace ddp::launcher {
 
 struct FaultInjection {
   enum class Kind { kNone, kStall, kSlow, kDesync, kNonFinite, kBitFlip, kError };
+  static constexpr int kAllRanks = -1;
   Kind kind = Kind::kNone;
-  int rank = 0;
+  int rank = 0;  // or kAllRanks
   std::size_t step = 0;
   double seconds = 0.0;
 };

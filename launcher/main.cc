@@ -57,6 +57,13 @@ namespace {
 // other samples.
 // tests/e2e/two_nodes.sh resumes from a directory only node a can see.
 
+// A watchdog report, and the stacks it brought under it.
+void logDiagnosis(const comm::Diagnosis& d) {
+  log::error(str("watchdog: ", d.report));
+  for (const std::string& line : d.details)
+    log::error(line);
+}
+
 int train(const Options& o) {
   World world;
   log::setAllRanks(o.logAllRanks);
@@ -78,7 +85,7 @@ int train(const Options& o) {
   const auto explain = [&explainer](const std::string& report) {
     log::error(report);
     if (const comm::Watchdog* watchdog = explainer.load()) {
-      log::error(str("watchdog: ", watchdog->diagnose().report));
+      logDiagnosis(watchdog->diagnose(/*withStacks=*/true));  // the job ends next
     }
   };
   // A collective the NCCL watchdog gave up on: peers may be stuck, end the job.
@@ -100,9 +107,13 @@ int train(const Options& o) {
     watchdogOptions.stallAfter =
         std::min(commOptions.timeout / 2,
                  std::chrono::milliseconds(static_cast<long long>(o.stallWarningSeconds * 1000)));
+    // Note [Where a stuck rank is]: after the peers' own timeout would have fired.
+    watchdogOptions.quietAfter =
+        commOptions.timeout +
+        std::max(commOptions.timeout / 10, std::chrono::milliseconds(std::chrono::seconds(2)));
     watchdog = std::make_unique<comm::Watchdog>(comm, world.hostname(), watchdogOptions,
-                                                [&world](const std::string& report) {
-                                                  log::error(str("watchdog: ", report));
+                                                [&world](const comm::Diagnosis& d) {
+                                                  logDiagnosis(d);
                                                   world.abort(kExitFailure);
                                                 });
     explainer = watchdog.get();
@@ -176,6 +187,7 @@ int train(const Options& o) {
     Trace trace(world.rank());
     if (!o.trace.empty()) trainer.setTrace(&trace, kTraceFirstStep, kTraceSteps);
     installStopHandlers();
+    watchdog->armQuietCheck();  // Note [Where a stuck rank is]: not over start-up's local work
     trainer.run(*progress);
     reportRunEnd(trainer, o);
 

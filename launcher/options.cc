@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 #include "launcher/fault_injection.h"
 #include "runtime/error.h"
@@ -120,7 +121,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "timeout",
       po::value(&o.timeoutSeconds)->value_name("SECONDS")->default_value(o.timeoutSeconds, "300"),
       "a collective not complete after this long ends the job, with a report of the ranks that "
-      "did not arrive (inf: no limit)")(
+      "did not arrive and where they are; so does a rank in no collective for this long plus a "
+      "tenth, once training has started (inf: no limit)")(
       "stall-warning",
       po::value(&o.stallWarningSeconds)
           ->value_name("SECONDS")
@@ -153,7 +155,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "make one rank misbehave, to see what ddp reports: stall:RANK:STEP:SECONDS, "
       "slow:RANK:STEP:SECONDS (that much slower in every step from STEP on), desync:RANK:STEP "
       "(one extra collective), nonfinite:RANK:STEP (NaN gradients), bitflip:RANK:STEP (one bit "
-      "of its weights flipped) or error:RANK:STEP (that rank fails alone)");
+      "of its weights flipped) or error:RANK:STEP (that rank fails alone); RANK may be all "
+      "(stall:all:STEP:SECONDS: every rank stuck outside collectives)");
   po::options_description all(kHelpWidth, kHelpWidth / 2);
   all.add(general)
       .add(data)
@@ -435,6 +438,11 @@ Options parseOptions(int argc, const char* const argv[]) {
       throw NodeUsageError(str("--config: '", path, "' is a directory, not a file"));
     std::ifstream file(path);
     if (!file) throw NodeUsageError(str("--config: cannot read '", path, "'"));
+    // A byte-order mark (Windows editors write one) would become part of the first key.
+    if (char bom[3]; !file.read(bom, 3) || std::string_view(bom, 3) != "\xEF\xBB\xBF") {
+      file.clear();
+      file.seekg(0);
+    }
     storeFrom([&] { return po::parse_config_file(file, all); },
               [&](const std::string&) { return str("--config ", path); }, all, vm, origins);
   }

@@ -68,6 +68,11 @@ std::optional<Straggler> stragglerOf(const std::vector<double>& computeMs) {
   return Straggler{static_cast<std::size_t>(slowest - computeMs.begin()), *slowest, median};
 }
 
+std::optional<Straggler> stragglerIn(const trainer::PaceReport& pace) {
+  if (pace.timedSteps < kStragglerMinSteps) return std::nullopt;
+  return stragglerOf(pace.rankComputeMs);
+}
+
 std::optional<std::string> stragglerWarning(const std::string& when,
                                             const std::vector<double>& computeMs,
                                             const std::vector<std::string>& hosts) {
@@ -198,8 +203,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
                 ms(t.forward), "  backward ", ms(t.backward), "  comm ", ms(t.comm), "  optimizer ",
                 ms(t.optimizer)));
   const std::string when = paceSpan(r.pace, true);
-  if (const auto warning = stragglerWarning(when, r.pace.rankComputeMs, hosts_))
-    log::warn(*warning);
+  if (stragglerIn(r.pace)) log::warn(*stragglerWarning(when, r.pace.rankComputeMs, hosts_));
   if (const auto warning = contentionWarning(when, r.pace.rankCpu, hosts_)) log::warn(*warning);
   if (metrics_.is_open()) {
     const nlohmann::json line = {{"epoch", r.epoch},
@@ -236,7 +240,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
 // change from the previous window's, so that a lasting straggler is named
 // once, not every window.
 void ProgressPrinter::onPace(const trainer::PaceReport& r) {
-  const auto slow = stragglerOf(r.rankComputeMs);
+  const auto slow = stragglerIn(r);
   const auto straggler = slow ? std::optional<std::size_t>(slow->rank) : std::nullopt;
   const std::vector<std::size_t> contended = contendedRanks(r.rankCpu);
   if (!enabled_) return;

@@ -14,7 +14,8 @@
 // At each epoch's end the ranks exchange their mean compute per step (every
 // phase but that wait: one allgather, trainer::PaceReport), and rank 0 warns
 // when the slowest took more than kStragglerRatio times the other ranks'
-// median (and kStragglerMs more), naming the rank and its host. --metrics
+// median (and kStragglerMs more, over kStragglerMinSteps timed steps or
+// more), naming the rank and its host. --metrics
 // records every rank's figure (rank_compute_ms). An epoch can last hours (a
 // large data set read once, as language models are), so the ranks also
 // exchange their pace within an epoch, every --pace-check-every seconds of
@@ -59,6 +60,9 @@ namespace ddp::launcher {
 // four ranks on two cores and nothing slow).
 constexpr double kStragglerRatio = 1.25;
 constexpr double kStragglerMs = 1.0;
+// Over fewer timed steps one preemption decides (measured: a run of 2 steps
+// on a busy 2-core node named rank 1 at 3.00x, with nothing slow).
+constexpr std::size_t kStragglerMinSteps = 10;
 
 // "epoch 4" (`wholeEpoch`) or "steps 1201-1850 of epoch 1": what a pace
 // report covers, to begin its warnings.
@@ -73,6 +77,8 @@ struct Straggler {
   double othersMedianMs = 0.0;
 };
 std::optional<Straggler> stragglerOf(const std::vector<double>& computeMs);
+// The same for a pace report; none over fewer than kStragglerMinSteps timed steps.
+std::optional<Straggler> stragglerIn(const trainer::PaceReport& pace);
 
 // The warning naming stragglerOf's rank and its host (`hosts[r]`), after
 // `when` (paceSpan), or nullopt.

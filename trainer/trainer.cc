@@ -118,6 +118,7 @@ PaceReport gatherPace(comm::Communicator& comm, double expectedCpuShare, std::si
   pace.epoch = epoch;
   pace.firstStep = stretch.firstStep;
   pace.lastStep = lastStep;
+  pace.timedSteps = stretch.steps;
   for (std::size_t r = 0; r < all.size() / 4; ++r) {
     pace.rankComputeMs.push_back(all[4 * r]);
     pace.rankCpu.push_back({all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]});

@@ -150,8 +150,9 @@ struct EvalResult {
 // keeps no run-queue figures).
 struct PaceReport {
   std::size_t epoch = 0;
-  std::size_t firstStep = 0;  // global, 1-based
-  std::size_t lastStep = 0;   // inclusive
+  std::size_t firstStep = 0;   // global, 1-based
+  std::size_t lastStep = 0;    // inclusive
+  std::size_t timedSteps = 0;  // the steps behind rankComputeMs (an epoch's first is not timed)
   struct CpuTime {
     double running = 0.0;
     double waiting = 0.0;

@@ -40,6 +40,26 @@ grep -qE "watchdog: stall: rank [02] .*not arrived: rank 1" "$WORK/stall.out" ||
 # Work::wait or the shared-memory barrier on its communication thread.
 grep -qE "did not complete within 4 s|waited 4 s for the other ranks" "$WORK/stall.out" ||
   fail "stall: no timeout report"
+# What the stalled rank was doing, from its own status server: asleep, and
+# where (the stack is sent for the report that ends the job).
+grep -qE "error: watchdog: .*rank 1 \(.*\) is not in any collective .*: its training thread is asleep in" \
+  "$WORK/stall.out" || fail "stall: the stalled rank's thread state is not given: $(cat "$WORK/stall.out")"
+grep -qE "error: stack of rank 1 \(.*\)'s training thread" "$WORK/stall.out" &&
+  grep -qE "error:   #[0-9]+ ddp::trainer::Trainer::runStep \(ddp_train\)" "$WORK/stall.out" ||
+  fail "stall: no stack of the stalled rank: $(cat "$WORK/stall.out")"
+
+# Every rank stalls outside any collective: no collective waits, so no
+# timeout can fire; the watchdog's quiet check ends the job after --timeout
+# and a grace (2 s here), from one rank, with each rank's state and stack.
+expect all_stalled nonzero \
+  "watchdog: rank [0-2] \(.*\) has waited for no collective, and issued none, for" 40 3 \
+  --timeout 4 --stall-warning 1 --inject-fault stall:all:5:60
+[ "$(grep -c "has waited for no collective" "$WORK/all_stalled.out")" = 1 ] ||
+  fail "all_stalled: not reported once: $(cat "$WORK/all_stalled.out")"
+[ "$(grep -cE "error: stack of rank [0-2] .*'s training thread" "$WORK/all_stalled.out")" = 3 ] ||
+  fail "all_stalled: not every rank's stack: $(cat "$WORK/all_stalled.out")"
+grep -q "the other ranks: rank [0-2] (.*) is not in any collective" "$WORK/all_stalled.out" ||
+  fail "all_stalled: the other ranks are not described"
 
 # A short stall is survived: warned about, then reported over; exit 0.
 expect short_stall 0 "watchdog: the stall is over: mpi collective #[0-9]+ completed after" 40 2 \
@@ -83,12 +103,15 @@ python3 -c "import json, sys; m = json.loads(open(sys.argv[1]).readline())['rank
 # pinned to CPU 0 shares the core that the one rank is confined to. The
 # default MLP makes the epoch's steps take seconds (18 ms each here), well
 # above the second of ready time a verdict needs, on a faster machine too.
+# Under a sanitizer a step takes 20 times as long: a fifth of the samples.
 if [ -r /proc/thread-self/schedstat ]; then
+  samples=20000
+  [ -z "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ] || samples=4000
   taskset -c 0 sh -c 'while :; do :; done' &
   hog=$!
   rc=0
   taskset -c 0 timeout 120 mpirun --bind-to none -q -np 1 "$DDP_TRAIN" --dataset synthetic \
-    --synthetic-samples 20000 --epochs 1 --metrics "$WORK/contended.json" \
+    --synthetic-samples $samples --epochs 1 --metrics "$WORK/contended.json" \
     > "$WORK/contended.out" 2>&1 || rc=$?
   kill "$hog"
   [ "$rc" = 0 ] || fail "contended: exit $rc: $(tail -5 "$WORK/contended.out")"
@@ -152,7 +175,7 @@ kill -CONT "$frozen" 2> /dev/null || true
 set +e; wait "$job"; code=$?; set -e
 [ "$code" != 0 ] || fail "frozen: exited 0"
 [ "$code" != 124 ] || fail "frozen: hung"
-grep -qE "error: watchdog: .*not answering: rank 1 \(.*\): .*connected but no status" \
+grep -qE "error: watchdog: .*not answering: rank 1 \(.*\): .*connected but no status.*: its process \(pid [0-9]+\) is stopped \(SIGSTOP" \
   "$WORK/frozen.out" || fail "frozen: the frozen rank is not named: $(cat "$WORK/frozen.out")"
 grep -qE "warning: watchdog: stall: .*not answering: rank 1" "$WORK/frozen.out" ||
   fail "frozen: no stall warning naming rank 1"

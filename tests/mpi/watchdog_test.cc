@@ -8,16 +8,79 @@
 
 #include <cmath>
 #include <limits>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "comm/bfloat16.h"
 #include "comm/reducer.h"
 #include "test_comm.h"
 
+// Not inlined, and exported (the executable is linked with
+// --export-dynamic): the frame a captured stack must name.
+extern "C" __attribute__((noinline)) void ddpTestQuietSleep(int milliseconds) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+  asm volatile("");  // keeps the frame: no tail call
+}
+
 namespace ddp::comm {
 namespace {
 
 using namespace std::chrono_literals;
+
+// Every rank stays out of collectives past quietAfter: nothing is reported
+// before the check is armed; then the lowest rank reports once, with each
+// rank's thread and stack, and the others leave it to that rank (Note
+// [Where a stuck rank is]).
+TEST(Watchdog, RanksOutOfCollectivesTooLongAreReportedByTheLowest) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  WatchdogOptions options;
+  options.stallAfter = std::chrono::hours(1);
+  options.quietAfter = 1s;
+  std::mutex mutex;
+  std::vector<Diagnosis> reports;
+  {
+    Watchdog watchdog(*comm, "host-" + std::to_string(r), options, [&](const Diagnosis& d) {
+      std::lock_guard lock(mutex);
+      reports.push_back(d);
+    });
+    ddpTestQuietSleep(1500);  // not armed yet: nothing reported
+    {
+      std::lock_guard lock(mutex);
+      EXPECT_TRUE(reports.empty());
+    }
+    watchdog.armQuietCheck();
+    comm->setContext("step 9");
+    ddpTestQuietSleep(1500);  // the report comes within about 0.5 s
+  }
+  comm->allreduce(std::span<float>(std::vector<float>(1).data(), 1), ReduceOp::kSum)->wait(60s);
+  if (r != 0) {
+    EXPECT_TRUE(reports.empty()) << reports.front().report;
+    return;
+  }
+  ASSERT_EQ(reports.size(), 1u);
+  const Diagnosis& d = reports.front();
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kOutsideCollectives);
+  EXPECT_EQ(static_cast<int>(d.culprits.size()), n) << d.report;
+  EXPECT_EQ(
+      d.report.rfind("rank 0 (host-0) has waited for no collective, and issued none, for ", 0), 0u)
+      << d.report;
+  EXPECT_NE(d.report.find("now at step 9: its training thread is asleep"), std::string::npos)
+      << d.report;
+  if (n > 1) {
+    EXPECT_NE(d.report.find("the other ranks: rank 1 (host-1) is not in any collective"),
+              std::string::npos)
+        << d.report;
+  }
+  int stacks = 0, named = 0;
+  for (const std::string& line : d.details) {
+    stacks += line.rfind("stack of rank ", 0) == 0;
+    named += line.find("ddpTestQuietSleep (watchdog_mpi_test)") != std::string::npos;
+  }
+  EXPECT_EQ(stacks, n);
+  EXPECT_EQ(named, n) << d.details.size();
+}
 
 TEST(Watchdog, NamesTheRankThatHasNotArrived) {
   auto comm = makeTestComm();

@@ -152,6 +152,9 @@ TEST(Options, FaultInjectionIsParsed) {
   EXPECT_EQ(parseFaultInjection("desync:0:1").kind, FaultInjection::Kind::kDesync);
   EXPECT_EQ(parseFaultInjection("nonfinite:3:9").step, 9u);
   EXPECT_EQ(parseFaultInjection("").kind, FaultInjection::Kind::kNone);
+  EXPECT_EQ(parseFaultInjection("stall:all:3:60").rank, FaultInjection::kAllRanks);
+  EXPECT_THROW(parseFaultInjection("stall:any:3:60"), UsageError);
+  EXPECT_THROW(parseFaultInjection("stall:all:3"), UsageError);
 }
 
 TEST(Options, UnknownDatasetAndMissingDataDir) {
@@ -205,6 +208,19 @@ std::string usageErrorOf(std::vector<std::string> args) {
     return e.what();
   }
   return "accepted";
+}
+
+TEST(Options, ConfigFileWithAByteOrderMarkOrWindowsLineEnds) {
+  ddp::testing::TempDir dir;
+  std::ofstream(dir.file("bom.cfg")) << "\xEF\xBB\xBF"
+                                     << "batch-size = 16\nepochs = 3\n";
+  EXPECT_EQ(parse({"--config", dir.file("bom.cfg")}).batchSize, 16u);
+  std::ofstream(dir.file("crlf.cfg")) << "batch-size = 12\r\nepochs = 3\r\n";
+  const Options crlf = parse({"--config", dir.file("crlf.cfg")});
+  EXPECT_EQ(crlf.batchSize, 12u);
+  EXPECT_EQ(crlf.epochs, 3u);
+  std::ofstream(dir.file("short.cfg")) << "e";  // shorter than a mark: read as it is
+  EXPECT_NE(usageErrorOf({"--config", dir.file("short.cfg")}).find("'e'"), std::string::npos);
 }
 
 // A value the user did not type on the command line: the error says where it

@@ -76,6 +76,13 @@ TEST(Pace, AReportSaysWhatItCovers) {
   EXPECT_DOUBLE_EQ(straggler->computeMs, 25.0);
   EXPECT_DOUBLE_EQ(straggler->othersMedianMs, 10.0);
   EXPECT_FALSE(stragglerOf({10.0, 12.4}));
+  // Over a report, only from kStragglerMinSteps timed steps on.
+  pace.rankComputeMs = {2.0, 11.0};
+  pace.timedSteps = kStragglerMinSteps - 1;
+  EXPECT_FALSE(stragglerIn(pace));
+  pace.timedSteps = kStragglerMinSteps;
+  ASSERT_TRUE(stragglerIn(pace));
+  EXPECT_EQ(stragglerIn(pace)->rank, 1u);
   EXPECT_EQ(contendedRanks({{1.0, 1.0, 1.0}, {3.0, 0.1, 1.0}, {0.6, 1.4, 0.5}}),
             (std::vector<std::size_t>{0, 2}));
 }

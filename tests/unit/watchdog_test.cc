@@ -88,6 +88,70 @@ TEST(WatchdogDiagnosis, ManyAbsentRanksAreSummarised) {
   EXPECT_NE(d.report.find("and 12 more"), std::string::npos) << d.report;
 }
 
+// A rank out of collectives whose status server described its training thread.
+RankStatus described(int r, std::uint64_t issued, std::vector<std::string> stack = {}) {
+  RankStatus s = rank(r, issued);
+  s.thread = "its training thread is asleep in the kernel's futex_wait_queue";
+  s.stack = std::move(stack);
+  return s;
+}
+
+TEST(WatchdogDiagnosis, AnAbsentRanksThreadAndStackAreReported) {
+  const Diagnosis d = diagnose(
+      rank(0, 43, 42), {answer(described(1, 42, {"pthread_cond_wait (libc.so.6)", "main (app)"})),
+                        answer(rank(2, 43, 42))});
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kNotArrived);
+  EXPECT_NE(d.report.find("rank 1 (node-a) is not in any collective for 3.5 s, now at step 12 "
+                          "(its last mpi collective: #41): its training thread is asleep in the "
+                          "kernel's futex_wait_queue"),
+            std::string::npos)
+      << d.report;
+  EXPECT_EQ(d.details, (std::vector<std::string>{
+                           "stack of rank 1 (node-a)'s training thread, innermost first:",
+                           "  #0 pthread_cond_wait (libc.so.6)", "  #1 main (app)"}));
+}
+
+TEST(WatchdogDiagnosis, QuietSecondsIsTheLeastIdleChannelOrZeroWhileOneWaits) {
+  RankStatus s = rank(0, 10);
+  EXPECT_DOUBLE_EQ(quietSeconds(s), 3.5);
+  ChannelActivity busier;
+  busier.channel = "nccl";
+  busier.idleSeconds = 1.5;
+  s.channels.push_back(busier);
+  EXPECT_DOUBLE_EQ(quietSeconds(s), 1.5);
+  EXPECT_DOUBLE_EQ(quietSeconds(rank(0, 43, 42)), 0.0);
+  EXPECT_DOUBLE_EQ(quietSeconds(RankStatus{}), 0.0);
+}
+
+TEST(WatchdogDiagnosis, AQuietRankReportsItselfAndWhatEachPeerDoes) {
+  PeerAnswer silent{3, "node-b", false, "its process (pid 7) is stopped", {}};
+  const Diagnosis d = diagnoseQuiet(
+      described(0, 10, {"read (libc.so.6)"}),
+      {answer(described(1, 10, {"read (libc.so.6)"})), answer(rank(2, 11, 10)), silent});
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kOutsideCollectives);
+  EXPECT_EQ(d.culprits, (std::vector<int>{0, 1}));  // itself and the other quiet rank
+  EXPECT_EQ(d.report.rfind("rank 0 (node-a) has waited for no collective, and issued none, for "
+                           "3.5 s, now at step 12: its training thread is asleep",
+                           0),
+            0u)
+      << d.report;
+  EXPECT_NE(d.report.find("the other ranks: rank 1 (node-a) is not in any collective for 3.5 s, "
+                          "now at step 12: its training thread is asleep"),
+            std::string::npos)
+      << d.report;
+  EXPECT_NE(d.report.find("rank 2 (node-b) waits in mpi " + kAllreduce + " #10"), std::string::npos)
+      << d.report;
+  EXPECT_NE(d.report.find("not answering: rank 3 (node-b): its process (pid 7) is stopped"),
+            std::string::npos)
+      << d.report;
+  EXPECT_EQ(
+      d.details,
+      (std::vector<std::string>{
+          "stack of rank 0 (node-a)'s training thread, innermost first:", "  #0 read (libc.so.6)",
+          "stack of rank 1 (node-a)'s training thread, innermost first:",
+          "  #0 read (libc.so.6)"}));
+}
+
 TEST(RankStatusWire, RoundTripsAndCleansSeparators) {
   RankStatus s = rank(5, 43, 42, "allreduce(float32 x 8,\tsum)");
   ChannelActivity idle;
@@ -108,6 +172,13 @@ TEST(RankStatusWire, RoundTripsAndCleansSeparators) {
   EXPECT_FALSE(back.channels[1].oldestPending);
   EXPECT_EQ(back.channels[1].context, "step 3 bucket 1");
   EXPECT_EQ(back.channels[1].issued, 7u);
+  EXPECT_TRUE(back.thread.empty());
+  EXPECT_TRUE(back.stack.empty());
+  s.thread = "its training thread is\trunning";
+  s.stack = {"f (a.so)", "g\n(b.so)"};
+  const RankStatus withThread = RankStatus::decode(s.encode());
+  EXPECT_EQ(withThread.thread, "its training thread is running");
+  EXPECT_EQ(withThread.stack, (std::vector<std::string>{"f (a.so)", "g (b.so)"}));
 }
 
 TEST(RankStatusWire, MalformedTextIsADataError) {
