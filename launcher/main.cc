@@ -143,7 +143,11 @@ int train(const Options& o) {
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model, data));
     printSummary(world, comm, o, threadCount, placement, *model, data);
-    if (world.rank() == 0) warnAboutPlacement(world, o, cpus, threads);
+    if (world.rank() == 0) {
+      warnAboutPlacement(world, o, cpus, threads);
+      if (const auto warning = batchWarning(o, data.train->size(), world.size()))
+        log::warn(*warning);
+    }
     model->to(placement.device);  // rank 0's --init-from weights go with it, then broadcast
 
     trainer::Sgd sgd(model->parameters(), {static_cast<float>(o.lr), static_cast<float>(o.momentum),

@@ -7,6 +7,7 @@
 #include "comm/reducer.h"
 #include "launcher/version.h"
 #include "runtime/error.h"
+#include "trainer/distributed_sampler.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/mlp.h"
@@ -75,6 +76,23 @@ void checkEveryRankTrains(const Options& o, std::size_t trainSamples, int worldS
   throw UsageError(str("--drop-last: the ", trainSamples, " training samples do not give each of ",
                        worldSize, " ranks one, so an epoch would have no step (without ",
                        "--drop-last the last round is padded with repeats)"));
+}
+
+std::optional<std::string> batchWarning(const Options& o, std::size_t trainSamples, int worldSize) {
+  const std::size_t shard =
+      trainer::DistributedSampler(trainSamples, worldSize, 0, {false, o.dropLast, 0})
+          .samplesPerRank();
+  const std::size_t perStep = o.batchSize * o.gradAccum;
+  if (perStep <= shard) return std::nullopt;
+  return str(
+      "--batch-size ", o.batchSize,
+      o.gradAccum > 1 ? str(" x --grad-accum ", o.gradAccum) : std::string(), " asks for ", perStep,
+      " samples per rank per step, but ",
+      worldSize == 1 ? std::string("the one rank") : str("each of the ", worldSize, " ranks"),
+      " gets ", shard, " of the ", trainSamples,
+      " training samples per epoch: every step takes the whole shard, ", shard,
+      " samples, not the batch asked for (--batch-size counts samples per rank; the "
+      "global batch is that times the ranks)");
 }
 
 comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +43,13 @@ Data loadData(const Options& o);
 // empty shard: each epoch would have no step and the run would end, exit 0,
 // having trained nothing. Throws UsageError naming both counts.
 void checkEveryRankTrains(const Options& o, std::size_t trainSamples, int worldSize);
+
+// A step that asks for more samples per rank (--batch-size x --grad-accum)
+// than a rank's shard of the training set holds takes the whole shard, so
+// the batch the learning rate was chosen for is not what trains: usually
+// --batch-size taken for the global batch at a large world size. The
+// warning, or nullopt.
+std::optional<std::string> batchWarning(const Options& o, std::size_t trainSamples, int worldSize);
 
 // What every rank must agree on before the first step: the ddp_train build
 // (launcher/version.h), each parameter (name, dtype, shape, frozen), each

@@ -143,6 +143,27 @@ TEST(Options, TheBuildIsTheFirstItemRanksCompare) {
   EXPECT_EQ(ddpVersion().rfind(DDP_VERSION, 0), 0u) << ddpVersion();  // meson.build's version
 }
 
+TEST(Options, ABatchLargerThanARanksShardIsWarnedAbout) {
+  Options o;
+  o.batchSize = 256;
+  EXPECT_FALSE(batchWarning(o, 60000, 8));    // 7500 samples per rank
+  EXPECT_FALSE(batchWarning(o, 256 * 4, 4));  // exactly one step
+  EXPECT_EQ(batchWarning(o, 60000, 512),
+            "--batch-size 256 asks for 256 samples per rank per step, but each of the 512 ranks "
+            "gets 118 of the 60000 training samples per epoch: every step takes the whole shard, "
+            "118 samples, not the batch asked for (--batch-size counts samples per rank; the "
+            "global batch is that times the ranks)");
+  o.dropLast = true;  // floor(60000 / 512)
+  EXPECT_NE(batchWarning(o, 60000, 512)->find("gets 117 of"), std::string::npos);
+  o.batchSize = 64;
+  o.gradAccum = 4;
+  EXPECT_FALSE(batchWarning(o, 8192, 1));
+  ASSERT_TRUE(batchWarning(o, 200, 1));
+  EXPECT_EQ(batchWarning(o, 200, 1)->rfind("--batch-size 64 x --grad-accum 4 asks for 256 ", 0),
+            0u);
+  EXPECT_NE(batchWarning(o, 200, 1)->find("but the one rank gets 200 of the 200"), std::string::npos);
+}
+
 TEST(Options, FaultInjectionIsParsed) {
   const FaultInjection stall = parseFaultInjection("stall:2:7:1.5");
   EXPECT_EQ(stall.kind, FaultInjection::Kind::kStall);
