@@ -179,6 +179,9 @@ int train(const Options& o) {
     trainOptions.rankHosts = hosts;
     trainer::Trainer trainer(comm, *model, sgd, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
+    if (world.rank() == 0) {
+      if (const auto warning = warmupWarning(o, trainer.plannedSteps())) log::warn(*warning);
+    }
     comm::agree(comm, [&] {  // Note [Refusing files the disk cannot hold]
       if (world.rank() != 0) return;
       checkDiskRoom(

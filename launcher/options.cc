@@ -33,6 +33,7 @@ struct Raw {
   long long syntheticSamples = 8192;
   long long gradAccum = 1;
   long long checkpointEvery = 0;
+  long long warmupSteps = 0;
   long long keepCheckpoints = 0;
   std::string freeze;
   std::string bucketCap = "25";
@@ -89,6 +90,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"), "learning rate")(
       "lr-schedule", po::value(&o.lrSchedule)->value_name("NAME")->default_value(o.lrSchedule),
       "constant | cosine (from --lr down to 0 over the run, stepped every step)")(
+      "warmup-steps", po::value(&raw.warmupSteps)->value_name("N")->default_value(raw.warmupSteps),
+      "raise the learning rate linearly to --lr over the first N steps, then follow "
+      "--lr-schedule over the rest (for the large global batches of many ranks)")(
       "momentum", po::value(&o.momentum)->value_name("X")->default_value(o.momentum, "0.9"),
       "SGD momentum, in [0, 1)")(
       "weight-decay", po::value(&o.weightDecay)->value_name("X")->default_value(o.weightDecay, "0"),
@@ -465,6 +469,7 @@ namespace {
 Options validate(Options o, const Raw& raw) {
   o.epochs = positive(raw.epochs, "epochs");
   o.maxSteps = nonNegative(raw.maxSteps, "max-steps");
+  o.warmupSteps = nonNegative(raw.warmupSteps, "warmup-steps");
   o.batchSize = positive(raw.batchSize, "batch-size", kMaxDimension);
   o.logEvery = positive(raw.logEvery, "log-every");
   o.syntheticSamples = positive(raw.syntheticSamples, "synthetic-samples", kMaxSamples);

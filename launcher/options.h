@@ -41,6 +41,7 @@ struct Options {
   std::size_t batchSize = 64;
   double lr = 0.1;
   std::string lrSchedule = "cosine";
+  std::size_t warmupSteps = 0;  // the learning rate's linear ramp
   double momentum = 0.9;
   double weightDecay = 0.0;
   std::uint64_t seed = 42;

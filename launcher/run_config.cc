@@ -95,6 +95,16 @@ std::optional<std::string> batchWarning(const Options& o, std::size_t trainSampl
       "global batch is that times the ranks)");
 }
 
+std::optional<std::string> warmupWarning(const Options& o, std::size_t plannedSteps) {
+  if (o.warmupSteps == 0 || o.warmupSteps < plannedSteps) return std::nullopt;
+  return str(
+      "--warmup-steps ", o.warmupSteps, " covers the whole run of ", plannedSteps,
+      " steps: the learning rate never reaches --lr ", o.lr, " (the last step runs at ",
+      trainer::learningRateAt(trainer::LrSchedule::kConstant, o.lr,
+                              plannedSteps > 0 ? plannedSteps - 1 : 0, plannedSteps, o.warmupSteps),
+      ")");
+}
+
 comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model,
                                         const Data& data) {
   comm::ConsistencyItems items = {{"ddp_train version", ddpVersion()}};
@@ -112,6 +122,7 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
   options.insert(options.end(), {{"grad-compression", o.gradCompression},
                                  {"bucket-cap-mb", o.bucketCapAuto ? "auto" : str(o.bucketCapMb)},
                                  {"epochs", str(o.epochs)},
+                                 {"warmup-steps", str(o.warmupSteps)},
                                  {"max-steps", str(o.maxSteps)},
                                  {"device", o.device}});
   for (const auto& [name, value] : options)
@@ -140,6 +151,7 @@ trainer::TrainOptions trainOptionsFrom(const Options& o) {
   t.firstBucketBytes = std::size_t{1} << 20;  // or the cap, if smaller
   t.autoBucketCap = o.bucketCapAuto;
   t.lrSchedule = trainer::parseLrSchedule(o.lrSchedule);
+  t.warmupSteps = o.warmupSteps;
   t.sampler = {!o.noShuffle, o.dropLast, o.seed};
   t.lossReadEvery = o.logEvery;
   t.paceWindowSeconds = o.paceCheckSeconds;

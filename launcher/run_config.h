@@ -51,6 +51,10 @@ void checkEveryRankTrains(const Options& o, std::size_t trainSamples, int worldS
 // warning, or nullopt.
 std::optional<std::string> batchWarning(const Options& o, std::size_t trainSamples, int worldSize);
 
+// A warm-up (--warmup-steps) as long as the run's `plannedSteps` or longer
+// never reaches --lr: the warning, or nullopt.
+std::optional<std::string> warmupWarning(const Options& o, std::size_t plannedSteps);
+
 // What every rank must agree on before the first step: the ddp_train build
 // (launcher/version.h), each parameter (name, dtype, shape, frozen), each
 // option that changes the computation, and the content of the data

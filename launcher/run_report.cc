@@ -48,6 +48,7 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
   log::info(str("data ", data.train->name(), " ", data.train->size(), " samples, ",
                 data.test->name(), " ", data.test->size(), "; global batch ", global, " (",
                 o.batchSize, " per rank x ", world.size(), "), lr ", o.lr, " (", o.lrSchedule,
+                o.warmupSteps > 0 ? str(", ", o.warmupSteps, " warm-up steps") : std::string(),
                 "), momentum ", o.momentum, ", weight decay ", o.weightDecay, ", seed ", o.seed));
 }
 

@@ -17,11 +17,14 @@ const char* lrScheduleName(LrSchedule schedule) {
   return schedule == LrSchedule::kCosine ? "cosine" : "constant";
 }
 
-double learningRateAt(LrSchedule schedule, double baseLr, std::size_t step,
-                      std::size_t totalSteps) {
-  if (schedule == LrSchedule::kConstant || totalSteps == 0) return baseLr;
-  const double progress =
-      std::min(1.0, static_cast<double>(step) / static_cast<double>(totalSteps));
+double learningRateAt(LrSchedule schedule, double baseLr, std::size_t step, std::size_t totalSteps,
+                      std::size_t warmupSteps) {
+  if (step < warmupSteps) {
+    return baseLr * static_cast<double>(step + 1) / static_cast<double>(warmupSteps);
+  }
+  if (schedule == LrSchedule::kConstant || totalSteps <= warmupSteps) return baseLr;
+  const double progress = std::min(
+      1.0, static_cast<double>(step - warmupSteps) / static_cast<double>(totalSteps - warmupSteps));
   return baseLr * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }
 

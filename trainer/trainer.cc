@@ -473,8 +473,8 @@ void Trainer::run(TrainObserver& observer) {
     for (std::size_t begin = 0; begin < shard.size(); begin += samplesPerStep()) {
       if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
       const std::size_t end = std::min(shard.size(), begin + samplesPerStep());
-      optimizer_.setLearningRate(static_cast<float>(
-          learningRateAt(options_.lrSchedule, baseLr_, globalStep_, totalSteps)));
+      optimizer_.setLearningRate(static_cast<float>(learningRateAt(
+          options_.lrSchedule, baseLr_, globalStep_, totalSteps, options_.warmupSteps)));
       runStep(std::span(shard).subspan(begin, end - begin));
       ++steps;
       samples += end - begin;

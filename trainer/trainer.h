@@ -52,6 +52,7 @@ struct TrainOptions {
   comm::GradCompression compression = comm::GradCompression::kNone;
   std::size_t evalBatchSize = 1000;
   LrSchedule lrSchedule = LrSchedule::kConstant;  // from the optimizer's initial lr
+  std::size_t warmupSteps = 0;                    // a linear ramp first (trainer/lr_schedule.h)
   SamplerOptions sampler;
   // GPU: the host reads the loss (and the step timings) every this many
   // steps and at the end of each epoch; reading waits for the device, so a

@@ -10,6 +10,16 @@ run 2 "${common[@]}" --batch-size 32 --save-model "$WORK/np2.safetensors" > "$WO
 run 4 "${common[@]}" --batch-size 16 --save-model "$WORK/np4.safetensors" > "$WORK/np4.log"
 "$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/np2.safetensors" --rtol 1e-5 || fail "np=2 differs from np=1"
 "$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/np4.safetensors" --rtol 1e-5 || fail "np=4 differs from np=1"
+# The learning rate's warm-up is a function of the global step: the same at
+# np=1 and np=2, and it changes what is trained.
+run 1 "${common[@]}" --batch-size 64 --warmup-steps 10 --save-model "$WORK/warm1.safetensors" > "$WORK/warm1.log"
+run 2 "${common[@]}" --batch-size 32 --warmup-steps 10 --save-model "$WORK/warm2.safetensors" > /dev/null
+grep -q "lr 0.05 (cosine, 10 warm-up steps)" "$WORK/warm1.log" || fail "warm-up not in the summary: $(cat "$WORK/warm1.log")"
+"$COMPARE_WEIGHTS" "$WORK/warm1.safetensors" "$WORK/warm2.safetensors" --rtol 1e-5 ||
+  fail "np=2 differs from np=1 with --warmup-steps"
+if "$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/warm1.safetensors" --rtol 1e-3 > /dev/null; then
+  fail "--warmup-steps changed nothing"
+fi
 # And the runs really trained: different seeds' weights are far apart.
 run 1 --hidden 256,128 --max-steps 30 --seed 4 --threads 1 --save-model "$WORK/other.safetensors" > /dev/null
 if "$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/other.safetensors" --rtol 1e-3 > /dev/null; then

@@ -161,7 +161,8 @@ TEST(Options, ABatchLargerThanARanksShardIsWarnedAbout) {
   ASSERT_TRUE(batchWarning(o, 200, 1));
   EXPECT_EQ(batchWarning(o, 200, 1)->rfind("--batch-size 64 x --grad-accum 4 asks for 256 ", 0),
             0u);
-  EXPECT_NE(batchWarning(o, 200, 1)->find("but the one rank gets 200 of the 200"), std::string::npos);
+  EXPECT_NE(batchWarning(o, 200, 1)->find("but the one rank gets 200 of the 200"),
+            std::string::npos);
 }
 
 TEST(Options, FaultInjectionIsParsed) {
@@ -229,6 +230,18 @@ std::string usageErrorOf(std::vector<std::string> args) {
     return e.what();
   }
   return "accepted";
+}
+
+TEST(Options, WarmUpStepsAreParsedAndAWarmUpLongerThanTheRunIsWarnedAbout) {
+  const Options o = parse({"--warmup-steps", "100", "--lr", "0.2"});
+  EXPECT_EQ(o.warmupSteps, 100u);
+  EXPECT_EQ(parse({}).warmupSteps, 0u);
+  EXPECT_NE(usageErrorOf({"--warmup-steps", "-1"}).find("--warmup-steps"), std::string::npos);
+  EXPECT_FALSE(warmupWarning(o, 101));
+  EXPECT_FALSE(warmupWarning(parse({}), 5));
+  EXPECT_EQ(warmupWarning(o, 50),
+            "--warmup-steps 100 covers the whole run of 50 steps: the learning rate never reaches "
+            "--lr 0.2 (the last step runs at 0.1)");
 }
 
 TEST(Options, ConfigFileWithAByteOrderMarkOrWindowsLineEnds) {
