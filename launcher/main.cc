@@ -137,7 +137,10 @@ int train(const Options& o) {
         reportInitFrom(o.initFrom, trainer::loadWeights(o.initFrom, *model));
       }
       checkOutputPaths(o, world.rank());
-      if (world.rank() == 0 && !o.checkpointDir.empty()) checkpointLock.emplace(o.checkpointDir);
+      if (world.rank() == 0 && !o.checkpointDir.empty()) {
+        checkpointLock.emplace(o.checkpointDir);
+        checkNoEarlierRun(o);
+      }
       progress =
           std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics, hosts);
     });

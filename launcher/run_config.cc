@@ -164,6 +164,20 @@ std::string tracePath(const Options& o, int rank) {
   return str(o.trace, ".rank", rank, ".json");
 }
 
+void checkNoEarlierRun(const Options& o) {
+  if (o.checkpointDir.empty() || !o.resume.empty()) return;
+  const std::vector<std::string> earlier = trainer::completeCheckpoints(o.checkpointDir);
+  if (earlier.empty()) return;
+  throw DataError(str(
+      "--checkpoint-dir ", o.checkpointDir, " holds ", earlier.size(),
+      earlier.size() == 1 ? " checkpoint" : " checkpoints",
+      " of an earlier run (the newest: ", std::filesystem::path(earlier.back()).filename().string(),
+      "), and this run does not --resume: its checkpoints would overwrite those "
+      "of the same steps and mix two runs in one directory. Continue that run "
+      "with --resume, or start this one in another directory (or move those "
+      "files away first)"));
+}
+
 void checkOutputPaths(const Options& o, int rank) {
   if (!o.trace.empty()) {
     try {

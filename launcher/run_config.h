@@ -82,4 +82,12 @@ std::string tracePath(const Options& o, int rank);
 // start-up, not after the run whose result it would hold. Throws DataError.
 void checkOutputPaths(const Options& o, int rank);
 
+// A new run (no --resume) into a --checkpoint-dir that holds an earlier
+// run's checkpoints would overwrite those of the same step numbers, and
+// leave two runs mixed in one directory, where --resume and
+// --keep-checkpoints go by step number alone. Rank 0, once it holds the
+// directory (Note [One run per checkpoint directory]); throws DataError
+// naming the newest and how to go on.
+void checkNoEarlierRun(const Options& o);
+
 }  // namespace ddp::launcher

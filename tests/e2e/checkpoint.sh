@@ -17,6 +17,14 @@ run 2 "${c[@]}" --max-steps 100 --checkpoint-dir "$ck" --resume \
   --save-model "$WORK/resumed.safetensors" > "$WORK/resumed.log"
 grep -q "resume: from .*checkpoint-000000070.safetensors: epoch 2 with 224 of its samples done" \
   "$WORK/resumed.log" || fail "did not resume from the newest: $(grep resume "$WORK/resumed.log")"
+# A new run into that directory, without --resume, is refused before it
+# writes anything: it would overwrite the earlier run's checkpoints.
+sums=$(sha256sum "$ck"/*.safetensors)
+set +e; run 2 "${c[@]}" --max-steps 100 --checkpoint-dir "$ck" > "$WORK/fresh.out" 2> "$WORK/fresh.err"; code=$?; set -e
+[ "$code" = 1 ] || fail "a new run into a directory of checkpoints: exit $code"
+grep -q "error: --checkpoint-dir $ck holds [0-9]* checkpoints of an earlier run (the newest: checkpoint-0000001[0-9][0-9].safetensors), and this run does not --resume" \
+  "$WORK/fresh.err" || fail "a new run into a directory of checkpoints: $(cat "$WORK/fresh.err")"
+[ "$(sha256sum "$ck"/*.safetensors)" = "$sums" ] || fail "the refused run changed the checkpoints"
 "$COMPARE_WEIGHTS" "$WORK/full.safetensors" "$WORK/resumed.safetensors" --exact > /dev/null ||
   fail "resumed run differs from the uninterrupted one"
 
