@@ -500,17 +500,17 @@ Diagnosis Watchdog::diagnose(bool withStacks) const {
   return comm::diagnose(self, askAll(withStacks));
 }
 
-bool Watchdog::checkQuiet(const RankStatus& self, int& deferrals) {
+void Watchdog::checkQuiet(const RankStatus& self, int& deferrals) {
   const double limit = static_cast<double>(options_.quietAfter.count()) / 1000.0;
   if (limit <= 0.0 || !quietArmed_ || quietSeconds(self) < limit) {
     deferrals = 0;
-    return false;
+    return;
   }
   // A lower rank quiet as long reports the same: leave it a few ticks, and
   // keep to that when it stops answering (it is ending the job).
   if (deferrals > 0 && deferrals < kQuietDeferrals) {
     ++deferrals;
-    return false;
+    return;
   }
   if (deferrals == 0) {
     const std::vector<PeerAnswer> peers = askAll(false);
@@ -518,13 +518,17 @@ bool Watchdog::checkQuiet(const RankStatus& self, int& deferrals) {
           return p.answered && p.rank < self.rank && quietSeconds(p.status) >= limit - 1.0;
         })) {
       deferrals = 1;
-      return false;
+      return;
     }
   }
-  if (quietSeconds(activity()) < limit) return false;  // it issued one meanwhile
-  const Diagnosis d = diagnoseQuiet(status(true), askAll(true));
+  if (quietSeconds(activity()) < limit) return;  // it issued one meanwhile
+  endJob(diagnoseQuiet(status(true), askAll(true)));
+}
+
+void Watchdog::endJob(const Diagnosis& d) {
+  if (ended_) return;
+  ended_ = true;
   if (endJob_) endJob_(d);
-  return true;
 }
 
 void Watchdog::check() {
@@ -547,14 +551,13 @@ void Watchdog::check() {
     stall.reset();
     return false;
   };
-  bool quietReported = false;
   int quietDeferrals = 0;
   std::unique_lock lock(mutex_);
   while (!wake_.wait_for(lock, 250ms, [this] { return stopping_; })) {
     lock.unlock();
     sampleCpu();
     const RankStatus self = activity();
-    if (!quietReported) quietReported = checkQuiet(self, quietDeferrals);
+    if (!ended_) checkQuiet(self, quietDeferrals);
     const ChannelActivity* oldest = oldestPending(self);
     if (!stallLasts(oldest) && oldest != nullptr &&
         oldest->oldestPending->waitingSeconds * 1000 >=
@@ -567,7 +570,7 @@ void Watchdog::check() {
       const bool current = d.verdict != Diagnosis::Verdict::kNothingPending && still != nullptr &&
                            still->oldestPending && still->oldestPending->sequence == d.sequence;
       if (current && d.verdict == Diagnosis::Verdict::kDesync) {
-        if (endJob_) endJob_(d);
+        endJob(d);
       } else if (current) {
         log::warn(str("watchdog: stall: ", d.report));
         stall = Stall{d.channel, d.sequence, still->oldestPending->waitingSeconds};

@@ -195,8 +195,10 @@ class Watchdog {
   std::string describeTrainingThread(double quiet) const;
   void sampleCpu();
   // Ends the job if this rank has been out of collectives for quietAfter
-  // (Note [Where a stuck rank is]); true once it has.
-  bool checkQuiet(const RankStatus& self, int& deferrals);
+  // (Note [Where a stuck rank is]).
+  void checkQuiet(const RankStatus& self, int& deferrals);
+  // Calls endJob_ the first time only. Checker thread.
+  void endJob(const Diagnosis& d);
   void serve();
   void check();
 
@@ -208,6 +210,7 @@ class Watchdog {
   std::vector<Peer> peers_;
   std::string cookie_;  // rank 0's; a request must start with it
   std::atomic<bool> quietArmed_{false};
+  bool ended_ = false;  // endJob_ was called (checker thread)
   int listenFd_ = -1;
   int stopFd_ = -1;  // an eventfd that wakes the server
 
