@@ -166,11 +166,11 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
   const double n = static_cast<double>(stepsSinceLine_);
   auto ms = [n](double seconds) { return fixed(seconds / n * 1e3, 2); };
   const trainer::PhaseTimes& t = sinceLine_;
-  const std::string line =
-      str("epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/", r.stepsInEpoch, "  loss ",
-          fixed(r.loss, 4), "  ", fixed(r.samplesPerSecond, 0), " samples/s  ETA ",
-          duration(r.secondsLeft), "  | step ", ms(t.total()), " ms: fwd ", ms(t.forward), " bwd ",
-          ms(t.backward), " comm ", ms(t.comm), " opt ", ms(t.optimizer));
+  const std::string line = str(
+      "epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/", r.stepsInEpoch, "  loss ",
+      fixed(r.loss, 4), "  lr ", significant(r.learningRate, 3), "  ", fixed(r.samplesPerSecond, 0),
+      " samples/s  ETA ", duration(r.secondsLeft), "  | step ", ms(t.total()), " ms: fwd ",
+      ms(t.forward), " bwd ", ms(t.backward), " comm ", ms(t.comm), " opt ", ms(t.optimizer));
   sinceLine_ = {};
   stepsSinceLine_ = 0;
   if (terminal_) {
@@ -210,6 +210,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
                                  {"steps", r.steps},
                                  {"steps_in_epoch", r.stepsInEpoch},
                                  {"train_loss", r.trainLoss},
+                                 {"lr", r.learningRate},
                                  {"test_loss", r.test.loss},
                                  {"test_accuracy", r.test.accuracy},
                                  {"test_samples", r.test.samples},

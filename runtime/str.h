@@ -24,6 +24,14 @@ inline std::string fixed(double value, int digits) {
   return buffer;
 }
 
+// `value` to `digits` significant digits, as printf's %g: significant(0.04972, 3)
+// == "0.0497", significant(0.1, 3) == "0.1".
+inline std::string significant(double value, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*g", digits, value);
+  return buffer;
+}
+
 // A byte count for people: "512 bytes", "7.1 MiB", "1.5 GiB".
 inline std::string bytesString(double bytes) {
   const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};

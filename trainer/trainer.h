@@ -124,6 +124,7 @@ struct StepReport {
   std::size_t stepsInEpoch = 0;
   std::size_t globalStep = 0;     // 1-based, over the whole run
   double loss = 0.0;              // this rank's batch loss
+  double learningRate = 0.0;      // the rate this step's update used
   double samplesPerSecond = 0.0;  // global, since the epoch started
   // Steps this run still takes in the epoch (maxSteps may end it before the
   // epoch does), and the time they should take at this process's pace so far.
@@ -168,6 +169,7 @@ struct EpochReport {
   std::size_t steps = 0;
   std::size_t stepsInEpoch = 0;  // a full epoch's steps: more than `steps` when maxSteps stopped it
   double trainLoss = 0.0;        // mean batch loss over all ranks and steps
+  double learningRate = 0.0;     // the rate of the epoch's last step
   EvalResult test;
   double samplesPerSecond = 0.0;  // global training throughput
   double trainSeconds = 0.0;      // the training steps only

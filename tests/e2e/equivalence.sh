@@ -12,7 +12,16 @@ run 4 "${common[@]}" --batch-size 16 --save-model "$WORK/np4.safetensors" > "$WO
 "$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/np4.safetensors" --rtol 1e-5 || fail "np=4 differs from np=1"
 # The learning rate's warm-up is a function of the global step: the same at
 # np=1 and np=2, and it changes what is trained.
-run 1 "${common[@]}" --batch-size 64 --warmup-steps 10 --save-model "$WORK/warm1.safetensors" > "$WORK/warm1.log"
+run 1 "${common[@]}" --batch-size 64 --warmup-steps 10 --save-model "$WORK/warm1.safetensors" \
+  --metrics "$WORK/warm1.json" --log-every 5 > "$WORK/warm1.log"
+grep -q "epoch 1/5  step 5/938  loss [0-9.]*  lr 0.025  " "$WORK/warm1.log" ||
+  fail "step 5 of 10 warm-up steps not at half the rate: $(grep "step 5/" "$WORK/warm1.log")"
+python3 -c "
+import json, math, sys
+lr = json.loads(open(sys.argv[1]).readline())['lr']
+expected = 0.05 * 0.5 * (1 + math.cos(math.pi * (29 - 10) / 20))  # step 30 of 30, cosine after 10
+assert abs(lr - expected) < 1e-6 * expected, (lr, expected)" "$WORK/warm1.json" ||
+  fail "--metrics lr is not the last step's rate"
 run 2 "${common[@]}" --batch-size 32 --warmup-steps 10 --save-model "$WORK/warm2.safetensors" > /dev/null
 grep -q "lr 0.05 (cosine, 10 warm-up steps)" "$WORK/warm1.log" || fail "warm-up not in the summary: $(cat "$WORK/warm1.log")"
 "$COMPARE_WEIGHTS" "$WORK/warm1.safetensors" "$WORK/warm2.safetensors" --rtol 1e-5 ||
