@@ -13,6 +13,7 @@ void ActivityLog::setContext(const std::string& context) {
   issuer_.store(currentThreadId(), std::memory_order_relaxed);
   std::lock_guard lock(mutex_);
   context_ = context;
+  contextSetAt_ = std::chrono::steady_clock::now();
 }
 
 void ActivityLog::issued(std::uint64_t sequence, std::string what, std::string context,
@@ -42,6 +43,7 @@ ChannelActivity ActivityLog::snapshot() const {
   activity.channel = channel_;
   activity.issued = issued_;
   activity.context = context_;
+  activity.contextSeconds = secondsSince(contextSetAt_);
   if (pending_.empty()) {
     activity.idleSeconds = secondsSince(lastCompleted_);
   } else {

@@ -37,6 +37,9 @@ struct ChannelActivity {
   std::uint64_t issued = 0;  // collectives issued so far (the next one's number)
   std::string context;       // the issuing thread's context now
   double idleSeconds = 0.0;  // since the last collective completed (no pending one)
+  // Since the issuing thread last set its context (a step began, an
+  // evaluation batch): progress between collectives, for the watchdog.
+  double contextSeconds = 0.0;
   std::optional<PendingCollective> oldestPending;
 };
 
@@ -70,6 +73,7 @@ class ActivityLog {
   mutable std::chrono::steady_clock::time_point lastCompleted_ = std::chrono::steady_clock::now();
   std::uint64_t issued_ = 0;
   std::string context_;
+  std::chrono::steady_clock::time_point contextSetAt_ = std::chrono::steady_clock::now();
   std::atomic<ThreadId> issuer_{0};
 };
 

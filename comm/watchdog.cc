@@ -128,7 +128,7 @@ std::string RankStatus::encode() const {
   std::string text = str("rank\t", rank, "\t", clean(host), "\t", pid, "\n");
   for (const ChannelActivity& c : channels) {
     text += str("channel\t", clean(c.channel), "\t", c.issued, "\t", c.idleSeconds, "\t",
-                clean(c.context));
+                c.contextSeconds, "\t", clean(c.context));
     if (c.oldestPending) {
       const PendingCollective& p = *c.oldestPending;
       text += str("\t", p.sequence, "\t", clean(p.what), "\t", clean(p.context), "\t",
@@ -154,15 +154,16 @@ RankStatus RankStatus::decode(const std::string& text) {
       status.host = f[2];
       status.pid = number<long>(f[3]);
       sawRank = true;
-    } else if (f[0] == "channel" && (f.size() == 5 || f.size() == 9)) {
+    } else if (f[0] == "channel" && (f.size() == 6 || f.size() == 10)) {
       ChannelActivity c;
       c.channel = f[1];
       c.issued = number<std::uint64_t>(f[2]);
       c.idleSeconds = number<double>(f[3]);
-      c.context = f[4];
-      if (f.size() == 9) {
+      c.contextSeconds = number<double>(f[4]);
+      c.context = f[5];
+      if (f.size() == 10) {
         c.oldestPending =
-            PendingCollective{number<std::uint64_t>(f[5]), f[6], f[7], number<double>(f[8])};
+            PendingCollective{number<std::uint64_t>(f[6]), f[7], f[8], number<double>(f[9])};
       }
       status.channels.push_back(std::move(c));
     } else if (f[0] == "thread" && f.size() == 2) {
@@ -258,7 +259,7 @@ double quietSeconds(const RankStatus& status) {
   if (status.channels.empty() || oldestPending(status) != nullptr) return 0.0;
   double quiet = status.channels.front().idleSeconds;
   for (const ChannelActivity& c : status.channels)
-    quiet = std::min(quiet, c.idleSeconds);
+    quiet = std::min({quiet, c.idleSeconds, c.contextSeconds});
   return quiet;
 }
 
@@ -283,11 +284,11 @@ Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& p
       if (d.culprits.size() <= kListed) appendStack(d.details, peerName, peer.status);
     }
   }
-  d.report =
-      str(name, " has waited for no collective, and issued none, for ", seconds(quietSeconds(self)),
-          context.empty() ? "" : str(", now at ", context), threadPart(self),
-          ". No collective timeout can see a rank stuck outside collectives, so the job "
-          "ends here");
+  d.report = str(name, " has made no progress for ", seconds(quietSeconds(self)),
+                 " (no collective, no new step or evaluation batch)",
+                 context.empty() ? "" : str(", now at ", context), threadPart(self),
+                 ". No collective timeout can see a rank stuck outside collectives, so the job "
+                 "ends here");
   if (!others.empty()) d.report += str("; the other ranks: ", listed(others));
   if (!silent.empty()) d.report += str("; not answering: ", listed(silent));
   return d;

@@ -49,15 +49,17 @@
 // in a collective. If every rank is stuck outside communication (all blocked
 // reading a hung network file system, a deadlock in a library they all call),
 // no collective is pending anywhere and the job would hang in silence. So a
-// rank that has waited for no collective, and issued none, for `quietAfter`
-// ends the job itself, with the same account of its own thread, its stack,
-// and every peer's state. ddp_train sets quietAfter to --timeout plus a grace
-// (a tenth, at least 2 s): a peer that waits on this rank reports first, at
+// rank that has made no progress for `quietAfter` (no collective pending or
+// completed, and no new step or evaluation batch begun: the training thread
+// sets the communicator's context at each) ends the job itself, with the same account of its own
+// thread, its stack, and every peer's state. ddp_train sets quietAfter to --timeout plus a grace (a
+// tenth, at least 2 s): a peer that waits on this rank reports first, at
 // --timeout, with the fuller picture. Of several quiet ranks the
 // lowest-numbered reports. The check is armed when training starts
-// (armQuietCheck): every step issues collectives, and work that runs longer
-// than --timeout between two of them on every rank needed a larger --timeout
-// already, for the peers that wait through it on any one rank. Start-up is
+// (armQuietCheck): every step issues collectives, evaluation marks each
+// batch, and other work that runs longer than --timeout between two marks on
+// every rank (one evaluation batch, a checkpoint's staging) needed a larger
+// --timeout already, for the peers that wait through it on any one rank. Start-up is
 // not covered: every rank loads or generates its data there, locally, and
 // that may take longer than --timeout on a slow file system or for a large
 // synthetic set; ending such a job would be worse than the hang it guards
@@ -135,8 +137,9 @@ Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers)
 // long, with what each peer is doing (Note [Where a stuck rank is]). Pure.
 Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& peers);
 
-// How long `status` has waited for no collective on any of its channels:
-// the least idle time, or 0 when one is pending.
+// How long `status` has made no progress: waited for no collective on any
+// of its channels, completed none and set no new context (a step, an
+// evaluation batch); 0 when a collective is pending.
 double quietSeconds(const RankStatus& status);
 
 struct WatchdogOptions {
@@ -144,8 +147,8 @@ struct WatchdogOptions {
   std::chrono::milliseconds stallAfter = std::chrono::seconds(60);
   // How long a peer gets to answer a status request.
   std::chrono::milliseconds probeTimeout = std::chrono::seconds(2);
-  // End the job when this rank has waited for no collective, and issued
-  // none, for this long, once armQuietCheck was called; 0: never (Note
+  // End the job when this rank has made no progress (quietSeconds) for this
+  // long, once armQuietCheck was called; 0: never (Note
   // [Where a stuck rank is]).
   std::chrono::milliseconds quietAfter{0};
 };

@@ -125,8 +125,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "timeout",
       po::value(&o.timeoutSeconds)->value_name("SECONDS")->default_value(o.timeoutSeconds, "300"),
       "a collective not complete after this long ends the job, with a report of the ranks that "
-      "did not arrive and where they are; so does a rank in no collective for this long plus a "
-      "tenth, once training has started (inf: no limit)")(
+      "did not arrive and where they are; so does a rank that makes no progress (no collective, "
+      "step or evaluation batch) for this long plus a tenth, once training has started (inf: no "
+      "limit)")(
       "stall-warning",
       po::value(&o.stallWarningSeconds)
           ->value_name("SECONDS")

@@ -565,9 +565,14 @@ EvalResult Trainer::evaluate() {
   const std::vector<std::size_t> shard = evaluationShard(test_.size(), comm_.size(), comm_.rank());
   SoftmaxCrossEntropy loss;
   LossTotals sums(device_);
+  const std::size_t batches = (shard.size() + options_.evalBatchSize - 1) / options_.evalBatchSize;
   for (std::size_t begin = 0; begin < shard.size(); begin += options_.evalBatchSize) {
     const std::size_t end = std::min(shard.size(), begin + options_.evalBatchSize);
     const auto indices = std::span(shard).subspan(begin, end - begin);
+    // Progress for the watchdog too: evaluation issues no collective until
+    // its end (Note [Where a stuck rank is] in comm/watchdog.h).
+    comm_.setContext(
+        str("evaluation, batch ", begin / options_.evalBatchSize + 1, " of ", batches));
     forwardBatch(test_, indices, static_cast<double>(indices.size()), sums, loss, false);
   }
   const auto [lossSum, correct] = sums.take();  // waits for the device

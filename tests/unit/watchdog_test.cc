@@ -24,6 +24,7 @@ RankStatus rank(int r, std::uint64_t issued, std::optional<std::uint64_t> pendin
   c.issued = issued;
   c.context = "step 12";
   c.idleSeconds = pending ? 0.0 : 3.5;
+  c.contextSeconds = pending ? 0.0 : 3.5;
   if (pending) c.oldestPending = PendingCollective{*pending, what, "step 12, bucket 1 of 2", 4.0};
   s.channels.push_back(c);
   return s;
@@ -111,12 +112,15 @@ TEST(WatchdogDiagnosis, AnAbsentRanksThreadAndStackAreReported) {
                            "  #0 pthread_cond_wait (libc.so.6)", "  #1 main (app)"}));
 }
 
-TEST(WatchdogDiagnosis, QuietSecondsIsTheLeastIdleChannelOrZeroWhileOneWaits) {
+TEST(WatchdogDiagnosis, QuietSecondsIsTheLeastIdleOrContextTimeOrZeroWhileOneWaits) {
   RankStatus s = rank(0, 10);
   EXPECT_DOUBLE_EQ(quietSeconds(s), 3.5);
+  s.channels[0].contextSeconds = 2.5;  // a new step or evaluation batch since the last collective
+  EXPECT_DOUBLE_EQ(quietSeconds(s), 2.5);
   ChannelActivity busier;
   busier.channel = "nccl";
   busier.idleSeconds = 1.5;
+  busier.contextSeconds = 9.0;
   s.channels.push_back(busier);
   EXPECT_DOUBLE_EQ(quietSeconds(s), 1.5);
   EXPECT_DOUBLE_EQ(quietSeconds(rank(0, 43, 42)), 0.0);
@@ -130,8 +134,9 @@ TEST(WatchdogDiagnosis, AQuietRankReportsItselfAndWhatEachPeerDoes) {
       {answer(described(1, 10, {"read (libc.so.6)"})), answer(rank(2, 11, 10)), silent});
   EXPECT_EQ(d.verdict, Diagnosis::Verdict::kOutsideCollectives);
   EXPECT_EQ(d.culprits, (std::vector<int>{0, 1}));  // itself and the other quiet rank
-  EXPECT_EQ(d.report.rfind("rank 0 (node-a) has waited for no collective, and issued none, for "
-                           "3.5 s, now at step 12: its training thread is asleep",
+  EXPECT_EQ(d.report.rfind("rank 0 (node-a) has made no progress for 3.5 s (no collective, no "
+                           "new step or evaluation batch), now at step 12: its training thread "
+                           "is asleep",
                            0),
             0u)
       << d.report;
@@ -158,6 +163,7 @@ TEST(RankStatusWire, RoundTripsAndCleansSeparators) {
   idle.channel = "nccl";
   idle.issued = 7;
   idle.idleSeconds = 0.25;
+  idle.contextSeconds = 0.125;
   idle.context = "step 3\nbucket 1";
   s.channels.push_back(idle);
   const RankStatus back = RankStatus::decode(s.encode());
@@ -172,6 +178,7 @@ TEST(RankStatusWire, RoundTripsAndCleansSeparators) {
   EXPECT_FALSE(back.channels[1].oldestPending);
   EXPECT_EQ(back.channels[1].context, "step 3 bucket 1");
   EXPECT_EQ(back.channels[1].issued, 7u);
+  EXPECT_DOUBLE_EQ(back.channels[1].contextSeconds, 0.125);
   EXPECT_TRUE(back.thread.empty());
   EXPECT_TRUE(back.stack.empty());
   s.thread = "its training thread is\trunning";
@@ -183,7 +190,7 @@ TEST(RankStatusWire, RoundTripsAndCleansSeparators) {
 
 TEST(RankStatusWire, MalformedTextIsADataError) {
   EXPECT_THROW(RankStatus::decode("hello\n"), DataError);
-  EXPECT_THROW(RankStatus::decode("channel\tmpi\t1\t0\t\n"), DataError);  // no rank line
+  EXPECT_THROW(RankStatus::decode("channel\tmpi\t1\t0\t0\t\n"), DataError);  // no rank line
   EXPECT_THROW(RankStatus::decode("rank\tx\th\t1\n"), DataError);
 }
 
