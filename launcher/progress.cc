@@ -73,16 +73,13 @@ std::optional<Straggler> stragglerIn(const trainer::PaceReport& pace) {
   return stragglerOf(pace.rankComputeMs);
 }
 
-std::optional<std::string> stragglerWarning(const std::string& when,
-                                            const std::vector<double>& computeMs,
-                                            const std::vector<std::string>& hosts) {
-  const auto slow = stragglerOf(computeMs);
-  if (!slow) return std::nullopt;
-  return str(when, ": rank ", slow->rank,
-             slow->rank < hosts.size() ? str(" (", hosts[slow->rank], ")") : std::string(),
-             " took ", fixed(slow->computeMs / slow->othersMedianMs, 2),
-             "x the other ranks' median compute per step (", fixed(slow->computeMs, 2),
-             " ms against ", fixed(slow->othersMedianMs, 2),
+std::string stragglerWarning(const std::string& when, const Straggler& slow,
+                             const std::vector<std::string>& hosts) {
+  return str(when, ": rank ", slow.rank,
+             slow.rank < hosts.size() ? str(" (", hosts[slow.rank], ")") : std::string(), " took ",
+             fixed(slow.computeMs / slow.othersMedianMs, 2),
+             "x the other ranks' median compute per step (", fixed(slow.computeMs, 2),
+             " ms against ", fixed(slow.othersMedianMs, 2),
              " ms: data, forward, backward and optimizer); every all-reduce waits for it, so "
              "the job runs at its pace");
 }
@@ -203,7 +200,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
                 ms(t.forward), "  backward ", ms(t.backward), "  comm ", ms(t.comm), "  optimizer ",
                 ms(t.optimizer)));
   const std::string when = paceSpan(r.pace, true);
-  if (stragglerIn(r.pace)) log::warn(*stragglerWarning(when, r.pace.rankComputeMs, hosts_));
+  if (const auto slow = stragglerIn(r.pace)) log::warn(stragglerWarning(when, *slow, hosts_));
   if (const auto warning = contentionWarning(when, r.pace.rankCpu, hosts_)) log::warn(*warning);
   if (metrics_.is_open()) {
     const nlohmann::json line = {{"epoch", r.epoch},
@@ -248,7 +245,7 @@ void ProgressPrinter::onPace(const trainer::PaceReport& r) {
   const std::string when = paceSpan(r, false);
   if (straggler && straggler != windowStraggler_) {
     endLiveLine();
-    log::warn(*stragglerWarning(when, r.rankComputeMs, hosts_));
+    log::warn(stragglerWarning(when, *slow, hosts_));
   }
   if (!contended.empty() && contended != windowContended_) {
     endLiveLine();

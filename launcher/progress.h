@@ -60,8 +60,10 @@ namespace ddp::launcher {
 // four ranks on two cores and nothing slow).
 constexpr double kStragglerRatio = 1.25;
 constexpr double kStragglerMs = 1.0;
-// Over fewer timed steps one preemption decides (measured: a run of 2 steps
-// on a busy 2-core node named rank 1 at 3.00x, with nothing slow).
+// Over fewer timed steps one scheduling hiccup decides: with nothing slow,
+// 1 of 10 runs with one timed step would name a rank, none of 10 with 10
+// (benchmarks/straggler_noise.sh, RESULTS.md "Straggler verdicts on short
+// runs").
 constexpr std::size_t kStragglerMinSteps = 10;
 
 // "epoch 4" (`wholeEpoch`) or "steps 1201-1850 of epoch 1": what a pace
@@ -80,11 +82,10 @@ std::optional<Straggler> stragglerOf(const std::vector<double>& computeMs);
 // The same for a pace report; none over fewer than kStragglerMinSteps timed steps.
 std::optional<Straggler> stragglerIn(const trainer::PaceReport& pace);
 
-// The warning naming stragglerOf's rank and its host (`hosts[r]`), after
-// `when` (paceSpan), or nullopt.
-std::optional<std::string> stragglerWarning(const std::string& when,
-                                            const std::vector<double>& computeMs,
-                                            const std::vector<std::string>& hosts);
+// The warning naming `slow`'s rank and its host (`hosts[r]`), after `when`
+// (paceSpan).
+std::string stragglerWarning(const std::string& when, const Straggler& slow,
+                             const std::vector<std::string>& hosts);
 
 // A contended rank: its training thread ran less than this fraction of what
 // its own job leaves it (Note [Finding a contended CPU]), over at least

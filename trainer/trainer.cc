@@ -382,7 +382,9 @@ void Trainer::run(TrainObserver& observer) {
   const auto world = static_cast<double>(comm_.size());
   const std::size_t worldSize = static_cast<std::size_t>(comm_.size());
   std::size_t agreedStep = globalStep_;  // equal since broadcastParameters or the resume
-  double lastLearningRate = 0.0;         // for the epoch's report
+  const auto learningRate = [&](std::size_t step) {  // 0-based
+    return learningRateAt(options_.lrSchedule, baseLr_, step, totalSteps, options_.warmupSteps);
+  };
   for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
     Stretch epochSteps(globalStep_ + 1);  // this run's part of the epoch
@@ -474,11 +476,9 @@ void Trainer::run(TrainObserver& observer) {
     for (std::size_t begin = 0; begin < shard.size(); begin += samplesPerStep()) {
       if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
       const std::size_t end = std::min(shard.size(), begin + samplesPerStep());
-      const double lr = learningRateAt(options_.lrSchedule, baseLr_, globalStep_, totalSteps,
-                                       options_.warmupSteps);
+      const double lr = learningRate(globalStep_);
       optimizer_.setLearningRate(static_cast<float>(lr));
       runStep(std::span(shard).subspan(begin, end - begin));
-      lastLearningRate = lr;
       ++steps;
       samples += end - begin;
       consumed += (end - begin) * worldSize;
@@ -538,7 +538,7 @@ void Trainer::run(TrainObserver& observer) {
     report.steps = steps;
     report.stepsInEpoch = stepsThisEpoch;
     report.trainLoss = totals[1] > 0 ? totals[0] / totals[1] : 0.0;
-    report.learningRate = lastLearningRate;
+    report.learningRate = learningRate(globalStep_ - 1);  // the epoch's last step
     report.trainSeconds = trainSeconds;
     report.skippedSteps = skipped;
     if (epochSteps.steps > 0) {
