@@ -8,12 +8,15 @@ per rank, and reports the median step time, samples/s and the ratios:
   scaling cost   = step time at np / step time at np=1        (same framework)
 
   python3 benchmarks/compare_pytorch.py [--build build] [--np 1,2] [--models default]
-        [--caps 25] [--batch-size 64] [--steps 300] [--repeats 5] [--markdown FILE]
+        [--caps 25] [--clip-grad-norm 0] [--batch-size 64] [--steps 300] [--repeats 5]
+        [--markdown FILE]
 
 --models: default (784-1024-1024-10) and/or large (784-4096-4096-4096-10), or
 --hidden W,W,... for one other MLP. --caps: bucket caps in MiB for both
 frameworks (inf: one bucket; PyTorch gets a cap larger than the model). The
-large MLP runs --steps / 5 steps.
+large MLP runs --steps / 5 steps. --clip-grad-norm: limits for both frameworks
+(ddp_train --clip-grad-norm X; PyTorch calls clip_grad_norm_ after backward);
+0 is no clipping, so "0,1" measures both side by side.
 
 ddp_train trains on --dataset synthetic (in memory, like the PyTorch side) and
 its step time is taken from its --metrics file (training steps only, no
@@ -51,7 +54,7 @@ def mpi_env(one_blas_thread=True):
 MODELS = {"default": "1024,1024", "large": "4096,4096,4096"}
 
 
-def run_ours(args, np_, hidden, steps, cap):
+def run_ours(args, np_, hidden, steps, cap, clip):
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "m.jsonl")
         samples = max(4096, steps * args.batch_size * np_)
@@ -59,17 +62,17 @@ def run_ours(args, np_, hidden, steps, cap):
                "--dataset", "synthetic", "--synthetic-samples", str(samples), "--hidden", hidden,
                "--batch-size", str(args.batch_size), "--max-steps", str(steps), "--epochs", "1",
                "--threads", "1", "--log-every", "1000000", "--metrics", metrics,
-               "--bucket-cap-mb", cap]
+               "--bucket-cap-mb", cap, "--clip-grad-norm", clip]
         subprocess.run(cmd, env=mpi_env(), check=True, stdout=subprocess.DEVNULL, timeout=900)
         m = json.loads(open(metrics).readline())
         return m["train_time_s"] / m["steps"] * 1e3
 
 
-def run_torch(args, np_, port, hidden, steps, cap):
+def run_torch(args, np_, port, hidden, steps, cap, clip):
     torch_cap = "100000" if cap in ("inf", "single") else cap  # larger than any model here
     cmd = ["mpirun", "-q", "-np", str(np_), TORCH_PYTHON, os.path.join(HERE, "pytorch_ddp_mlp.py"),
            "--hidden", hidden, "--batch-size", str(args.batch_size), "--steps", str(steps),
-           "--port", str(port), "--bucket-cap-mb", torch_cap]
+           "--port", str(port), "--bucket-cap-mb", torch_cap, "--clip-grad-norm", clip]
     out = subprocess.run(cmd, env=mpi_env(), check=True, capture_output=True, text=True, timeout=900).stdout
     return json.loads(out.strip().splitlines()[-1])["step_ms"]
 
@@ -81,6 +84,7 @@ def main():
     parser.add_argument("--models", default="default")
     parser.add_argument("--hidden", help="one MLP with these hidden widths instead of --models")
     parser.add_argument("--caps", default="25")
+    parser.add_argument("--clip-grad-norm", default="0")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
@@ -89,6 +93,7 @@ def main():
     worlds = [int(n) for n in args.np.split(",")]
     models = {"custom": args.hidden} if args.hidden else {m: MODELS[m] for m in args.models.split(",")}
     caps = args.caps.split(",")
+    clips = args.clip_grad_norm.split(",")
     steps_of = lambda model: args.steps // 5 if model == "large" else args.steps  # noqa: E731
 
     times = {}
@@ -96,44 +101,59 @@ def main():
     for r in range(args.repeats):
         for model, hidden in models.items():
             for cap in caps:
-                for n in worlds:
-                    key = (model, cap, n)
-                    ours = run_ours(args, n, hidden, steps_of(model), cap)
-                    port += 1
-                    theirs = run_torch(args, n, port, hidden, steps_of(model), cap)
-                    times.setdefault(key, {"ddp": [], "torch": []})
-                    times[key]["ddp"].append(ours)
-                    times[key]["torch"].append(theirs)
-                    print(f"repeat {r + 1}/{args.repeats} {model} cap {cap} np={n}: ddp_train "
-                          f"{ours:.2f} ms, PyTorch DDP {theirs:.2f} ms", file=sys.stderr, flush=True)
+                for clip in clips:
+                    for n in worlds:
+                        key = (model, cap, clip, n)
+                        ours = run_ours(args, n, hidden, steps_of(model), cap, clip)
+                        port += 1
+                        theirs = run_torch(args, n, port, hidden, steps_of(model), cap, clip)
+                        times.setdefault(key, {"ddp": [], "torch": []})
+                        times[key]["ddp"].append(ours)
+                        times[key]["torch"].append(theirs)
+                        print(f"repeat {r + 1}/{args.repeats} {model} cap {cap} clip {clip} np={n}: "
+                              f"ddp_train {ours:.2f} ms, PyTorch DDP {theirs:.2f} ms",
+                              file=sys.stderr, flush=True)
 
     lines = [
         f"batch {args.batch_size} per rank, {args.steps} steps (large MLP: {args.steps // 5}), "
         f"1 BLAS thread per rank, median of {args.repeats} alternating runs",
         "",
-        "| model | cap (MiB) | np | ddp_train step (ms) | ddp_train samples/s | PyTorch DDP step (ms) "
-        "| PyTorch samples/s | speed-up (ddp/PyTorch) | ddp_train step vs np=1 | PyTorch step vs np=1 |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | cap (MiB) | clip | np | ddp_train step (ms) | ddp_train samples/s "
+        "| PyTorch DDP step (ms) | PyTorch samples/s | speed-up (ddp/PyTorch) | ddp_train step vs np=1 "
+        "| PyTorch step vs np=1 |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for model, hidden in models.items():
         for cap in caps:
-            base = worlds[0]
-            med = {n: {fw: statistics.median(times[(model, cap, n)][fw]) for fw in ("ddp", "torch")}
-                   for n in worlds}
-            for n in worlds:
-                ours, theirs = med[n]["ddp"], med[n]["torch"]
-                sps = lambda ms: n * args.batch_size / ms * 1e3  # noqa: E731
-                lines.append(
-                    f"| 784-{hidden.replace(',', '-')}-10 | {cap} | {n} | {ours:.2f} | {sps(ours):.0f} | "
-                    f"{theirs:.2f} | {sps(theirs):.0f} | {theirs / ours:.2f}x | "
-                    f"{ours / med[base]['ddp']:.2f}x | {theirs / med[base]['torch']:.2f}x |")
+            for clip in clips:
+                base = worlds[0]
+                med = {n: {fw: statistics.median(times[(model, cap, clip, n)][fw])
+                           for fw in ("ddp", "torch")} for n in worlds}
+                for n in worlds:
+                    ours, theirs = med[n]["ddp"], med[n]["torch"]
+                    sps = lambda ms: n * args.batch_size / ms * 1e3  # noqa: E731
+                    lines.append(
+                        f"| 784-{hidden.replace(',', '-')}-10 | {cap} | {clip if clip != '0' else '-'} | "
+                        f"{n} | {ours:.2f} | {sps(ours):.0f} | {theirs:.2f} | {sps(theirs):.0f} | "
+                        f"{theirs / ours:.2f}x | {ours / med[base]['ddp']:.2f}x | "
+                        f"{theirs / med[base]['torch']:.2f}x |")
+    if "0" in clips and len(clips) > 1:
+        lines += ["", "What clipping adds to a step (median step with the limit / without):", ""]
+        for model, hidden in models.items():
+            for cap in caps:
+                for clip in (c for c in clips if c != "0"):
+                    for n in worlds:
+                        ratio = {fw: statistics.median(times[(model, cap, clip, n)][fw]) /
+                                 statistics.median(times[(model, cap, "0", n)][fw]) for fw in ("ddp", "torch")}
+                        lines.append(f"- 784-{hidden.replace(',', '-')}-10, cap {cap}, clip {clip}, np={n}: "
+                                     f"ddp_train {ratio['ddp']:.3f}x, PyTorch DDP {ratio['torch']:.3f}x")
     table = "\n".join(lines)
     print(table)
     if args.markdown:
         with open(args.markdown, "a") as f:
             f.write(table + "\n")
-    raw = {f"{m} cap {c} np={n} {fw}": [round(t, 3) for t in v[fw]]
-           for (m, c, n), v in times.items() for fw in ("ddp", "torch")}
+    raw = {f"{m} cap {c} clip {k} np={n} {fw}": [round(t, 3) for t in v[fw]]
+           for (m, c, k, n), v in times.items() for fw in ("ddp", "torch")}
     print("raw step times (ms):", json.dumps(raw), file=sys.stderr)
 
 

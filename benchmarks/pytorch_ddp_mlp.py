@@ -28,6 +28,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0)
     parser.add_argument("--port", type=int, default=29517)
+    parser.add_argument("--clip-grad-norm", type=float, default=0.0, help="0: no clipping")
     args = parser.parse_args()
 
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
@@ -48,6 +49,8 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(model(x[lo : lo + args.batch_size]), y[lo : lo + args.batch_size])
         loss.backward()
+        if args.clip_grad_norm > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad_norm)
         optimizer.step()
 
     for i in range(args.warmup):

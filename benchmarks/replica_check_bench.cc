@@ -24,7 +24,7 @@ int main() {
   for (const auto& hidden : models) {
     const auto model = trainer::buildMlp(784, hidden, 10, 42);
     trainer::Sgd sgd(model->parameters(), {0.1f, 0.9f, 0.0f, false});
-    sgd.step(nullptr);  // the momentum buffers exist from the first step on
+    sgd.step();  // the momentum buffers exist from the first step on
     std::size_t parameters = 0;
     for (const trainer::Parameter* p : model->parameters())
       parameters += p->value.numel();

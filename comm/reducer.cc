@@ -69,16 +69,16 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
       options_(options),
       locations_(specs_.size()),
       ready_(specs_.size(), false) {
-  const std::size_t total = layOutBuckets();
+  elements_ = layOutBuckets();
   if (options_.compression == GradCompression::kBf16 &&
       comm_.allocatedMemory() != Communicator::Memory::kHost) {
     // The hook rounds and widens on the host (comm/bfloat16.h).
     throw UsageError(str("bfloat16 gradient compression needs host memory; the ",
                          comm_.backendName(), " backend reduces device memory"));
   }
-  storage_ = comm_.allocate(total * sizeof(float));
+  storage_ = comm_.allocate(elements_ * sizeof(float));
   if (options_.compression == GradCompression::kBf16) {
-    compressed_ = comm_.allocate(total * sizeof(std::uint16_t));
+    compressed_ = comm_.allocate(elements_ * sizeof(std::uint16_t));
   }
 }
 

@@ -102,6 +102,8 @@ class Reducer {
   std::span<float> gradient(std::size_t index);
   // Keeps the storage alive for views handed out (e.g. as tensor owners).
   const std::shared_ptr<void>& storage() const { return storage_; }
+  // The float32 elements in storage(): every trainable gradient, contiguous.
+  std::size_t storageElements() const { return elements_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   const std::vector<GradientSpec>& gradients() const { return specs_; }
   const ReducerOptions& options() const { return options_; }
@@ -150,6 +152,7 @@ class Reducer {
   std::vector<Bucket> buckets_;
   std::vector<Location> locations_;  // per gradient; frozen ones unused
   std::shared_ptr<void> storage_;
+  std::size_t elements_ = 0;  // in storage_
   std::shared_ptr<void> compressed_;  // bfloat16 staging, one slot per element (kBf16 only)
   // Per backward pass:
   bool reducing_ = false;

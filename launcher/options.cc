@@ -97,6 +97,11 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "SGD momentum, in [0, 1)")(
       "weight-decay", po::value(&o.weightDecay)->value_name("X")->default_value(o.weightDecay, "0"),
       "L2 penalty added to gradients")(
+      "clip-grad-norm",
+      po::value(&o.clipGradNorm)->value_name("X")->default_value(o.clipGradNorm, "0"),
+      "scale the averaged gradient down to L2 norm X (over all trainable parameters) when it is "
+      "larger, before each update, as torch.nn.utils.clip_grad_norm_; the norm is shown with "
+      "each progress line and epoch (inf: show it, never clip; 0: neither)")(
       "seed", po::value(&raw.seed)->value_name("N")->default_value(raw.seed),
       "seeds the model init, the data order and synthetic data");
   po::options_description distributed("Data parallelism", kHelpWidth, kHelpWidth / 2);
@@ -522,6 +527,12 @@ Options validate(Options o, const Raw& raw) {
   }
   if (!(o.weightDecay >= 0 && std::isfinite(o.weightDecay)))
     throw UsageError(str("--weight-decay must be >= 0 and finite (got ", o.weightDecay, ")"));
+  // float32 as the gradients: a positive value that rounds to 0 would turn clipping off.
+  if (!(o.clipGradNorm == 0 || static_cast<float>(o.clipGradNorm) > 0)) {
+    throw UsageError(str("--clip-grad-norm must be positive (within float32's range), inf, or 0 "
+                         "for off (got ",
+                         o.clipGradNorm, ")"));
+  }
   o.timeoutSeconds = waitLimit(o.timeoutSeconds, "timeout");
   o.stallWarningSeconds = waitLimit(o.stallWarningSeconds, "stall-warning");
   if (!(o.paceCheckSeconds == 0 || o.paceCheckSeconds >= 1)) {

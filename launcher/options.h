@@ -44,6 +44,7 @@ struct Options {
   std::size_t warmupSteps = 0;  // the learning rate's linear ramp
   double momentum = 0.9;
   double weightDecay = 0.0;
+  double clipGradNorm = 0.0;  // 0: off; inf: measure the norm, never clip
   std::uint64_t seed = 42;
   std::size_t gradAccum = 1;
   // distributed

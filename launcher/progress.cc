@@ -149,6 +149,7 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
   }
   sinceLine_ += r.times;
   ++stepsSinceLine_;
+  clippedSinceLine_ += r.clipped ? 1 : 0;
   // Decide first, format only what is printed: this runs every step, on the
   // rank the others wait for in the next all-reduce.
   const bool last = r.stepsLeft == 0;
@@ -165,11 +166,16 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
   const trainer::PhaseTimes& t = sinceLine_;
   const std::string line = str(
       "epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/", r.stepsInEpoch, "  loss ",
-      fixed(r.loss, 4), "  lr ", significant(r.learningRate, 3), "  ", fixed(r.samplesPerSecond, 0),
+      fixed(r.loss, 4), "  lr ", significant(r.learningRate, 3),
+      r.gradNorm ? str("  grad-norm ", significant(*r.gradNorm, 3),
+                       clippedSinceLine_ > 0 ? str(" (", clippedSinceLine_, " clipped)") : "")
+                 : std::string(),
+      "  ", fixed(r.samplesPerSecond, 0),
       " samples/s  ETA ", duration(r.secondsLeft), "  | step ", ms(t.total()), " ms: fwd ",
       ms(t.forward), " bwd ", ms(t.backward), " comm ", ms(t.comm), " opt ", ms(t.optimizer));
   sinceLine_ = {};
   stepsSinceLine_ = 0;
+  clippedSinceLine_ = 0;
   if (terminal_) {
     log::raw("\r\033[K" + line);
     lineOpen_ = true;
@@ -193,7 +199,13 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
           : std::string(),
       r.skippedSteps > 0 ? str("  (", r.skippedSteps, r.skippedSteps == 1 ? " update" : " updates",
                                " skipped: not finite)")
-                         : std::string()));
+                         : std::string(),
+      r.gradNorms ? str("  grad-norm mean ", significant(r.gradNorms->mean(), 3), " max ",
+                        significant(r.gradNorms->max, 3),
+                        r.gradNorms->clipping ? str(" (", r.gradNorms->clipped, " of ",
+                                                    r.gradNorms->steps, " steps clipped)")
+                                              : std::string())
+                  : std::string()));
   const trainer::PhaseTimes& t = r.meanStep;
   auto ms = [](double seconds) { return fixed(seconds * 1e3, 2); };
   log::info(str("  mean step ", ms(t.total()), " ms: data ", ms(t.data), "  forward ",
@@ -203,7 +215,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
   if (const auto slow = stragglerIn(r.pace)) log::warn(stragglerWarning(when, *slow, hosts_));
   if (const auto warning = contentionWarning(when, r.pace.rankCpu, hosts_)) log::warn(*warning);
   if (metrics_.is_open()) {
-    const nlohmann::json line = {{"epoch", r.epoch},
+    nlohmann::json line = {{"epoch", r.epoch},
                                  {"steps", r.steps},
                                  {"steps_in_epoch", r.stepsInEpoch},
                                  {"train_loss", r.trainLoss},
@@ -224,6 +236,11 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
                                    {"backward", t.backward * 1e3},
                                    {"comm", t.comm * 1e3},
                                    {"optimizer", t.optimizer * 1e3}}}};
+    if (r.gradNorms) {
+      line["grad_norm_mean"] = r.gradNorms->mean();
+      line["grad_norm_max"] = r.gradNorms->max;
+      if (r.gradNorms->clipping) line["clipped_steps"] = r.gradNorms->clipped;
+    }
     metrics_ << line.dump() << '\n';
     metrics_.flush();
     if (!metrics_) {  // a full disk: say so once, not at every epoch

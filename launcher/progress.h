@@ -132,6 +132,7 @@ class ProgressPrinter final : public trainer::TrainObserver {
   bool lineOpen_ = false;
   trainer::PhaseTimes sinceLine_;  // summed over the steps since the last progress line
   std::size_t stepsSinceLine_ = 0;
+  std::size_t clippedSinceLine_ = 0;  // steps whose gradient was clipped
   // What the previous window within an epoch found (onPace).
   std::optional<std::size_t> windowStraggler_;
   std::vector<std::size_t> windowContended_;

@@ -123,6 +123,7 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
                                  {"bucket-cap-mb", o.bucketCapAuto ? "auto" : str(o.bucketCapMb)},
                                  {"epochs", str(o.epochs)},
                                  {"warmup-steps", str(o.warmupSteps)},
+                                 {"clip-grad-norm", str(o.clipGradNorm)},
                                  {"max-steps", str(o.maxSteps)},
                                  {"device", o.device}});
   for (const auto& [name, value] : options)
@@ -157,6 +158,7 @@ trainer::TrainOptions trainOptionsFrom(const Options& o) {
   t.paceWindowSeconds = o.paceCheckSeconds;
   t.checkpointEvery = o.checkpointEvery;
   t.skipNonFinite = o.skipNonFinite;
+  t.clipGradNorm = static_cast<float>(o.clipGradNorm);
   return t;
 }
 

@@ -1,6 +1,7 @@
 #include "launcher/run_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <vector>
 
@@ -49,7 +50,11 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
                 data.test->name(), " ", data.test->size(), "; global batch ", global, " (",
                 o.batchSize, " per rank x ", world.size(), "), lr ", o.lr, " (", o.lrSchedule,
                 o.warmupSteps > 0 ? str(", ", o.warmupSteps, " warm-up steps") : std::string(),
-                "), momentum ", o.momentum, ", weight decay ", o.weightDecay, ", seed ", o.seed));
+                "), momentum ", o.momentum, ", weight decay ", o.weightDecay,
+                o.clipGradNorm == 0              ? std::string()
+                : std::isinf(o.clipGradNorm) ? ", gradient norm measured (not clipped)"
+                                             : str(", gradient norm clipped to ", o.clipGradNorm),
+                ", seed ", o.seed));
 }
 
 void printBuckets(const comm::Reducer& reducer, const Options& o) {

@@ -13,8 +13,9 @@ namespace ddp::trainer {
 Sgd::Sgd(std::vector<Parameter*> parameters, SgdOptions options)
     : parameters_(std::move(parameters)), options_(options), buffers_(parameters_.size()) {}
 
-void Sgd::step(const std::int32_t* deviceSkip) {
+void Sgd::step(const SgdStepInputs& inputs) {
   const float lr = options_.lr, mu = options_.momentum, wd = options_.weightDecay;
+  const float scale = inputs.gradScale;
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     Parameter& param = *parameters_[i];
     if (!param.trainable) continue;
@@ -23,20 +24,22 @@ void Sgd::step(const std::int32_t* deviceSkip) {
     const std::size_t n = param.value.numel();
     if (param.value.onCuda()) {
 #if DDP_WITH_CUDA
+      DDP_CHECK(scale == 1.0f, "a host gradient scale for a parameter on a CUDA device");
       Tensor& buffer = buffers_[i];
       // Device tensors start zeroed: with a skip flag, a zero buffer stands
       // in for "first" (Note [Skipping a step on the device]).
-      const bool first = buffer.empty() && deviceSkip == nullptr;
+      const bool first = buffer.empty() && inputs.deviceSkip == nullptr;
       if (buffer.empty() && mu != 0.0f) buffer = Tensor(param.value.shape(), Device::kCuda);
       cuda::sgdUpdate(p, grad, mu != 0.0f ? buffer.data() : nullptr, n, lr, mu, wd,
-                      options_.nesterov, first, deviceSkip);
+                      options_.nesterov, first, inputs.deviceSkip, inputs.deviceGradScale);
 #endif
       continue;
     }
-    DDP_CHECK(deviceSkip == nullptr, "a device skip flag for a parameter on the CPU");
+    DDP_CHECK(inputs.deviceSkip == nullptr && inputs.deviceGradScale == nullptr,
+              "device step inputs for a parameter on the CPU");
     if (mu == 0.0f) {
       for (std::size_t j = 0; j < n; ++j)
-        p[j] -= lr * (grad[j] + wd * p[j]);
+        p[j] -= lr * (grad[j] * scale + wd * p[j]);
       continue;
     }
     Tensor& buffer = buffers_[i];
@@ -44,7 +47,7 @@ void Sgd::step(const std::int32_t* deviceSkip) {
     if (first) buffer = Tensor(param.value.shape(), param.value.device());
     float* buf = buffer.data();
     for (std::size_t j = 0; j < n; ++j) {
-      const float g = grad[j] + wd * p[j];
+      const float g = grad[j] * scale + wd * p[j];
       buf[j] = first ? g : mu * buf[j] + g;
       p[j] -= lr * (options_.nesterov ? g + mu * buf[j] : buf[j]);
     }

@@ -1,6 +1,6 @@
 // SGD with momentum and weight decay, with PyTorch's update rule
 // (torch.optim.SGD, dampening 0):
-//   g = grad + weight_decay * p
+//   g = grad * scale + weight_decay * p       (scale: clipping, else 1)
 //   buf = g                       on the first step
 //   buf = momentum * buf + g      afterwards
 //   g = nesterov ? g + momentum * buf : buf
@@ -29,6 +29,19 @@
 
 namespace ddp::trainer {
 
+// What one update is told besides the gradients. All optional.
+struct SgdStepInputs {
+  // CPU parameters: the gradients are multiplied by this as they are read
+  // (clipping: Note [Clipping the averaged gradient] in trainer/clip.h).
+  float gradScale = 1.0f;
+  // CUDA parameters (device memory): the update happens only if *deviceSkip
+  // is 0 when the kernels run (Note [Skipping a step on the device]). Pass
+  // it on every step of a run or on none.
+  const std::int32_t* deviceSkip = nullptr;
+  // CUDA parameters (device memory): gradScale, computed on the device.
+  const float* deviceGradScale = nullptr;
+};
+
 struct SgdOptions {
   float lr = 0.01f;
   float momentum = 0.0f;
@@ -40,10 +53,7 @@ class Sgd {
  public:
   Sgd(std::vector<Parameter*> parameters, SgdOptions options);
   // Applies one update from the current gradients (already averaged across ranks).
-  // `deviceSkip`: CUDA parameters only (device memory, Note [Skipping a step
-  // on the device]): the update happens only if *deviceSkip is 0 when the
-  // kernels run. Pass it on every step of a run or on none.
-  void step(const std::int32_t* deviceSkip = nullptr);
+  void step(const SgdStepInputs& inputs = {});
   const SgdOptions& options() const { return options_; }
   // Changes the learning rate from the next step on (schedules).
   void setLearningRate(float lr) { options_.lr = lr; }

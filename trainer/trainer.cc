@@ -1,5 +1,6 @@
 #include "trainer/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -8,6 +9,7 @@
 #include "ddp_config.h"
 #include "runtime/cpu_share.h"
 #include "runtime/error.h"
+#include "trainer/clip.h"
 #include "trainer/replica_check.h"
 #if DDP_WITH_CUDA
 #include <cuda_runtime.h>
@@ -26,11 +28,46 @@ namespace ddp::trainer {
 enum Phase : std::size_t { kDataPhase, kForwardPhase, kBackwardPhase, kCommPhase, kOptimizerPhase };
 
 #if DDP_WITH_CUDA
+// One device value per step whose loss the host has not read yet: written by
+// a kernel, read back in a group with the loss.
+template <class T>
+class StepSlots {
+ public:
+  explicit StepSlots(std::size_t capacity) : capacity_(capacity) {
+    if (capacity > 0) memory_ = ddp::cuda::allocateDevice(capacity * sizeof(T));  // zeroed
+  }
+  // The next step's slot, zero until a kernel writes it.
+  T* next() {
+    DDP_CHECK(used_ < capacity_, "more unread steps than step slots");
+    return static_cast<T*>(memory_.get()) + used_++;
+  }
+  // The values of the steps since the last call, in order (waits for the
+  // device); the slots are zeroed again.
+  std::vector<T> take() {
+    std::vector<T> values(used_);
+    if (used_ > 0) {
+      const std::size_t bytes = used_ * sizeof(T);
+      ddp::cuda::copyToHost(values.data(), memory_.get(), bytes);
+      DDP_CUDA_CHECK(cudaMemsetAsync(memory_.get(), 0, bytes, ddp::cuda::computeStream()));
+    }
+    used_ = 0;
+    return values;
+  }
+
+ private:
+  std::shared_ptr<void> memory_;
+  std::size_t capacity_ = 0;
+  std::size_t used_ = 0;
+};
+
 struct Trainer::Gpu {
-  // skipSlots: steps whose loss may be unread at once (--skip-nonfinite), else 0.
-  Gpu(unsigned gatherThreads, std::size_t skipSlots)
-      : batches(gatherThreads), skipSlots(skipSlots) {
-    if (skipSlots > 0) skipFlags = ddp::cuda::allocateDevice(skipSlots * sizeof(std::int32_t));
+  // slots: steps whose loss may be unread at once; the skip flags
+  // (--skip-nonfinite) and norms (--clip-grad-norm) need one each per step.
+  Gpu(unsigned gatherThreads, std::size_t skipSlots, std::size_t normSlots)
+      : batches(gatherThreads), skipFlags(skipSlots), gradNorms(normSlots) {
+    if (normSlots > 0) {
+      clipScratch = ddp::cuda::allocateDevice(cuda::kNormPartials * sizeof(double) + sizeof(float));
+    }
   }
   cuda::DeviceBatches batches;
   cuda::StepTimer timer;
@@ -39,38 +76,36 @@ struct Trainer::Gpu {
   // --skip-nonfinite (Note [Skipping a step on the device] in trainer/sgd.h):
   // one flag per step whose loss is unread, raised by a kernel when a reduced
   // gradient is not finite; the step's update kernels read it.
-  std::shared_ptr<void> skipFlags;
-  std::size_t skipSlots = 0;
-  std::size_t skipUsed = 0;
+  StepSlots<std::int32_t> skipFlags;
+  // --clip-grad-norm (Note [Clipping the averaged gradient] in
+  // trainer/clip.h): each step's norm, and scratch for the partial sums and
+  // the scale, which the step's update kernels read.
+  StepSlots<float> gradNorms;
+  std::shared_ptr<void> clipScratch;
 
   // Queues the check of every reduced gradient; returns the step's flag
   // (zero until the check raises it: flags start zeroed and are cleared
   // when they are taken, so a step launches one kernel and nothing else).
   const std::int32_t* flagNonFinite(const comm::Reducer& reducer) {
-    DDP_CHECK(skipUsed < skipSlots, "more unread steps than skip flags");
-    auto* flag = static_cast<std::int32_t*>(skipFlags.get()) + skipUsed++;
-    if (reducer.buckets().empty()) return flag;  // nothing trainable: nothing to check
-    const comm::Bucket& last = reducer.buckets().back();
+    std::int32_t* flag = skipFlags.next();
     cuda::flagNonFinite(static_cast<const float*>(reducer.storage().get()),
-                        last.offset + last.count, flag);
+                        reducer.storageElements(), flag);
     return flag;
   }
-  // The flags of the steps since the last call, in order (waits for the device).
-  std::vector<std::int32_t> takeSkipFlags() {
-    std::vector<std::int32_t> flags(skipUsed);
-    if (skipUsed > 0) {
-      const std::size_t bytes = skipUsed * sizeof(std::int32_t);
-      ddp::cuda::copyToHost(flags.data(), skipFlags.get(), bytes);
-      DDP_CUDA_CHECK(cudaMemsetAsync(skipFlags.get(), 0, bytes, ddp::cuda::computeStream()));
-    }
-    skipUsed = 0;
-    return flags;
+  // Queues the norm of the reduced gradients and the clipping factor;
+  // returns the factor (device memory, valid until the next step's).
+  const float* clipGradients(const comm::Reducer& reducer, float maxNorm) {
+    auto* partials = static_cast<double*>(clipScratch.get());
+    auto* scale = reinterpret_cast<float*>(partials + cuda::kNormPartials);
+    cuda::clipByNorm(static_cast<const float*>(reducer.storage().get()),
+                     reducer.storageElements(), maxNorm, partials, gradNorms.next(), scale);
+    return scale;
   }
 };
 static_assert(cuda::StepTimer::kPhases == kOptimizerPhase + 1);
 #else
 struct Trainer::Gpu {
-  Gpu(unsigned, std::size_t) {}
+  Gpu(unsigned, std::size_t, std::size_t) {}
   void mark(Phase) {}
 };
 #endif
@@ -128,6 +163,13 @@ PaceReport gatherPace(comm::Communicator& comm, double expectedCpuShare, std::si
 
 }  // namespace
 
+void GradNormSummary::add(double norm, bool wasClipped) {
+  ++steps;
+  sum += norm;
+  max = std::max(max, norm);
+  clipped += wasClipped ? 1 : 0;
+}
+
 PhaseTimes& PhaseTimes::operator+=(const PhaseTimes& other) {
   data += other.data;
   forward += other.forward;
@@ -153,7 +195,8 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, co
   DDP_CHECK(options_.lossReadEvery > 0, "lossReadEvery must be positive");
   if (device_ == Device::kCuda) {
     gpu_ = std::make_unique<Gpu>(options_.hostThreads,
-                                 options_.skipNonFinite ? options_.lossReadEvery : 0);
+                                 options_.skipNonFinite ? options_.lossReadEvery : 0,
+                                 options_.clipGradNorm > 0 ? options_.lossReadEvery : 0);
   }
   DDP_CHECK(options_.gradAccum > 0, "gradient accumulation needs at least one micro-batch");
   if (options_.autoBucketCap) {
@@ -227,7 +270,8 @@ double Trainer::step(std::span<const std::size_t> batchIndices) {
 #if DDP_WITH_CUDA
   if (gpu_) {
     gpu_->timer.take();
-    const std::vector<std::int32_t> flags = gpu_->takeSkipFlags();  // empty without skipping
+    gpu_->gradNorms.take();
+    const std::vector<std::int32_t> flags = gpu_->skipFlags.take();  // empty without skipping
     if (!flags.empty() && flags.back() != 0) skippedFor_ = kSomeParameter;
   }
 #endif
@@ -279,6 +323,7 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
   };
   lastTimes_ = PhaseTimes{};
   skippedFor_.clear();
+  gradNorm_.reset();
   const std::size_t stepNumber = globalStep_ + 1;
   comm_.setContext(str("step ", stepNumber));
   if (options_.beforeStep) options_.beforeStep(stepNumber);
@@ -342,11 +387,20 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
       skippedFor_ = name;
     }
   }
-  const std::int32_t* deviceSkip = nullptr;  // Note [Skipping a step on the device]
+  SgdStepInputs update;
 #if DDP_WITH_CUDA
-  if (gpu_ && options_.skipNonFinite) deviceSkip = gpu_->flagNonFinite(*reducer_);
+  if (gpu_ && options_.skipNonFinite) update.deviceSkip = gpu_->flagNonFinite(*reducer_);
+  if (gpu_ && options_.clipGradNorm > 0)
+    update.deviceGradScale = gpu_->clipGradients(*reducer_, options_.clipGradNorm);
 #endif
-  if (skippedFor_.empty()) optimizer_.step(deviceSkip);
+  // Note [Clipping the averaged gradient] in trainer/clip.h.
+  if (!gpu_ && options_.clipGradNorm > 0 && skippedFor_.empty()) {
+    const double squares = sumOfSquares(static_cast<const float*>(reducer_->storage().get()),
+                                        reducer_->storageElements());
+    gradNorm_ = static_cast<float>(std::sqrt(squares));
+    update.gradScale = clipScale(*gradNorm_, options_.clipGradNorm);
+  }
+  if (skippedFor_.empty()) optimizer_.step(update);
   lastTimes_.optimizer = lap();
   gpuMark(kOptimizerPhase);
   if (tracing) {
@@ -402,6 +456,8 @@ void Trainer::run(TrainObserver& observer) {
         steps + (shard.size() + samplesPerStep() - 1) / samplesPerStep();
     Stretch window = epochSteps;  // since the last pace report (paceWindowSeconds)
     std::size_t skipped = 0;
+    GradNormSummary gradNorms;  // this run's steps of the epoch
+    gradNorms.clipping = std::isfinite(options_.clipGradNorm);
     // Steps whose loss has not been read yet (on the CPU, never more than one).
     std::vector<StepReport> unread;
     auto reportUnread = [&] {
@@ -410,8 +466,12 @@ void Trainer::run(TrainObserver& observer) {
       if (gpu_) {
         bool anySkipped = false;
 #if DDP_WITH_CUDA
+        const std::vector<float> norms = gpu_->gradNorms.take();  // empty without clipping
+        DDP_CHECK(norms.empty() || norms.size() == unread.size(), "gradient norms out of step");
+        for (std::size_t i = 0; i < norms.size(); ++i)
+          unread[i].gradNorm = norms[i];
         // Every rank holds the same reduced gradients, so the same flags.
-        const std::vector<std::int32_t> flags = gpu_->takeSkipFlags();
+        const std::vector<std::int32_t> flags = gpu_->skipFlags.take();
         DDP_CHECK(flags.empty() || flags.size() == unread.size(), "skip flags out of step");
         for (std::size_t i = 0; i < flags.size(); ++i) {
           if (flags[i] == 0) continue;
@@ -446,6 +506,11 @@ void Trainer::run(TrainObserver& observer) {
 #endif
       const double elapsed = secondsSince(epochStart);
       for (StepReport& r : unread) {
+        if (!r.skippedFor.empty()) r.gradNorm.reset();  // not a norm of any update
+        if (r.gradNorm) {
+          r.clipped = clipScale(*r.gradNorm, options_.clipGradNorm) < 1.0f;
+          gradNorms.add(*r.gradNorm, r.clipped);
+        }
         r.loss = loss / static_cast<double>(unread.size());
         r.secondsLeft = elapsed / static_cast<double>(r.stepInEpoch - stepsBefore) *
                         static_cast<double>(r.stepsLeft);
@@ -493,6 +558,7 @@ void Trainer::run(TrainObserver& observer) {
         step.stepsLeft = std::min(step.stepsLeft, options_.maxSteps - globalStep_);
       step.times = lastTimes_;
       step.skippedFor = skippedFor_;
+      step.gradNorm = gradNorm_;
       skipped += skippedFor_.empty() ? 0 : 1;
       unread.push_back(step);
       if (!gpu_ || unread.size() >= options_.lossReadEvery) reportUnread();
@@ -541,6 +607,7 @@ void Trainer::run(TrainObserver& observer) {
     report.learningRate = learningRate(globalStep_ - 1);  // the epoch's last step
     report.trainSeconds = trainSeconds;
     report.skippedSteps = skipped;
+    if (options_.clipGradNorm > 0) report.gradNorms = gradNorms;
     if (epochSteps.steps > 0) {
       const double n = static_cast<double>(epochSteps.steps);
       const PhaseTimes& t = epochSteps.sum;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/bucket_tuner.h"
@@ -83,6 +84,11 @@ struct TrainOptions {
   // the device] in trainer/sgd.h), and the skips are reported when the loss
   // is read.
   bool skipNonFinite = false;
+  // > 0: every step measures the L2 norm of the averaged gradient
+  // (StepReport::gradNorm) and scales the gradient down to this norm when it
+  // is larger, before the update (Note [Clipping the averaged gradient] in
+  // trainer/clip.h); infinity measures without clipping. 0: neither.
+  float clipGradNorm = 0.0f;
   // The fraction of a CPU this rank's training thread can expect from its own
   // job's threads (runtime/cpu_share.h, expectedCpuShare), reported with
   // each epoch and pace window beside what it got (PaceReport::rankCpu).
@@ -135,6 +141,22 @@ struct StepReport {
   // (TrainOptions::skipNonFinite): the first parameter holding one (on GPUs,
   // which check all gradients at once: "at least one parameter").
   std::string skippedFor;
+  // TrainOptions::clipGradNorm set and the update not skipped: the norm of
+  // the averaged gradient before clipping, and whether it was clipped.
+  std::optional<float> gradNorm;
+  bool clipped = false;
+};
+
+// The gradient norms of the steps of an epoch that measured one
+// (StepReport::gradNorm).
+struct GradNormSummary {
+  bool clipping = false;  // to a finite norm (not only measuring)
+  std::size_t steps = 0;
+  double sum = 0.0;
+  double max = 0.0;
+  std::size_t clipped = 0;
+  void add(double norm, bool wasClipped);
+  double mean() const { return steps > 0 ? sum / static_cast<double>(steps) : 0.0; }
 };
 
 struct EvalResult {
@@ -175,6 +197,8 @@ struct EpochReport {
   double trainSeconds = 0.0;      // the training steps only
   double wallSeconds = 0.0;       // including evaluation
   std::size_t skippedSteps = 0;   // updates skipped for non-finite gradients
+  // TrainOptions::clipGradNorm set: the norms of this run's steps in the epoch.
+  std::optional<GradNormSummary> gradNorms;
   PhaseTimes meanStep;            // rank 0's mean step phases over the epoch
   PaceReport pace;                // every rank's, over the epoch
 };
@@ -276,6 +300,7 @@ class Trainer {
   TrainPosition resume_;  // where run() starts
   int stoppedBy_ = 0;
   std::string skippedFor_;  // the last step's, when its update was skipped
+  std::optional<float> gradNorm_;  // the last step's (CPU; GPUs: read with the loss)
 };
 
 }  // namespace ddp::trainer

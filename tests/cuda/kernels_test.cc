@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "runtime/cuda/memory.h"
+#include "trainer/clip.h"
 #include "trainer/cross_entropy.h"
 #include "trainer/linear.h"
 #include "trainer/random.h"
@@ -182,17 +183,77 @@ TEST(SgdOnGpu, ADeviceSkipFlagCancelsTheUpdateAndOtherwiseMatchesTheCpu) {
     const auto skip = deviceFlag(1), go = deviceFlag(0);
     const auto* skipFlag = static_cast<const std::int32_t*>(skip.get());
     const auto* goFlag = static_cast<const std::int32_t*>(go.get());
-    gpuSgd.step(skipFlag);  // a skipped first step: nothing moves
+    gpuSgd.step({.deviceSkip = skipFlag});  // a skipped first step: nothing moves
     expectClose(cpu.value, gpu.value, 0.0, "parameters after a skipped first step");
     for (int step = 0; step < 3; ++step) {
       cpuSgd.step();
-      gpuSgd.step(goFlag);
+      gpuSgd.step({.deviceSkip = goFlag});
       expectClose(cpu.value, gpu.value, 1e-5, "parameters after step " + std::to_string(step));
       const Tensor before = gpu.value.to(Device::kCpu);
-      gpuSgd.step(skipFlag);  // skipped: parameters and momentum stay
+      gpuSgd.step({.deviceSkip = skipFlag});  // skipped: parameters and momentum stay
       expectClose(before, gpu.value, 0.0, "parameters after a skipped step");
     }
   }
+}
+
+// A device float holding `value`, for gradient scales.
+std::shared_ptr<void> deviceFloat(float value) {
+  std::shared_ptr<void> memory = ddp::cuda::allocateDevice(sizeof value);
+  ddp::cuda::copyToDevice(memory.get(), &value, sizeof value);
+  return memory;
+}
+
+float readFloat(const void* device) {
+  float value = 0.0f;
+  ddp::cuda::copyToHost(&value, device, sizeof value);
+  return value;
+}
+
+TEST(SgdOnGpu, ADeviceGradientScaleMatchesTheCpuScale) {
+  for (const SgdOptions options :
+       {SgdOptions{0.1f, 0.0f, 0.0f, false}, SgdOptions{0.05f, 0.9f, 1e-3f, true}}) {
+    Parameter cpu{"p", randomTensor({1001}, 40), randomTensor({1001}, 41), true};
+    Parameter gpu{"p", cpu.value.to(Device::kCuda), cpu.grad.to(Device::kCuda), true};
+    Sgd cpuSgd({&cpu}, options), gpuSgd({&gpu}, options);
+    const auto scale = deviceFloat(0.3f);
+    for (int step = 0; step < 3; ++step) {
+      cpuSgd.step({.gradScale = 0.3f});
+      gpuSgd.step({.deviceGradScale = static_cast<const float*>(scale.get())});
+      expectClose(cpu.value, gpu.value, 1e-5, "parameters after step " + std::to_string(step));
+    }
+  }
+}
+
+// Note [Clipping the averaged gradient]: the device's norm is the host's
+// within float rounding, its scale is clipScale's, and a second run gives
+// the same bits (no atomics: every rank must get the same scale).
+TEST(ClipOnGpu, NormAndScaleMatchTheCpuAndRepeatBitForBit) {
+  const std::size_t kScratch = cuda::kNormPartials * sizeof(double) + 2 * sizeof(float);
+  const std::shared_ptr<void> scratch = ddp::cuda::allocateDevice(kScratch);
+  auto* partials = static_cast<double*>(scratch.get());
+  auto* norm = reinterpret_cast<float*>(partials + cuda::kNormPartials);
+  float* scale = norm + 1;
+  for (const std::size_t count : {std::size_t{1}, std::size_t{255}, std::size_t{65539},
+                                  std::size_t{1000003}}) {
+    const Tensor host = randomTensor({count}, 50 + count);
+    const Tensor data = host.to(Device::kCuda);
+    const float expected =
+        static_cast<float>(std::sqrt(sumOfSquares(host.data(), host.numel())));
+    for (const float maxNorm : {expected / 3, 2 * expected, std::numeric_limits<float>::infinity()}) {
+      cuda::fill(norm, 2, kNaN);  // poisoned: a kernel that writes nothing fails
+      cuda::clipByNorm(data.data(), count, maxNorm, partials, norm, scale);
+      const float first = readFloat(norm);
+      EXPECT_NEAR(first, expected, 1e-6 * expected) << count << " elements";
+      EXPECT_NEAR(readFloat(scale), clipScale(expected, maxNorm), 1e-6)
+          << count << " elements, limit " << maxNorm;
+      cuda::clipByNorm(data.data(), count, maxNorm, partials, norm, scale);
+      EXPECT_EQ(readFloat(norm), first) << "not deterministic at " << count << " elements";
+    }
+  }
+  cuda::fill(norm, 2, kNaN);
+  cuda::clipByNorm(nullptr, 0, 1.0f, partials, norm, scale);
+  EXPECT_EQ(readFloat(norm), 0.0f) << "no gradients: norm 0";
+  EXPECT_EQ(readFloat(scale), 1.0f) << "no gradients: nothing to scale";
 }
 
 TEST(NonFiniteOnGpu, AnyNaNOrInfinityRaisesTheFlagAndNothingClearsIt) {

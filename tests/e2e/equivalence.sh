@@ -29,6 +29,64 @@ grep -q "lr 0.05 (cosine, 10 warm-up steps)" "$WORK/warm1.log" || fail "warm-up 
 if "$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/warm1.safetensors" --rtol 1e-3 > /dev/null; then
   fail "--warmup-steps changed nothing"
 fi
+# Gradient clipping (Note [Clipping the averaged gradient]): the norm is the
+# averaged gradient's, so np=1 and np=2 clip alike, and clipping changes the
+# run; a limit above every norm is the unclipped run bit for bit.
+run 1 "${common[@]}" --batch-size 64 --clip-grad-norm 0.5 --save-model "$WORK/clip1.safetensors" \
+  --metrics "$WORK/clip1.json" --log-every 10 > "$WORK/clip1.log"
+run 2 "${common[@]}" --batch-size 32 --clip-grad-norm 0.5 --save-model "$WORK/clip2.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/clip1.safetensors" "$WORK/clip2.safetensors" --rtol 1e-5 ||
+  fail "np=2 differs from np=1 with --clip-grad-norm"
+if "$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/clip1.safetensors" --rtol 1e-3 > /dev/null; then
+  fail "--clip-grad-norm 0.5 changed nothing"
+fi
+grep -q "gradient norm clipped to 0.5" "$WORK/clip1.log" || fail "clipping not in the summary"
+grep -q "step 10/938  loss [0-9.]*  lr [0-9.]*  grad-norm [0-9.]* ([0-9]* clipped)  " "$WORK/clip1.log" ||
+  fail "no gradient norm in the progress line: $(grep "step 10/" "$WORK/clip1.log")"
+python3 -c "
+import json, sys
+m = json.loads(open(sys.argv[1]).readline())
+assert 0 < m['clipped_steps'] <= m['steps'] == 30, m
+assert m['grad_norm_max'] >= 0.5 and 0 < m['grad_norm_mean'] <= m['grad_norm_max'], m" "$WORK/clip1.json" ||
+  fail "--metrics lacks the gradient norms: $(cat "$WORK/clip1.json")"
+run 1 "${common[@]}" --batch-size 64 --clip-grad-norm 1e30 --save-model "$WORK/unclipped.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/unclipped.safetensors" --exact > /dev/null ||
+  fail "a limit no norm reaches changed the weights"
+# One plain SGD step moves the weights by lr x the gradient: by lr x the
+# printed norm unclipped, by lr x the limit clipped (at np=2: the averaged
+# gradient's norm is what is clipped).
+one=(--hidden 256,128 --max-steps 1 --momentum 0 --seed 3 --threads 1 --log-every 1)
+run 1 "${one[@]}" --batch-size 64 --lr 1e-12 --save-model "$WORK/w0.safetensors" > /dev/null  # the start
+run 1 "${one[@]}" --batch-size 64 --lr 0.1 --clip-grad-norm inf --save-model "$WORK/free.safetensors" \
+  > "$WORK/free.log"
+grep -q "gradient norm measured (not clipped)" "$WORK/free.log" || fail "--clip-grad-norm inf not in the summary"
+printed=$(sed -n 's/.*step 1\/938 .* grad-norm \([0-9.]*\)  .*/\1/p' "$WORK/free.log")
+[ -n "$printed" ] || fail "no gradient norm at step 1: $(grep "step 1/" "$WORK/free.log")"
+limit=$(python3 -c "print($printed / 4)")
+run 2 "${one[@]}" --batch-size 32 --lr 0.1 --clip-grad-norm "$limit" --save-model "$WORK/clipped.safetensors" \
+  > /dev/null
+python3 - "$WORK" "$printed" "$limit" <<'PY' || fail "one step's length is not lr x the (clipped) norm"
+import array, json, math, struct, sys
+def weights(path):
+    data = open(path, "rb").read()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + length])
+    values = {}
+    for name, entry in header.items():
+        if name != "__metadata__":
+            begin, end = entry["data_offsets"]
+            values[name] = array.array("f", data[8 + length + begin:8 + length + end])
+    return values
+work, printed, limit = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+w0 = weights(f"{work}/w0.safetensors")
+def step_length(path):
+    w1 = weights(path)
+    return math.sqrt(sum((a - b) ** 2 for name in w0 for a, b in zip(w1[name], w0[name]))) / 0.1
+free, clipped = step_length(f"{work}/free.safetensors"), step_length(f"{work}/clipped.safetensors")
+print(f"one step: {free:.5f} x lr unclipped (printed {printed}), {clipped:.5f} x lr clipped to {limit}")
+assert abs(free - printed) <= 0.006 * printed, (free, printed)
+assert abs(clipped - limit) <= 1e-3 * limit, (clipped, limit)
+PY
 # And the runs really trained: different seeds' weights are far apart.
 run 1 --hidden 256,128 --max-steps 30 --seed 4 --threads 1 --save-model "$WORK/other.safetensors" > /dev/null
 if "$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/other.safetensors" --rtol 1e-3 > /dev/null; then

@@ -59,6 +59,30 @@ run 1 "${short[@]}" "${poison[@]}" --device cpu --threads 1 \
 "$COMPARE_WEIGHTS" "$WORK/cpu_skip.safetensors" "$WORK/gpu_skip.safetensors" --rtol 1e-3 ||
   fail "a GPU run skipping step 4 differs from the CPU run skipping it"
 
+# --clip-grad-norm on the GPU (Note [Clipping the averaged gradient]): norm
+# and scale stay on the device, the norms reach the progress line and
+# --metrics when the loss is read, and the run ends where the CPU's does.
+clip=(--clip-grad-norm 0.5 --log-every 10)
+run 1 "${short[@]}" "${clip[@]}" --device cuda --metrics "$WORK/gpu_clip.jsonl" \
+  --save-model "$WORK/gpu_clip.safetensors" > "$WORK/gpu_clip.log"
+run 1 "${short[@]}" "${clip[@]}" --device cpu --threads 1 --metrics "$WORK/cpu_clip.jsonl" \
+  --save-model "$WORK/cpu_clip.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/cpu_clip.safetensors" "$WORK/gpu_clip.safetensors" --rtol 1e-3 ||
+  fail "a clipped GPU run differs from the clipped CPU run"
+grep -q "step 10/938 .* grad-norm [0-9.]* ([0-9]* clipped)" "$WORK/gpu_clip.log" ||
+  fail "no gradient norm in the GPU's progress line: $(grep "step 10/" "$WORK/gpu_clip.log")"
+python3 - "$WORK/gpu_clip.jsonl" "$WORK/cpu_clip.jsonl" <<'PY' || fail "GPU gradient norms differ from the CPU's"
+import json, sys
+gpu, cpu = (json.loads(open(p).readline()) for p in sys.argv[1:3])
+print(f"clipped steps: GPU {gpu['clipped_steps']}, CPU {cpu['clipped_steps']}; "
+      f"max norm GPU {gpu['grad_norm_max']:.5f}, CPU {cpu['grad_norm_max']:.5f}")
+assert gpu["clipped_steps"] == cpu["clipped_steps"] > 0, (gpu, cpu)
+assert abs(gpu["grad_norm_max"] - cpu["grad_norm_max"]) <= 1e-3 * cpu["grad_norm_max"], (gpu, cpu)
+PY
+run 1 "${short[@]}" "${clip[@]}" --device cuda --save-model "$WORK/gpu_clip2.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/gpu_clip.safetensors" "$WORK/gpu_clip2.safetensors" --exact ||
+  fail "two clipped GPU runs differ (the norm is not deterministic)"
+
 # A checkpoint written from the GPU resumes exactly (constant rate: the
 # interrupted run's plan is shorter).
 constant=("${model[@]}" --lr-schedule constant --device cuda)

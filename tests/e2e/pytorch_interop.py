@@ -7,6 +7,10 @@
                                      computes
   write  WEIGHTS HIDDEN SEED [DTYPE] write a freshly initialised PyTorch MLP as safetensors,
                                      in float32 or DTYPE (F16, BF16, F64)
+  step   WEIGHTS DATA_DIR BATCH LR MAX_NORM OUT
+                                     one SGD step (no momentum) from WEIGHTS on the first
+                                     BATCH training samples, the gradient clipped with
+                                     clip_grad_norm_(MAX_NORM); writes OUT and prints the norm
 
 Reads and writes safetensors with a few lines of its own (Debian has no safetensors
 package): 8-byte little-endian header length, JSON header, raw data.
@@ -106,6 +110,19 @@ def main():
             accuracy = (model(images).argmax(1) == labels).float().mean().item()
         print(f"PyTorch accuracy with ddp_train's weights: {accuracy:.4f} (ddp_train: {expected:.4f})")
         assert abs(accuracy - expected) < 1e-3, (accuracy, expected)
+    elif sys.argv[1] == "step":
+        weights, data_dir, batch, lr, max_norm, out = sys.argv[2:8]
+        tensors = read_safetensors(weights)
+        hidden = [tensors[f"layers.{2 * i}.weight"].shape[0] for i in range(len(tensors) // 2 - 1)]
+        model = Mlp(hidden)
+        model.load_state_dict(tensors, strict=True)
+        images = load_idx(f"{data_dir}/train-images-idx3-ubyte.gz")[: int(batch)].reshape(-1, 784).float() / 255
+        labels = load_idx(f"{data_dir}/train-labels-idx1-ubyte.gz")[: int(batch)].long()
+        nn.functional.cross_entropy(model(images), labels).backward()
+        norm = nn.utils.clip_grad_norm_(model.parameters(), float(max_norm))
+        torch.optim.SGD(model.parameters(), lr=float(lr)).step()
+        write_safetensors(out, model.state_dict())
+        print(f"{norm.item():.6g}")
     else:
         weights, hidden, seed = sys.argv[2], [int(w) for w in sys.argv[3].split(",")], int(sys.argv[4])
         torch.manual_seed(seed)

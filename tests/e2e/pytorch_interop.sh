@@ -33,4 +33,20 @@ for dtype in BF16 F16 F64; do
   "$COMPARE_WEIGHTS" "$WORK/$dtype.safetensors" "$WORK/back-$dtype.safetensors" --rtol 1e-6 > /dev/null \
     || fail "ddp_train did not start from PyTorch's $dtype weights"
 done
+# One step with the gradient clipped, against PyTorch DDP's recipe
+# (clip_grad_norm_ after backward, on the averaged gradient): ddp_train at
+# np=2 on the first 64 samples in file order (32 per rank) equals PyTorch on
+# all 64 in one process.
+norm=$(OPENBLAS_NUM_THREADS=1 "$TORCH_PYTHON" "$here/pytorch_interop.py" step "$WORK/theirs.safetensors" \
+  "$FMNIST" 64 0.1 0.2 "$WORK/torch-clipped.safetensors")
+python3 -c "import sys; assert float(sys.argv[1]) > 0.25, sys.argv[1]" "$norm" ||
+  fail "the gradient norm $norm is too small for a limit of 0.2 to clip it"
+run 2 --hidden 128,64 --init-from "$WORK/theirs.safetensors" --no-shuffle --batch-size 32 --max-steps 1 \
+  --lr 0.1 --momentum 0 --clip-grad-norm 0.2 --log-every 1 --save-model "$WORK/ours-clipped.safetensors" \
+  > "$WORK/clipped.out"
+"$COMPARE_WEIGHTS" "$WORK/torch-clipped.safetensors" "$WORK/ours-clipped.safetensors" --rtol 1e-5 \
+  || fail "one clipped step differs from PyTorch's"
+ours=$(sed -n 's/.*step 1\/938 .* grad-norm \([0-9.]*\) (1 clipped)  .*/\1/p' "$WORK/clipped.out")
+python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert abs(a - b) <= 0.006 * b, (a, b)" "$ours" "$norm" ||
+  fail "ddp_train's gradient norm '$ours' is not PyTorch's $norm: $(grep 'step 1/' "$WORK/clipped.out")"
 echo "pytorch interop: ok"

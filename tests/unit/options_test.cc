@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 
@@ -89,6 +90,9 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--stall-warning", "0.5"}, "--stall-warning must be at least 1 second"},
         Invalid{{"--lr", "inf"}, "--lr must be positive and finite"},
         Invalid{{"--weight-decay", "inf"}, "--weight-decay must be >= 0 and finite"},
+        Invalid{{"--clip-grad-norm", "-1"}, "--clip-grad-norm must be positive"},
+        Invalid{{"--clip-grad-norm", "nan"}, "--clip-grad-norm"},
+        Invalid{{"--clip-grad-norm", "1e-50"}, "--clip-grad-norm must be positive (within float32"},
         Invalid{{"--frobnicate"}, "frobnicate"},
         Invalid{{"--config", "/nonexistent/ddp.cfg"}, "--config"},
         Invalid{{"--stall-warning", "0"}, "--stall-warning"},
@@ -242,6 +246,13 @@ TEST(Options, WarmUpStepsAreParsedAndAWarmUpLongerThanTheRunIsWarnedAbout) {
   EXPECT_EQ(warmupWarning(o, 50),
             "--warmup-steps 100 covers the whole run of 50 steps: the learning rate never reaches "
             "--lr 0.2 (the last step runs at 0.1)");
+}
+
+TEST(Options, GradientClippingIsOffUnlessAskedAndMayOnlyMeasure) {
+  EXPECT_EQ(parse({}).clipGradNorm, 0.0);
+  EXPECT_EQ(parse({"--clip-grad-norm", "1.5"}).clipGradNorm, 1.5);
+  EXPECT_TRUE(std::isinf(parse({"--clip-grad-norm", "inf"}).clipGradNorm));
+  EXPECT_EQ(trainOptionsFrom(parse({"--clip-grad-norm", "0.25"})).clipGradNorm, 0.25f);
 }
 
 TEST(Options, ConfigFileWithAByteOrderMarkOrWindowsLineEnds) {

@@ -46,6 +46,41 @@ TEST(Sgd, NesterovUsesGradientPlusMomentumTimesBuffer) {
   EXPECT_FLOAT_EQ(p.value.data()[0], 1.0f - 0.1f * 1.5f);
 }
 
+// Clipping's scale multiplies the gradient before weight decay and momentum
+// (PyTorch clips the .grad the optimizer then reads).
+TEST(Sgd, AGradientScaleAppliesBeforeWeightDecayAndMomentum) {
+  const float lr = 0.1f, mu = 0.9f, wd = 0.01f, scale = 0.25f;
+  Parameter p = scalarParameter(2.0f, 0.5f);
+  Sgd sgd({&p}, {lr, mu, wd, false});
+  sgd.step({.gradScale = scale});
+  float g = 0.5f * scale + wd * 2.0f;
+  float expectedP = 2.0f - lr * g;
+  float buf = g;
+  EXPECT_FLOAT_EQ(p.value.data()[0], expectedP);
+  p.grad.data()[0] = 0.3f;
+  sgd.step({.gradScale = scale});
+  g = 0.3f * scale + wd * expectedP;
+  buf = mu * buf + g;
+  expectedP -= lr * buf;
+  EXPECT_FLOAT_EQ(p.value.data()[0], expectedP);
+
+  Parameter plain = scalarParameter(1.0f, 0.5f);
+  Sgd noMomentum({&plain}, {lr, 0.0f, 0.0f, false});
+  noMomentum.step({.gradScale = scale});
+  EXPECT_FLOAT_EQ(plain.value.data()[0], 1.0f - lr * 0.5f * scale);
+}
+
+// A scale of 1 is the unclipped update bit for bit.
+TEST(Sgd, AScaleOfOneChangesNothing) {
+  Parameter a = scalarParameter(1.2345f, 0.6789f), b = scalarParameter(1.2345f, 0.6789f);
+  Sgd sa({&a}, {0.1f, 0.9f, 1e-4f, false}), sb({&b}, {0.1f, 0.9f, 1e-4f, false});
+  for (int i = 0; i < 3; ++i) {
+    sa.step();
+    sb.step({.gradScale = 1.0f});
+  }
+  EXPECT_EQ(a.value.data()[0], b.value.data()[0]);
+}
+
 TEST(Sgd, FrozenParametersDoNotMove) {
   Parameter p = scalarParameter(1.0f, 1.0f);
   p.trainable = false;

@@ -3,6 +3,7 @@
 
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_check.h"
+#include "trainer/clip.h"
 #include "trainer/cuda/kernels.h"
 
 namespace ddp::trainer::cuda {
@@ -129,11 +130,13 @@ __global__ void softmaxBackwardKernel(const float* probabilities, const std::int
 }
 
 __global__ void sgdKernel(float* p, const float* grad, float* buf, std::size_t count, float lr,
-                          float mu, float wd, bool nesterov, bool first, const std::int32_t* skip) {
+                          float mu, float wd, bool nesterov, bool first, const std::int32_t* skip,
+                          const float* gradScale) {
   if (skip != nullptr && *skip != 0) return;  // the same for every thread: no divergence
+  const float scale = gradScale != nullptr ? *gradScale : 1.0f;
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
        i += std::size_t{gridDim.x} * blockDim.x) {
-    const float g = grad[i] + wd * p[i];
+    const float g = grad[i] * scale + wd * p[i];
     if (mu == 0.0f) {
       p[i] -= lr * g;
       continue;
@@ -152,6 +155,46 @@ __global__ void flagNonFiniteKernel(const float* data, std::size_t count, std::i
   // Every writer stores the same value, so plain stores race harmlessly; one
   // per warp keeps them few.
   if (__any_sync(0xffffffffu, bad) && threadIdx.x % kWarp == 0) *flag = 1;
+}
+
+// Adds the kThreads values of `sums` (shared memory) in a fixed tree order;
+// the total ends in sums[0]. Every thread of the block must call it.
+__device__ void sumBlock(double* sums) {
+  __syncthreads();
+  for (unsigned half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+}
+
+// Launched with kNormPartials blocks of kThreads: block b writes the sum of
+// the squares it strode over to partials[b].
+__global__ void sumSquaresKernel(const float* data, std::size_t count, double* partials) {
+  __shared__ double sums[kThreads];
+  double mine = 0.0;
+  for (std::size_t i = blockIdx.x * std::size_t{kThreads} + threadIdx.x; i < count;
+       i += kNormPartials * kThreads) {
+    const double v = data[i];
+    mine += v * v;
+  }
+  sums[threadIdx.x] = mine;
+  sumBlock(sums);
+  if (threadIdx.x == 0) partials[blockIdx.x] = sums[0];
+}
+
+// One block of kThreads.
+__global__ void clipScaleKernel(const double* partials, float maxNorm, float* norm, float* scale) {
+  __shared__ double sums[kThreads];
+  double mine = 0.0;
+  for (std::size_t b = threadIdx.x; b < kNormPartials; b += kThreads)
+    mine += partials[b];
+  sums[threadIdx.x] = mine;
+  sumBlock(sums);
+  if (threadIdx.x == 0) {
+    const float total = static_cast<float>(sqrt(sums[0]));
+    *norm = total;
+    *scale = clipScale(total, maxNorm);
+  }
 }
 
 }  // namespace
@@ -208,10 +251,20 @@ void softmaxCrossEntropyBackward(const float* probabilities, const std::int32_t*
 
 void sgdUpdate(float* parameter, const float* grad, float* buffer, std::size_t count, float lr,
                float momentum, float weightDecay, bool nesterov, bool first,
-               const std::int32_t* skip) {
+               const std::int32_t* skip, const float* gradScale) {
   if (count == 0) return;
   sgdKernel<<<blocksFor(count), kThreads, 0, ddp::cuda::computeStream()>>>(
-      parameter, grad, buffer, count, lr, momentum, weightDecay, nesterov, first, skip);
+      parameter, grad, buffer, count, lr, momentum, weightDecay, nesterov, first, skip, gradScale);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void clipByNorm(const float* data, std::size_t count, float maxNorm, double* partials,
+                float* norm, float* scale) {
+  // Launched even for no data, so that *norm and *scale are always written.
+  const cudaStream_t stream = ddp::cuda::computeStream();
+  sumSquaresKernel<<<kNormPartials, kThreads, 0, stream>>>(data, count, partials);
+  DDP_CUDA_CHECK_LAUNCH();
+  clipScaleKernel<<<1, kThreads, 0, stream>>>(partials, maxNorm, norm, scale);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

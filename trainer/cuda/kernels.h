@@ -44,10 +44,22 @@ void softmaxCrossEntropyBackward(const float* probabilities, const std::int32_t*
 // null): when *skip is non-zero as the kernel runs, nothing is written, so a
 // flag computed earlier on the stream can cancel the step with no host
 // round trip (--skip-nonfinite, Note [Skipping a step on the device] in
-// trainer/sgd.h).
+// trainer/sgd.h). `gradScale` (device memory, may be null): the gradient is
+// multiplied by *gradScale as it is read (clipByNorm's scale).
 void sgdUpdate(float* parameter, const float* grad, float* buffer, std::size_t count, float lr,
                float momentum, float weightDecay, bool nesterov, bool first,
-               const std::int32_t* skip = nullptr);
+               const std::int32_t* skip = nullptr, const float* gradScale = nullptr);
+
+// Partial sums of clipByNorm: this many doubles of scratch.
+inline constexpr std::size_t kNormPartials = 256;
+
+// The L2 norm of data[0, count) into *norm and the clipping factor
+// clipScale(norm, maxNorm) into *scale (trainer/clip.h), all device memory,
+// with no host round trip. Deterministic: a fixed grid of kNormPartials
+// blocks writes partial sums of squares (double) to `partials`, and one
+// block adds them in a fixed order (Note [Clipping the averaged gradient]).
+void clipByNorm(const float* data, std::size_t count, float maxNorm, double* partials,
+                float* norm, float* scale);
 
 // Sets *flag (device memory) to 1 if any of data[0, count) is a NaN or an
 // infinity; leaves it alone otherwise, so the caller zeroes it first and
