@@ -34,6 +34,12 @@ struct CommOptions {
   // The shared-memory path reports it always, at no cost (Note [Non-finite
   // check while reducing] in comm/finite.h).
   bool checkNonFinite = false;
+  // Whether float32 all-reduces report the sum of the squares of their
+  // result (Work::resultSumOfSquares), for gradient clipping: the MPI
+  // backend's shared-memory path sums them while reducing, its plain path on
+  // the communication thread (Note [Sum of squares while reducing] in
+  // comm/finite.h). Every rank must ask alike.
+  bool sumOfSquares = false;
 };
 
 class Communicator {

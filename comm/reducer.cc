@@ -241,4 +241,21 @@ std::optional<std::size_t> Reducer::firstNonFinite() const {
   throw InternalError("a bucket holds a non-finite value that no gradient does");
 }
 
+double Reducer::sumOfSquares() const {
+  DDP_CHECK(comm_.allocatedMemory() == Communicator::Memory::kHost,
+            "sumOfSquares() reads gradients on the host; this backend keeps them on the device");
+  const float* storage = static_cast<const float*>(storage_.get());
+  double total = 0.0;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    std::optional<double> measured;
+    if (b < launches_.size()) {
+      DDP_CHECK(launches_[b].bucket == b, "buckets launched out of order");
+      measured = launches_[b].work->resultSumOfSquares();  // empty for bfloat16 on the wire
+    }
+    total +=
+        measured ? *measured : comm::sumOfSquares(storage + buckets_[b].offset, buckets_[b].count);
+  }
+  return total;
+}
+
 }  // namespace ddp::comm

@@ -125,6 +125,13 @@ class Reducer {
   // any rank spreads to all through the sum). Host memory only (the MPI
   // backend): one read pass over the gradients.
   std::optional<std::size_t> firstNonFinite() const;
+  // After finalize(): the sum of the squares of every reduced gradient (for
+  // the norm that clipping needs), the same bits on every rank. Each
+  // bucket's comes from its all-reduce where the backend measured it
+  // (CommOptions::sumOfSquares: Note [Sum of squares while reducing] in
+  // comm/finite.h), else from a pass over the bucket; the buckets' sums are
+  // added in bucket order. Host memory only, like firstNonFinite().
+  double sumOfSquares() const;
 
   // The Work of each bucket in the last reducing backward pass (launch order),
   // with the time markReady issued it. For traces and tests.
@@ -152,7 +159,7 @@ class Reducer {
   std::vector<Bucket> buckets_;
   std::vector<Location> locations_;  // per gradient; frozen ones unused
   std::shared_ptr<void> storage_;
-  std::size_t elements_ = 0;  // in storage_
+  std::size_t elements_ = 0;          // in storage_
   std::shared_ptr<void> compressed_;  // bfloat16 staging, one slot per element (kBf16 only)
   // Per backward pass:
   bool reducing_ = false;

@@ -30,6 +30,16 @@ void Work::setResultNonFinite(bool nonFinite) {
   nonFinite_ = nonFinite;
 }
 
+std::optional<double> Work::resultSumOfSquares() const {
+  std::lock_guard lock(mutex_);
+  return sumOfSquares_;
+}
+
+void Work::setResultSumOfSquares(double sum) {
+  std::lock_guard lock(mutex_);
+  sumOfSquares_ = sum;
+}
+
 bool Work::hasFailed() const {
   std::lock_guard lock(mutex_);
   return completed_ && error_ != nullptr;

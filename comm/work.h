@@ -59,6 +59,11 @@ class Work {
   // whether the result holds a NaN or an infinity, the same on every rank.
   // Empty when the backend did not check. Valid once wait() returned.
   std::optional<bool> resultNonFinite() const;
+  // For a float32 all-reduce whose backend measured it (CommOptions::
+  // sumOfSquares; Note [Sum of squares while reducing] in comm/finite.h):
+  // the sum of the squares of the result, the same bits on every rank.
+  // Empty otherwise. Valid once wait() returned.
+  std::optional<double> resultSumOfSquares() const;
 
   // Keeps `owner` (the collective's buffer) alive until the collective
   // completes; nothing if it already has. For an owner that goes away
@@ -70,6 +75,7 @@ class Work {
 
   // Backend side, before complete(): records the check above.
   void setResultNonFinite(bool nonFinite);
+  void setResultSumOfSquares(double sum);
   // Backend side, from the backend's thread: the collective starts running.
   void markStarted();
   // Backend side: marks the collective done, storing `error` if it failed.
@@ -83,6 +89,7 @@ class Work {
   bool completed_ = false;
   std::exception_ptr error_;
   std::optional<bool> nonFinite_;
+  std::optional<double> sumOfSquares_;
   std::shared_ptr<const void> retained_;  // released by complete()
   TimePoint startedAt_{};
   TimePoint completedAt_{};

@@ -79,7 +79,8 @@ int train(const Options& o) {
   if (placement.device == trainer::Device::kCuda) printPlacements(placement, world);
   comm::CommOptions commOptions;
   commOptions.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeoutSeconds * 1000));
-  commOptions.checkNonFinite = true;  // the trainer checks every step's gradients
+  commOptions.checkNonFinite = true;              // the trainer checks every step's gradients
+  commOptions.sumOfSquares = o.clipGradNorm > 0;  // the gradient's norm, for clipping
   // Set once the watchdog runs; read by the NCCL watchdog's thread.
   std::atomic<const comm::Watchdog*> explainer{nullptr};
   const auto explain = [&explainer](const std::string& report) {

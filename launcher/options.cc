@@ -529,9 +529,10 @@ Options validate(Options o, const Raw& raw) {
     throw UsageError(str("--weight-decay must be >= 0 and finite (got ", o.weightDecay, ")"));
   // float32 as the gradients: a positive value that rounds to 0 would turn clipping off.
   if (!(o.clipGradNorm == 0 || static_cast<float>(o.clipGradNorm) > 0)) {
-    throw UsageError(str("--clip-grad-norm must be positive (within float32's range), inf, or 0 "
-                         "for off (got ",
-                         o.clipGradNorm, ")"));
+    throw UsageError(
+        str("--clip-grad-norm must be positive (within float32's range), inf, or 0 "
+            "for off (got ",
+            o.clipGradNorm, ")"));
   }
   o.timeoutSeconds = waitLimit(o.timeoutSeconds, "timeout");
   o.stallWarningSeconds = waitLimit(o.stallWarningSeconds, "stall-warning");

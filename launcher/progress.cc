@@ -164,15 +164,15 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
   const double n = static_cast<double>(stepsSinceLine_);
   auto ms = [n](double seconds) { return fixed(seconds / n * 1e3, 2); };
   const trainer::PhaseTimes& t = sinceLine_;
-  const std::string line = str(
-      "epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/", r.stepsInEpoch, "  loss ",
-      fixed(r.loss, 4), "  lr ", significant(r.learningRate, 3),
-      r.gradNorm ? str("  grad-norm ", significant(*r.gradNorm, 3),
-                       clippedSinceLine_ > 0 ? str(" (", clippedSinceLine_, " clipped)") : "")
-                 : std::string(),
-      "  ", fixed(r.samplesPerSecond, 0),
-      " samples/s  ETA ", duration(r.secondsLeft), "  | step ", ms(t.total()), " ms: fwd ",
-      ms(t.forward), " bwd ", ms(t.backward), " comm ", ms(t.comm), " opt ", ms(t.optimizer));
+  const std::string line =
+      str("epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/", r.stepsInEpoch, "  loss ",
+          fixed(r.loss, 4), "  lr ", significant(r.learningRate, 3),
+          r.gradNorm ? str("  grad-norm ", significant(*r.gradNorm, 3),
+                           clippedSinceLine_ > 0 ? str(" (", clippedSinceLine_, " clipped)") : "")
+                     : std::string(),
+          "  ", fixed(r.samplesPerSecond, 0), " samples/s  ETA ", duration(r.secondsLeft),
+          "  | step ", ms(t.total()), " ms: fwd ", ms(t.forward), " bwd ", ms(t.backward), " comm ",
+          ms(t.comm), " opt ", ms(t.optimizer));
   sinceLine_ = {};
   stepsSinceLine_ = 0;
   clippedSinceLine_ = 0;
@@ -216,26 +216,26 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
   if (const auto warning = contentionWarning(when, r.pace.rankCpu, hosts_)) log::warn(*warning);
   if (metrics_.is_open()) {
     nlohmann::json line = {{"epoch", r.epoch},
-                                 {"steps", r.steps},
-                                 {"steps_in_epoch", r.stepsInEpoch},
-                                 {"train_loss", r.trainLoss},
-                                 {"lr", r.learningRate},
-                                 {"test_loss", r.test.loss},
-                                 {"test_accuracy", r.test.accuracy},
-                                 {"test_samples", r.test.samples},
-                                 {"samples_per_s", r.samplesPerSecond},
-                                 {"train_time_s", r.trainSeconds},
-                                 {"wall_time_s", r.wallSeconds},
-                                 {"skipped_steps", r.skippedSteps},
-                                 {"rank_compute_ms", r.pace.rankComputeMs},
-                                 {"rank_cpu_share", cpuShares(r.pace.rankCpu)},
-                                 {"step_ms",
-                                  {{"total", t.total() * 1e3},
-                                   {"data", t.data * 1e3},
-                                   {"forward", t.forward * 1e3},
-                                   {"backward", t.backward * 1e3},
-                                   {"comm", t.comm * 1e3},
-                                   {"optimizer", t.optimizer * 1e3}}}};
+                           {"steps", r.steps},
+                           {"steps_in_epoch", r.stepsInEpoch},
+                           {"train_loss", r.trainLoss},
+                           {"lr", r.learningRate},
+                           {"test_loss", r.test.loss},
+                           {"test_accuracy", r.test.accuracy},
+                           {"test_samples", r.test.samples},
+                           {"samples_per_s", r.samplesPerSecond},
+                           {"train_time_s", r.trainSeconds},
+                           {"wall_time_s", r.wallSeconds},
+                           {"skipped_steps", r.skippedSteps},
+                           {"rank_compute_ms", r.pace.rankComputeMs},
+                           {"rank_cpu_share", cpuShares(r.pace.rankCpu)},
+                           {"step_ms",
+                            {{"total", t.total() * 1e3},
+                             {"data", t.data * 1e3},
+                             {"forward", t.forward * 1e3},
+                             {"backward", t.backward * 1e3},
+                             {"comm", t.comm * 1e3},
+                             {"optimizer", t.optimizer * 1e3}}}};
     if (r.gradNorms) {
       line["grad_norm_mean"] = r.gradNorms->mean();
       line["grad_norm_max"] = r.gradNorms->max;

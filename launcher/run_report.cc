@@ -51,7 +51,7 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
                 o.batchSize, " per rank x ", world.size(), "), lr ", o.lr, " (", o.lrSchedule,
                 o.warmupSteps > 0 ? str(", ", o.warmupSteps, " warm-up steps") : std::string(),
                 "), momentum ", o.momentum, ", weight decay ", o.weightDecay,
-                o.clipGradNorm == 0              ? std::string()
+                o.clipGradNorm == 0          ? std::string()
                 : std::isinf(o.clipGradNorm) ? ", gradient norm measured (not clipped)"
                                              : str(", gradient norm clipped to ", o.clipGradNorm),
                 ", seed ", o.seed));

@@ -8,18 +8,17 @@
 // all-reduce: what a PyTorch DDP user gets by calling clip_grad_norm_ after
 // backward(). Every rank holds that gradient bit for bit, so every rank
 // computes the norm on its own, with no communication, and gets the same
-// scale, provided the sum is taken in a fixed order: the CPU sums in storage
-// order, the GPU in a fixed grid whose partial sums one block adds in a fixed
-// order, never with atomics (whose order varies between runs and between
-// ranks, and the replicas would drift apart by rounding). The sum is kept in
-// double: float32 loses digits over millions of squares.
+// scale, provided the sum is taken in a fixed order: on the CPU the MPI
+// backend sums the squares while it reduces (Note [Sum of squares while
+// reducing] in comm/finite.h), in double; the GPU sums in a fixed grid whose
+// partial sums one block adds in a fixed order, never with atomics (whose
+// order varies between runs and between ranks, and the replicas would drift
+// apart by rounding).
 // The scale costs no pass of its own: the optimizer multiplies each gradient
 // by it as it reads it (SgdStepInputs in trainer/sgd.h), which is PyTorch's
 // g *= scale followed by the step. A scale of 1 changes nothing (1 x g == g),
 // so a run whose norm stays under the limit is the unclipped run exactly.
 #pragma once
-
-#include <cstddef>
 
 #if defined(__CUDACC__)
 #define DDP_HOST_DEVICE __host__ __device__
@@ -39,9 +38,5 @@ DDP_HOST_DEVICE inline float clipScale(float norm, float maxNorm) {
   const float coefficient = maxNorm / (norm + kClipEpsilon);
   return coefficient < 1.0f ? coefficient : 1.0f;
 }
-
-// The sum of the squares of values[0, count), in double and in a fixed order
-// (the same on every rank for the same values). Host memory.
-double sumOfSquares(const float* values, std::size_t count);
 
 }  // namespace ddp::trainer

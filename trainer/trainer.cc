@@ -97,8 +97,8 @@ struct Trainer::Gpu {
   const float* clipGradients(const comm::Reducer& reducer, float maxNorm) {
     auto* partials = static_cast<double*>(clipScratch.get());
     auto* scale = reinterpret_cast<float*>(partials + cuda::kNormPartials);
-    cuda::clipByNorm(static_cast<const float*>(reducer.storage().get()),
-                     reducer.storageElements(), maxNorm, partials, gradNorms.next(), scale);
+    cuda::clipByNorm(static_cast<const float*>(reducer.storage().get()), reducer.storageElements(),
+                     maxNorm, partials, gradNorms.next(), scale);
     return scale;
   }
 };
@@ -395,9 +395,7 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
 #endif
   // Note [Clipping the averaged gradient] in trainer/clip.h.
   if (!gpu_ && options_.clipGradNorm > 0 && skippedFor_.empty()) {
-    const double squares = sumOfSquares(static_cast<const float*>(reducer_->storage().get()),
-                                        reducer_->storageElements());
-    gradNorm_ = static_cast<float>(std::sqrt(squares));
+    gradNorm_ = static_cast<float>(std::sqrt(reducer_->sumOfSquares()));
     update.gradScale = clipScale(*gradNorm_, options_.clipGradNorm);
   }
   if (skippedFor_.empty()) optimizer_.step(update);

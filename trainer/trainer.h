@@ -197,10 +197,10 @@ struct EpochReport {
   double trainSeconds = 0.0;      // the training steps only
   double wallSeconds = 0.0;       // including evaluation
   std::size_t skippedSteps = 0;   // updates skipped for non-finite gradients
-  // TrainOptions::clipGradNorm set: the norms of this run's steps in the epoch.
-  std::optional<GradNormSummary> gradNorms;
   PhaseTimes meanStep;            // rank 0's mean step phases over the epoch
   PaceReport pace;                // every rank's, over the epoch
+  // TrainOptions::clipGradNorm set: the norms of this run's steps in the epoch.
+  std::optional<GradNormSummary> gradNorms;
 };
 
 class TrainObserver {
@@ -299,7 +299,7 @@ class Trainer {
   double baseLr_;
   TrainPosition resume_;  // where run() starts
   int stoppedBy_ = 0;
-  std::string skippedFor_;  // the last step's, when its update was skipped
+  std::string skippedFor_;         // the last step's, when its update was skipped
   std::optional<float> gradNorm_;  // the last step's (CPU; GPUs: read with the loss)
 };
 

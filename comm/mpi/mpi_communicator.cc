@@ -158,9 +158,10 @@ WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t cou
         if (auto region = findRegion(data, count * sizeOf(type))) {
           // Note [Node shared-memory all-reduce]: it reduces in place.
           if (send != data) std::memcpy(data, send, count * sizeOf(type));
-          const bool nonFinite =
-              region->allreduce(data, count, type, op, sequence, options().timeout);
-          if (checksFinite) work.setResultNonFinite(nonFinite);
+          const ReduceResult result = region->allreduce(data, count, type, op, sequence,
+                                                        options().timeout, options().sumOfSquares);
+          if (checksFinite) work.setResultNonFinite(result.nonFinite);
+          if (result.sumOfSquares) work.setResultSumOfSquares(*result.sumOfSquares);
           return;
         }
         const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
@@ -175,6 +176,9 @@ WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t cou
           if (type == DataType::kFloat32) scale<float>(data, count, 1.0 / size_);
           if (type == DataType::kFloat64) scale<double>(data, count, 1.0 / size_);
         }
+        // Note [Sum of squares while reducing]: off the training thread.
+        if (options().sumOfSquares && type == DataType::kFloat32)
+          work.setResultSumOfSquares(sumOfSquares(static_cast<const float*>(data), count));
         if (!options().checkNonFinite) return;
         if (type == DataType::kFloat32)
           work.setResultNonFinite(anyNonFinite(static_cast<const float*>(data), count));

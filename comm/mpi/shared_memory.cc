@@ -47,10 +47,12 @@ T combine(T a, T b, ReduceOp op) {
 // passes over it stay in L1, then stored into every rank's buffer.
 // Returns whether the stored result holds a NaN or an infinity (floating
 // types; checked while each block is in L1: Note [Non-finite check while
-// reducing] in comm/finite.h).
+// reducing] in comm/finite.h); `squares` (float32 only; may be null): the
+// sum of the squares of the result's blocks is added to it, block by block
+// (Note [Sum of squares while reducing]).
 template <class T>
 bool reduceChunk(const std::vector<T*>& buffers, std::size_t begin, std::size_t end, ReduceOp op,
-                 int world) {
+                 int world, double* squares) {
   bool nonFinite = false;
   const std::vector<T*>& sources = buffers;
   static thread_local std::vector<T> scratch(kBlock);
@@ -75,6 +77,9 @@ bool reduceChunk(const std::vector<T*>& buffers, std::size_t begin, std::size_t 
         acc[i] *= scale;
     }
     if constexpr (std::is_floating_point_v<T>) nonFinite = nonFinite || anyNonFinite(acc, length);
+    if constexpr (std::is_same_v<T, float>) {
+      if (squares != nullptr) *squares += sumOfSquares(acc, length);
+    }
     for (T* destination : buffers)
       std::copy(acc, acc + length, destination + block);
   }
@@ -121,9 +126,11 @@ struct SharedRegion::Control {
   // Whether this rank's chunk of the result is not finite. Written after the
   // arrival barrier, read after the completion barrier: a rank that runs
   // ahead into the next all-reduce cannot overwrite it before every rank has
-  // passed that next arrival barrier.
+  // passed that next arrival barrier. The same for the sum of squares.
   std::uint32_t nonFinite;
-  char padding[kChunkAlign - 36];  // one cache line per rank: no false sharing
+  std::uint32_t squaresAsked;  // the allreduce's sumOfSquares: compared like op
+  double sumOfSquares;
+  char padding[kChunkAlign - 48];  // one cache line per rank: no false sharing
 };
 
 SharedRegion::SharedRegion(MPI_Comm node, std::size_t bytes) : bytes_(bytes) {
@@ -205,8 +212,9 @@ bool SharedRegion::contains(const void* begin, std::size_t length) const {
   return p >= mine && p + length <= mine + bytes_;
 }
 
-bool SharedRegion::allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
-                             std::uint64_t sequence, std::chrono::milliseconds timeout) {
+ReduceResult SharedRegion::allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
+                                     std::uint64_t sequence, std::chrono::milliseconds timeout,
+                                     bool sumOfSquares) {
   const auto barrier = [&](const char* step) { barrier_.wait(timeout, step); };
   const std::size_t element = sizeOf(type);
   const std::size_t offset =
@@ -217,12 +225,13 @@ bool SharedRegion::allreduce(void* data, std::size_t count, DataType type, Reduc
   mine.count = count;
   mine.type = static_cast<std::uint32_t>(type);
   mine.op = static_cast<std::uint32_t>(op);
+  mine.squaresAsked = sumOfSquares ? 1 : 0;
   barrier("shared-memory all-reduce, arrival");  // every rank's data and control slot are written
 
   for (int r = 0; r < size_; ++r) {
     const Control& other = control(r);
     if (other.sequence != sequence || other.offset != offset || other.count != count ||
-        other.type != mine.type || other.op != mine.op) {
+        other.type != mine.type || other.op != mine.op || other.squaresAsked != mine.squaresAsked) {
       barrier("shared-memory all-reduce, mismatch");  // keep every rank's barrier count equal
       throw MismatchError(str(
           "ranks disagree on a shared-memory all-reduce: node rank ", rank_, " issued collective #",
@@ -238,11 +247,13 @@ bool SharedRegion::allreduce(void* data, std::size_t count, DataType type, Reduc
   const std::size_t begin = std::min(count, perRank * static_cast<std::size_t>(rank_));
   const std::size_t end = std::min(count, begin + perRank);
   bool nonFinite = false;
+  const bool squares = sumOfSquares && type == DataType::kFloat32;
+  double chunkSquares = 0.0;
   auto run = [&]<class T>(T*) {
     std::vector<T*> buffers;
     for (void* segment : segments_)
       buffers.push_back(reinterpret_cast<T*>(static_cast<char*>(segment) + offset));
-    nonFinite = reduceChunk<T>(buffers, begin, end, op, size_);
+    nonFinite = reduceChunk<T>(buffers, begin, end, op, size_, squares ? &chunkSquares : nullptr);
   };
   switch (type) {
     case DataType::kFloat32:
@@ -270,10 +281,16 @@ bool SharedRegion::allreduce(void* data, std::size_t count, DataType type, Reduc
     }
   }
   mine.nonFinite = nonFinite ? 1 : 0;
+  mine.sumOfSquares = chunkSquares;
   barrier("shared-memory all-reduce, completion");  // every chunk is reduced and stored everywhere
-  for (int r = 0; r < size_; ++r)
-    nonFinite = nonFinite || control(r).nonFinite != 0;
-  return nonFinite;
+  ReduceResult result;
+  double total = 0.0;
+  for (int r = 0; r < size_; ++r) {  // in rank order: the same bits on every rank
+    result.nonFinite = result.nonFinite || control(r).nonFinite != 0;
+    total += control(r).sumOfSquares;
+  }
+  if (squares) result.sumOfSquares = total;
+  return result;
 }
 
 }  // namespace ddp::comm

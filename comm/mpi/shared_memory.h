@@ -36,12 +36,20 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "comm/mpi/node_barrier.h"
 #include "comm/types.h"
 
 namespace ddp::comm {
+
+// What a shared-memory all-reduce learnt of its result while reducing
+// (comm/finite.h).
+struct ReduceResult {
+  bool nonFinite = false;              // a NaN or an infinity (floating types)
+  std::optional<double> sumOfSquares;  // float32, when asked for
+};
 
 class SharedRegion {
  public:
@@ -62,9 +70,12 @@ class SharedRegion {
   // Throws MismatchError if the ranks asked for different reductions, and
   // CommTimeoutError if a peer does not arrive within `timeout`. Returns
   // whether the result holds a NaN or an infinity (floating types; Note
-  // [Non-finite check while reducing] in comm/finite.h).
-  bool allreduce(void* data, std::size_t count, DataType type, ReduceOp op, std::uint64_t sequence,
-                 std::chrono::milliseconds timeout);
+  // [Non-finite check while reducing] in comm/finite.h) and, for float32
+  // with `sumOfSquares`, the sum of its squares (Note [Sum of squares while
+  // reducing]); every rank must pass the same `sumOfSquares`.
+  ReduceResult allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
+                         std::uint64_t sequence, std::chrono::milliseconds timeout,
+                         bool sumOfSquares = false);
 
  private:
   struct Control;  // one per rank, in the first page

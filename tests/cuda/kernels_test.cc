@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 
+#include "comm/finite.h"
 #include "runtime/cuda/memory.h"
 #include "trainer/clip.h"
 #include "trainer/cross_entropy.h"
@@ -233,13 +234,14 @@ TEST(ClipOnGpu, NormAndScaleMatchTheCpuAndRepeatBitForBit) {
   auto* partials = static_cast<double*>(scratch.get());
   auto* norm = reinterpret_cast<float*>(partials + cuda::kNormPartials);
   float* scale = norm + 1;
-  for (const std::size_t count : {std::size_t{1}, std::size_t{255}, std::size_t{65539},
-                                  std::size_t{1000003}}) {
+  for (const std::size_t count :
+       {std::size_t{1}, std::size_t{255}, std::size_t{65539}, std::size_t{1000003}}) {
     const Tensor host = randomTensor({count}, 50 + count);
     const Tensor data = host.to(Device::kCuda);
     const float expected =
-        static_cast<float>(std::sqrt(sumOfSquares(host.data(), host.numel())));
-    for (const float maxNorm : {expected / 3, 2 * expected, std::numeric_limits<float>::infinity()}) {
+        static_cast<float>(std::sqrt(comm::sumOfSquares(host.data(), host.numel())));
+    for (const float maxNorm :
+         {expected / 3, 2 * expected, std::numeric_limits<float>::infinity()}) {
       cuda::fill(norm, 2, kNaN);  // poisoned: a kernel that writes nothing fails
       cuda::clipByNorm(data.data(), count, maxNorm, partials, norm, scale);
       const float first = readFloat(norm);

@@ -101,6 +101,54 @@ TEST_P(CollectivesTest, AllgatherPlacesEachRankAtItsOffset) {
 INSTANTIATE_TEST_SUITE_P(Sizes, CollectivesTest, ::testing::Values(1, 7, 1000, 1 << 20),
                          [](const auto& info) { return "n" + std::to_string(info.param); });
 
+// Note [Sum of squares while reducing]: shared memory (from allocate()) or
+// plain memory (MPI_Allreduce, measured on the communication thread).
+class SumOfSquaresResult : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SumOfSquaresResult, IsTheResultsAndTheSameBitsOnEveryRank) {
+  CommOptions options;
+  options.timeout = std::chrono::seconds(60);
+  options.sumOfSquares = true;
+  MpiCommunicator comm(MPI_COMM_WORLD, options);
+  const int n = comm.size(), r = comm.rank();
+  const std::size_t count = 100003;  // blocks and chunks of every size, one short
+  std::vector<float> plain(count);
+  auto shared = comm.allocate(count * sizeof(float));
+  float* data = GetParam() ? static_cast<float*>(shared.get()) : plain.data();
+  // Rank-seeded values whose sums do not come out exact, so that a rank
+  // adding in another order would show in the last bits.
+  for (std::size_t i = 0; i < count; ++i)
+    data[i] = 0.1f * static_cast<float>(r + 1) + 1e-3f * static_cast<float>(i % 13);
+  WorkPtr work = comm.allreduce(data, count, DataType::kFloat32, ReduceOp::kSum);
+  work->wait(std::chrono::seconds(60));
+  ASSERT_TRUE(work->resultSumOfSquares().has_value());
+  long double expected = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    expected += static_cast<long double>(data[i]) * data[i];  // the result every rank holds
+  const double measured = *work->resultSumOfSquares();
+  EXPECT_NEAR(measured, static_cast<double>(expected), 1e-12 * static_cast<double>(expected));
+  std::vector<double> all(static_cast<std::size_t>(n));
+  comm.allgather(std::span<const double>(&measured, 1), std::span<double>(all))
+      ->wait(std::chrono::seconds(60));
+  for (int q = 0; q < n; ++q)
+    EXPECT_EQ(all[static_cast<std::size_t>(q)], measured) << "rank " << q << " got other bits";
+  // Integers and unasked communicators carry no sum.
+  std::vector<std::int32_t> ints(8, 1);
+  WorkPtr integers = comm.allreduce(std::span<std::int32_t>(ints), ReduceOp::kSum);
+  integers->wait(std::chrono::seconds(60));
+  EXPECT_FALSE(integers->resultSumOfSquares().has_value());
+  auto unasked = makeTestComm();
+  auto unaskedShared = unasked->allocate(16 * sizeof(float));
+  for (float* values : {static_cast<float*>(unaskedShared.get()), plain.data()}) {
+    WorkPtr quiet = unasked->allreduce(values, 16, DataType::kFloat32, ReduceOp::kSum);
+    quiet->wait(std::chrono::seconds(60));
+    EXPECT_FALSE(quiet->resultSumOfSquares().has_value());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, SumOfSquaresResult, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "shared" : "plain"; });
+
 TEST(Collectives, ManyInFlightCompleteInIssueOrder) {
   auto comm = makeTestComm();
   const int n = comm->size();

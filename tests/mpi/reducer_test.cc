@@ -257,6 +257,41 @@ TEST(Reducer, Bf16CompressionStaysWithinItsDocumentedError) {
   }
 }
 
+// Reducer::sumOfSquares: the closed form, whether the backend measured each
+// bucket (CommOptions::sumOfSquares) or the Reducer scans it, with float32
+// or bfloat16 on the wire. Means are x.5 values: every sum is exact.
+TEST(Reducer, SumOfSquaresIsTheClosedFormMeasuredOrScanned) {
+  for (const bool measured : {true, false}) {
+    for (const GradCompression compression : {GradCompression::kNone, GradCompression::kBf16}) {
+      CommOptions options;
+      options.timeout = std::chrono::seconds(60);
+      options.sumOfSquares = measured;
+      MpiCommunicator comm(MPI_COMM_WORLD, options);
+      const int n = comm.size(), r = comm.rank();
+      std::vector<GradientSpec> specs = {
+          {"a", 1000}, {"b", 7}, {"c", 300001}, {"frozen", 50, false}};
+      Reducer reducer(comm, specs, {4096, 4096, false, compression});
+      reducer.prepareForBackward(true);
+      double expected = 0;
+      for (std::size_t g = specs.size(); g-- > 0;) {
+        if (!specs[g].requiresGrad) continue;
+        for (float& v : reducer.gradient(g))
+          v = static_cast<float>(r) + static_cast<float>(g + 1);
+        reducer.markReady(g);
+        const double mean = (n - 1) / 2.0 + static_cast<double>(g + 1);
+        expected += static_cast<double>(specs[g].numel) * mean * mean;
+      }
+      reducer.finalize();
+      EXPECT_EQ(reducer.sumOfSquares(), expected)
+          << (measured ? "measured" : "scanned") << ", compression "
+          << static_cast<int>(compression);
+      const bool onWork = measured && compression == GradCompression::kNone;
+      for (const Reducer::Launch& launch : reducer.launches())
+        EXPECT_EQ(launch.work->resultSumOfSquares().has_value(), onWork) << launch.bucket;
+    }
+  }
+}
+
 TEST(Collectives, Bf16SumOnPlainMemoryUsesTheMpiPath) {
   auto comm = makeTestComm();
   const int n = comm->size();

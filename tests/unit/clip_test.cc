@@ -1,5 +1,5 @@
-// Gradient clipping's two pieces (trainer/clip.h): the norm's sum of squares
-// and PyTorch's clipping factor, on closed-form values.
+// Gradient clipping's two pieces: the norm's sum of squares (comm/finite.h)
+// and PyTorch's clipping factor (trainer/clip.h), on closed-form values.
 #include "trainer/clip.h"
 
 #include <gtest/gtest.h>
@@ -8,14 +8,17 @@
 #include <limits>
 #include <vector>
 
+#include "comm/finite.h"
+
 namespace ddp::trainer {
 namespace {
 
+using comm::sumOfSquares;
+
 // Every length around the 8 partial sums, and one far from them.
 TEST(SumOfSquares, EqualsTheClosedFormForEveryLength) {
-  for (const std::size_t count :
-       {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{9},
-        std::size_t{17}, std::size_t{1000003}}) {
+  for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8},
+                                  std::size_t{9}, std::size_t{17}, std::size_t{1000003}}) {
     // Values 1..count: the sum of squares is n(n+1)(2n+1)/6. Each addition
     // rounds by at most 2^-53 of the sum so far.
     std::vector<float> values(count);
@@ -47,7 +50,8 @@ TEST(ClipScale, IsPytorchsCoefficientClampedAtOne) {
   EXPECT_FLOAT_EQ(clipScale(4.0f, 1.0f), 1.0f / (4.0f + 1e-6f));
   EXPECT_FLOAT_EQ(clipScale(2.0f, 0.5f), 0.5f / (2.0f + 1e-6f));
   EXPECT_EQ(clipScale(0.5f, 1.0f), 1.0f) << "a norm within the limit is not scaled";
-  EXPECT_FLOAT_EQ(clipScale(1.0f, 1.0f), 1.0f / (1.0f + 1e-6f)) << "a norm at the limit, as PyTorch";
+  EXPECT_FLOAT_EQ(clipScale(1.0f, 1.0f), 1.0f / (1.0f + 1e-6f))
+      << "a norm at the limit, as PyTorch";
   EXPECT_EQ(clipScale(0.0f, 1.0f), 1.0f) << "a zero gradient";
   const float inf = std::numeric_limits<float>::infinity();
   EXPECT_EQ(clipScale(1e30f, inf), 1.0f) << "an infinite limit never clips";

@@ -258,8 +258,8 @@ void sgdUpdate(float* parameter, const float* grad, float* buffer, std::size_t c
   DDP_CUDA_CHECK_LAUNCH();
 }
 
-void clipByNorm(const float* data, std::size_t count, float maxNorm, double* partials,
-                float* norm, float* scale) {
+void clipByNorm(const float* data, std::size_t count, float maxNorm, double* partials, float* norm,
+                float* scale) {
   // Launched even for no data, so that *norm and *scale are always written.
   const cudaStream_t stream = ddp::cuda::computeStream();
   sumSquaresKernel<<<kNormPartials, kThreads, 0, stream>>>(data, count, partials);

@@ -58,8 +58,8 @@ inline constexpr std::size_t kNormPartials = 256;
 // with no host round trip. Deterministic: a fixed grid of kNormPartials
 // blocks writes partial sums of squares (double) to `partials`, and one
 // block adds them in a fixed order (Note [Clipping the averaged gradient]).
-void clipByNorm(const float* data, std::size_t count, float maxNorm, double* partials,
-                float* norm, float* scale);
+void clipByNorm(const float* data, std::size_t count, float maxNorm, double* partials, float* norm,
+                float* scale);
 
 // Sets *flag (device memory) to 1 if any of data[0, count) is a NaN or an
 // infinity; leaves it alone otherwise, so the caller zeroes it first and
