@@ -12,6 +12,7 @@
 #endif
 
 namespace ddp::launcher {
+#if DDP_WITH_CUDA
 namespace {
 
 // CUDA's version code as "major.minor": 13000 -> "13.0".
@@ -20,6 +21,7 @@ std::string cudaVersionString(int code) {
 }
 
 }  // namespace
+#endif
 
 std::string ddpVersion() {
   const std::string revision = DDP_REVISION;
