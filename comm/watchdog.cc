@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <random>
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/heartbeat.h"
 #include "runtime/log.h"
 #include "runtime/socket.h"
 #include "runtime/thread_state.h"
@@ -136,6 +138,7 @@ std::string RankStatus::encode() const {
     }
     text += "\n";
   }
+  if (std::isfinite(heartbeatSeconds)) text += str("heartbeat\t", heartbeatSeconds, "\n");
   if (!thread.empty()) text += str("thread\t", clean(thread), "\n");
   for (const std::string& frame : stack)
     text += str("frame\t", clean(frame), "\n");
@@ -166,6 +169,8 @@ RankStatus RankStatus::decode(const std::string& text) {
             PendingCollective{number<std::uint64_t>(f[6]), f[7], f[8], number<double>(f[9])};
       }
       status.channels.push_back(std::move(c));
+    } else if (f[0] == "heartbeat" && f.size() == 2) {
+      status.heartbeatSeconds = number<double>(f[1]);
     } else if (f[0] == "thread" && f.size() == 2) {
       status.thread = f[1];
     } else if (f[0] == "frame" && f.size() == 2) {
@@ -260,7 +265,7 @@ double quietSeconds(const RankStatus& status) {
   double quiet = status.channels.front().idleSeconds;
   for (const ChannelActivity& c : status.channels)
     quiet = std::min({quiet, c.idleSeconds, c.contextSeconds});
-  return quiet;
+  return std::min(quiet, status.heartbeatSeconds);
 }
 
 Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& peers) {
@@ -285,7 +290,8 @@ Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& p
     }
   }
   d.report = str(name, " has made no progress for ", seconds(quietSeconds(self)),
-                 " (no collective, no new step or evaluation batch)",
+                 " (no collective, no new step or evaluation batch, no heartbeat from loading or "
+                 "saving)",
                  context.empty() ? "" : str(", now at ", context), threadPart(self),
                  ". No collective timeout can see a rank stuck outside collectives, so the job "
                  "ends here");
@@ -353,6 +359,7 @@ RankStatus Watchdog::activity() const {
   status.pid = static_cast<long>(getpid());
   for (const ActivityLog* log : logs_)
     status.channels.push_back(log->snapshot());
+  status.heartbeatSeconds = secondsSinceHeartbeat();
   return status;
 }
 

@@ -49,21 +49,23 @@
 // in a collective. If every rank is stuck outside communication (all blocked
 // reading a hung network file system, a deadlock in a library they all call),
 // no collective is pending anywhere and the job would hang in silence. So a
-// rank that has made no progress for `quietAfter` (no collective pending or
-// completed, and no new step or evaluation batch begun: the training thread
-// sets the communicator's context at each) ends the job itself, with the same account of its own
-// thread, its stack, and every peer's state. ddp_train sets quietAfter to --timeout plus a grace (a
-// tenth, at least 2 s): a peer that waits on this rank reports first, at
-// --timeout, with the fuller picture. Of several quiet ranks the
-// lowest-numbered reports. The check is armed when training starts
-// (armQuietCheck): every step issues collectives, evaluation marks each
-// batch, and other work that runs longer than --timeout between two marks on
-// every rank (one evaluation batch, a checkpoint's staging) needed a larger
-// --timeout already, for the peers that wait through it on any one rank. Start-up is
-// not covered: every rank loads or generates its data there, locally, and
-// that may take longer than --timeout on a slow file system or for a large
-// synthetic set; ending such a job would be worse than the hang it guards
-// against, which a user starting a job is there to see.
+// rank that has made no progress for `quietAfter` ends the job itself, with
+// the same account of its own thread, its stack, and every peer's state.
+// Progress is a collective pending or completed, a new step or evaluation
+// batch (the training thread sets the communicator's context at each), or a
+// heartbeat of long local work: loading or generating the data, initialising
+// the weights, reading or writing weights and checkpoints (Note [Heartbeats
+// of local work] in runtime/heartbeat.h). ddp_train sets quietAfter to
+// --timeout plus a grace (a tenth, at least 2 s): a peer that waits on this
+// rank reports first, at --timeout, with the fuller picture. Of several
+// quiet ranks the lowest-numbered reports. ddp_train arms the check
+// (armQuietCheck) as soon as the watchdog runs, so start-up is covered: a
+// job whose every rank blocks reading its data from a hung file system
+// (a batch job, whose user is not there to see it) ends with a report
+// instead of burning its allocation, while a slow load that keeps moving
+// goes on. Other work that runs longer than --timeout between two marks on
+// every rank (one evaluation batch) needed a larger --timeout already, for
+// the peers that wait through it on any one rank.
 #pragma once
 
 #include <atomic>
@@ -72,6 +74,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -95,6 +98,9 @@ struct RankStatus {
   std::string thread;
   // That thread's call stack, innermost first, when it was asked for.
   std::vector<std::string> stack;
+  // Seconds since its last heartbeat of local work (Note [Heartbeats of
+  // local work] in runtime/heartbeat.h); infinity before the first.
+  double heartbeatSeconds = std::numeric_limits<double>::infinity();
 
   // One line per field, tab-separated; strings lose tabs and newlines.
   std::string encode() const;
@@ -138,8 +144,8 @@ Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers)
 Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& peers);
 
 // How long `status` has made no progress: waited for no collective on any
-// of its channels, completed none and set no new context (a step, an
-// evaluation batch); 0 when a collective is pending.
+// of its channels, completed none, set no new context (a step, an
+// evaluation batch) and sent no heartbeat; 0 when a collective is pending.
 double quietSeconds(const RankStatus& status);
 
 struct WatchdogOptions {

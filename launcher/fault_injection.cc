@@ -65,7 +65,9 @@ FaultInjection parseFaultInjection(const std::string& text) {
   } else if (parts.size() != expected || !parseNumber(parts[1], fault.rank) || fault.rank < 0) {
     throw bad();
   }
-  if (!parseNumber(parts[2], step) || step < 1) {
+  // Step 0: a stall during start-up, while the data loads (stall only).
+  const long long first = fault.kind == FaultInjection::Kind::kStall ? 0 : 1;
+  if (!parseNumber(parts[2], step) || step < first) {
     throw bad();
   }
   fault.step = static_cast<std::size_t>(step);
@@ -73,6 +75,14 @@ FaultInjection parseFaultInjection(const std::string& text) {
     throw bad();
   }
   return fault;
+}
+
+void stallAtStartUp(const FaultInjection& fault, int rank) {
+  if (fault.kind != FaultInjection::Kind::kStall || fault.step != 0 ||
+      (fault.rank != rank && fault.rank != FaultInjection::kAllRanks))
+    return;
+  log::warn(str("--inject-fault: stalling for ", fault.seconds, " s while loading the data"));
+  std::this_thread::sleep_for(std::chrono::duration<double>(fault.seconds));
 }
 
 void installFault(const FaultInjection& fault, comm::Communicator& comm, trainer::Sequential& model,

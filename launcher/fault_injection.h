@@ -1,7 +1,8 @@
 // --inject-fault: make one rank misbehave on purpose, for the tests that show
 // what the watchdog and the non-finite check report (tests/e2e/faults.sh).
 //
-//   stall:R:S:SECONDS  rank R sleeps SECONDS before step S (a slow or hung rank)
+//   stall:R:S:SECONDS  rank R sleeps SECONDS before step S (a slow or hung
+//                      rank); S = 0: while it loads the data at start-up
 //   slow:R:S:SECONDS   rank R sleeps SECONDS before every step from S on (a
 //                      straggler: a slower node, a noisy neighbour)
 //   desync:R:S         rank R issues one extra collective before step S (a
@@ -40,6 +41,10 @@ struct FaultInjection {
 
 // Parses the option's value; "" is no fault. Throws UsageError.
 FaultInjection parseFaultInjection(const std::string& text);
+
+// stall:R:0:SECONDS on rank R (or all): sleeps there and then. Called where
+// the ranks load their data.
+void stallAtStartUp(const FaultInjection& fault, int rank);
 
 // Installs the fault's hooks (TrainOptions::beforeStep, poisonGradients) on
 // the rank it names; other ranks get none. `model` (the bit flip's target)

@@ -118,6 +118,10 @@ int train(const Options& o) {
                                                   world.abort(kExitFailure);
                                                 });
     explainer = watchdog.get();
+    // Note [Where a stuck rank is]: from here on, start-up included (its
+    // long local work sends heartbeats: Note [Heartbeats of local work]).
+    watchdog->armQuietCheck();
+    const FaultInjection fault = parseFaultInjection(o.injectFault);
     Data data;
     std::unique_ptr<trainer::Sequential> model;
     std::unique_ptr<ProgressPrinter> progress;
@@ -125,7 +129,9 @@ int train(const Options& o) {
     // Agreed on before any rank allocates (Note [Refusing a model the node
     // cannot hold]).
     comm::agree(comm, [&] { checkNodeMemory(o, world, placement.device); });
+    comm.setContext("start-up: loading the data and building the model");
     comm::agree(comm, [&] {
+      stallAtStartUp(fault, world.rank());
       data = loadData(o);
       if (world.rank() == 0) checkEveryRankTrains(o, data.train->size(), world.size());
       model =
@@ -152,6 +158,7 @@ int train(const Options& o) {
       if (const auto warning = batchWarning(o, data.train->size(), world.size()))
         log::warn(*warning);
     }
+    comm.setContext("start-up: moving the model to its device");
     model->to(placement.device);  // rank 0's --init-from weights go with it, then broadcast
 
     trainer::Sgd sgd(model->parameters(), {static_cast<float>(o.lr), static_cast<float>(o.momentum),
@@ -174,10 +181,12 @@ int train(const Options& o) {
       };
     }
     trainOptions.stopRequested = [] { return stopSignal(); };
-    installFault(parseFaultInjection(o.injectFault), comm, *model, trainOptions);
+    installFault(fault, comm, *model, trainOptions);
     trainer::TrainPosition start;
-    if (!o.resume.empty())
+    if (!o.resume.empty()) {
+      comm.setContext("start-up: reading the checkpoint");
       start = resumeFromCheckpoint(comm, world, o, *model, sgd, checkpointOptions(o));
+    }
     trainOptions.hostThreads = static_cast<unsigned>(threads);  // GPU: batch gathering
     trainOptions.expectedCpuShare = expectedCpuShare(cpus, threads);
     trainOptions.rankHosts = hosts;
@@ -198,9 +207,9 @@ int train(const Options& o) {
     Trace trace(world.rank());
     if (!o.trace.empty()) trainer.setTrace(&trace, kTraceFirstStep, kTraceSteps);
     installStopHandlers();
-    watchdog->armQuietCheck();  // Note [Where a stuck rank is]: not over start-up's local work
     trainer.run(*progress);
     reportRunEnd(trainer, o);
+    comm.setContext("end: writing the last checkpoint, the trace and --save-model");
 
     comm::agree(comm, [&] {
       if (checkpointWriter) checkpointWriter->finish();  // the last checkpoint is on disk

@@ -162,8 +162,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
   po::options_description testing("Testing", kHelpWidth, kHelpWidth / 2);
   testing.add_options()(
       "inject-fault", po::value(&o.injectFault)->value_name("FAULT"),
-      "make one rank misbehave, to see what ddp reports: stall:RANK:STEP:SECONDS, "
-      "slow:RANK:STEP:SECONDS (that much slower in every step from STEP on), desync:RANK:STEP "
+      "make one rank misbehave, to see what ddp reports: stall:RANK:STEP:SECONDS (STEP 0: "
+      "while loading the data), slow:RANK:STEP:SECONDS (that much slower in every step from STEP "
+      "on), desync:RANK:STEP "
       "(one extra collective), nonfinite:RANK:STEP (NaN gradients), bitflip:RANK:STEP (one bit "
       "of its weights flipped) or error:RANK:STEP (that rank fails alone); RANK may be all "
       "(stall:all:STEP:SECONDS: every rank stuck outside collectives)");

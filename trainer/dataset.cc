@@ -5,16 +5,19 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "runtime/heartbeat.h"
 #include "runtime/str.h"
 
 namespace ddp::trainer {
 namespace {
 
-// zlib's crc32 takes at most 4 GiB per call.
+// zlib's crc32 takes at most 4 GiB per call; chunks of 64 MiB, each a
+// heartbeat (Note [Heartbeats of local work]).
 uLong crc32Of(uLong crc, const std::uint8_t* bytes, std::size_t size) {
-  constexpr std::size_t kChunk = std::size_t{1} << 30;
+  constexpr std::size_t kChunk = std::size_t{64} << 20;
   for (std::size_t done = 0; done < size; done += kChunk) {
     crc = crc32(crc, bytes + done, static_cast<uInt>(std::min(kChunk, size - done)));
+    heartbeat();
   }
   return crc;
 }

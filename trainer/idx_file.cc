@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "runtime/error.h"
+#include "runtime/heartbeat.h"
 #include "runtime/str.h"
 
 namespace ddp::trainer {
@@ -30,7 +31,8 @@ void readExactly(gzFile file, const std::string& path, void* into, std::size_t s
   std::size_t done = 0;
   auto* out = static_cast<unsigned char*>(into);
   while (done < size) {
-    const auto chunk = static_cast<unsigned>(std::min<std::size_t>(size - done, 1u << 30));
+    // Chunks of 4 MiB, each a heartbeat (Note [Heartbeats of local work]).
+    const auto chunk = static_cast<unsigned>(std::min<std::size_t>(size - done, 4u << 20));
     const int got = gzread(file, out + done, chunk);
     if (got < 0) {
       int code = 0;
@@ -42,6 +44,7 @@ void readExactly(gzFile file, const std::string& path, void* into, std::size_t s
           str(path, ": truncated: ", what, " needs ", size, " bytes, file ends after ", done));
     }
     done += static_cast<std::size_t>(got);
+    heartbeat();
   }
 }
 

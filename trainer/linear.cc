@@ -6,6 +6,7 @@
 
 #include "ddp_config.h"
 #include "runtime/error.h"
+#include "runtime/heartbeat.h"
 #include "trainer/random.h"
 #if DDP_WITH_CUDA
 #include "runtime/cuda/context.h"
@@ -72,8 +73,11 @@ Linear::Linear(std::size_t inFeatures, std::size_t outFeatures, const std::strin
   bias_ = Parameter{prefix + "bias", Tensor({out_}), Tensor({out_}), true};
   Random random(seed);
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_));
-  for (float& w : weight_.value.span())
+  std::size_t drawn = 0;
+  for (float& w : weight_.value.span()) {
     w = random.uniform(-bound, bound);
+    if (++drawn % (std::size_t{1} << 22) == 0) heartbeat();  // Note [Heartbeats of local work]
+  }
   for (float& b : bias_.value.span())
     b = random.uniform(-bound, bound);
 }

@@ -19,6 +19,7 @@
 #include "comm/bfloat16.h"
 #include "runtime/error.h"
 #include "runtime/file_system.h"
+#include "runtime/heartbeat.h"
 #include "runtime/str.h"
 #include "trainer/float_formats.h"
 
@@ -36,8 +37,17 @@ constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit
 constexpr std::string_view kTensorCrcPrefix = "ddp.crc32.";
 constexpr std::string_view kMetadataCrcKey = "ddp.metadata_crc32";
 
+// Chunks of 64 MiB, each a heartbeat (Note [Heartbeats of local work]).
+constexpr std::size_t kHeartbeatBytes = std::size_t{64} << 20;
+
 std::uint32_t crcOf(const void* data, std::size_t bytes) {
-  return static_cast<std::uint32_t>(crc32_z(0, static_cast<const Bytef*>(data), bytes));
+  const auto* at = static_cast<const Bytef*>(data);
+  uLong crc = crc32_z(0, nullptr, 0);
+  for (std::size_t done = 0; done < bytes; done += kHeartbeatBytes) {
+    crc = crc32_z(crc, at + done, std::min(kHeartbeatBytes, bytes - done));
+    heartbeat();
+  }
+  return static_cast<std::uint32_t>(crc);
 }
 
 std::string hex(std::uint32_t crc) {
@@ -114,7 +124,7 @@ void expectCrc(const std::string& path, const SafetensorsFile& file, const std::
 bool writeAll(int fd, const void* data, std::size_t size) {
   const auto* bytes = static_cast<const char*>(data);
   while (size > 0) {
-    const ssize_t n = ::write(fd, bytes, size);
+    const ssize_t n = ::write(fd, bytes, std::min(size, kHeartbeatBytes));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return false;
     if (n == 0) {
@@ -123,6 +133,7 @@ bool writeAll(int fd, const void* data, std::size_t size) {
     }
     bytes += n;
     size -= static_cast<std::size_t>(n);
+    heartbeat();
   }
   return true;
 }
@@ -230,8 +241,12 @@ std::string readWholeFile(const std::string& path) {
   if (size < 0) throw DataError(str(path, ": cannot tell its size (not a regular file?)"));
   std::string bytes(static_cast<std::size_t>(size), '\0');
   in.seekg(0);
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
-    throw DataError(str(path, ": cannot read (", std::strerror(errno), ")"));
+  for (std::size_t done = 0; done < bytes.size(); done += kHeartbeatBytes) {
+    const std::size_t chunk = std::min(kHeartbeatBytes, bytes.size() - done);
+    if (!in.read(bytes.data() + done, static_cast<std::streamsize>(chunk))) {
+      throw DataError(str(path, ": cannot read (", std::strerror(errno), ")"));
+    }
+    heartbeat();
   }
   return bytes;
 }

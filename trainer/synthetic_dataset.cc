@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/heartbeat.h"
 #include "runtime/str.h"
 #include "trainer/random.h"
 
@@ -24,6 +25,7 @@ SyntheticDataset::SyntheticDataset(std::size_t samples, std::size_t featureDim, 
   features_.resize(samples * featureDim);
   labels_.resize(samples);
   for (std::size_t i = 0; i < samples; ++i) {
+    if (i % 4096 == 0) heartbeat();  // Note [Heartbeats of local work]
     const auto label = static_cast<std::int32_t>(random.below(classes));
     labels_[i] = label;
     for (std::size_t f = 0; f < featureDim; ++f) {

@@ -52,7 +52,7 @@ grep -qE "error: stack of rank 1 \(.*\)'s training thread" "$WORK/stall.out" &&
 # timeout can fire; the watchdog's quiet check ends the job after --timeout
 # and a grace (2 s here), from one rank, with each rank's state and stack.
 expect all_stalled nonzero \
-  "watchdog: rank [0-2] \(.*\) has made no progress for [0-9.]+ s \(no collective, no new step or evaluation batch\)" 40 3 \
+  "watchdog: rank [0-2] \(.*\) has made no progress for [0-9.]+ s \(no collective, no new step or evaluation batch, no heartbeat from loading or saving\)" 40 3 \
   --timeout 4 --stall-warning 1 --inject-fault stall:all:5:60
 [ "$(grep -c "has made no progress for" "$WORK/all_stalled.out")" = 1 ] ||
   fail "all_stalled: not reported once: $(cat "$WORK/all_stalled.out")"
@@ -60,6 +60,21 @@ expect all_stalled nonzero \
   fail "all_stalled: not every rank's stack: $(cat "$WORK/all_stalled.out")"
 grep -q "the other ranks: rank [0-2] (.*) is not in any collective" "$WORK/all_stalled.out" ||
   fail "all_stalled: the other ranks are not described"
+
+# Start-up is covered too (Note [Heartbeats of local work]): every rank stuck
+# while loading its data ends the job, the report naming where...
+expect startup_stalled nonzero \
+  "watchdog: rank [01] \(.*\) has made no progress for [0-9.]+ s .*, now at start-up: loading the data" 40 2 \
+  --timeout 2 --inject-fault stall:all:0:60
+grep -qE "error:   #[0-9]+ ddp::launcher::stallAtStartUp" "$WORK/startup_stalled.out" ||
+  fail "startup_stalled: the stack does not show the stall: $(cat "$WORK/startup_stalled.out")"
+# ... while a load longer than that which keeps moving goes on: 150,000
+# synthetic samples take several seconds to generate, past --timeout 1 and
+# its 2 s of grace, heartbeat after heartbeat.
+timeout 120 mpirun -np 1 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 150000 --hidden 64 \
+  --epochs 1 --max-steps 2 --threads 1 --timeout 1 > "$WORK/slow_load.out" 2>&1 ||
+  fail "slow_load: a moving load was taken for a hang: $(grep -v "^\[r0\] error:   #" "$WORK/slow_load.out")"
+echo "slow_load: $(grep -m1 "data synthetic/train" "$WORK/slow_load.out")"
 
 # A short stall is survived: warned about, then reported over; exit 0.
 expect short_stall 0 "watchdog: the stall is over: mpi collective #[0-9]+ completed after" 40 2 \

@@ -14,6 +14,7 @@
 
 #include "comm/bfloat16.h"
 #include "comm/reducer.h"
+#include "runtime/heartbeat.h"
 #include "test_comm.h"
 
 // Not inlined, and exported (the executable is linked with
@@ -29,7 +30,8 @@ namespace {
 using namespace std::chrono_literals;
 
 // Every rank stays out of collectives past quietAfter: nothing is reported
-// before the check is armed, nor while a new context marks progress; then
+// before the check is armed, nor while a new context or a heartbeat marks
+// progress; then
 // the lowest rank reports once, with each rank's thread and stack, and the
 // others leave it to that rank (Note [Where a stuck rank is]).
 TEST(Watchdog, RanksOutOfCollectivesTooLongAreReportedByTheLowest) {
@@ -58,6 +60,14 @@ TEST(Watchdog, RanksOutOfCollectivesTooLongAreReportedByTheLowest) {
     {
       std::lock_guard lock(mutex);
       EXPECT_TRUE(reports.empty());  // 1.8 s out of collectives, but never 1 s without progress
+    }
+    for (int chunk = 1; chunk <= 3; ++chunk) {  // Note [Heartbeats of local work]: a slow load
+      heartbeat();
+      ddpTestQuietSleep(600);
+    }
+    {
+      std::lock_guard lock(mutex);
+      EXPECT_TRUE(reports.empty());  // the same context for 1.8 s, but heartbeats
     }
     comm->setContext("step 9");
     ddpTestQuietSleep(1500);  // the report comes within about 0.5 s

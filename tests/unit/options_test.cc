@@ -181,6 +181,8 @@ TEST(Options, FaultInjectionIsParsed) {
   EXPECT_EQ(parseFaultInjection("stall:all:3:60").rank, FaultInjection::kAllRanks);
   EXPECT_THROW(parseFaultInjection("stall:any:3:60"), UsageError);
   EXPECT_THROW(parseFaultInjection("stall:all:3"), UsageError);
+  EXPECT_EQ(parseFaultInjection("stall:all:0:60").step, 0u);    // while loading the data
+  EXPECT_THROW(parseFaultInjection("slow:1:0:2"), UsageError);  // only a stall may be at start-up
 }
 
 TEST(Options, UnknownDatasetAndMissingDataDir) {

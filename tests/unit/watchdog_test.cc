@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cmath>
+#include <thread>
+
 #include "runtime/error.h"
+#include "runtime/heartbeat.h"
 
 namespace ddp::comm {
 namespace {
@@ -112,7 +117,7 @@ TEST(WatchdogDiagnosis, AnAbsentRanksThreadAndStackAreReported) {
                            "  #0 pthread_cond_wait (libc.so.6)", "  #1 main (app)"}));
 }
 
-TEST(WatchdogDiagnosis, QuietSecondsIsTheLeastIdleOrContextTimeOrZeroWhileOneWaits) {
+TEST(WatchdogDiagnosis, QuietSecondsIsTheLeastIdleContextOrHeartbeatTimeOrZeroWhileOneWaits) {
   RankStatus s = rank(0, 10);
   EXPECT_DOUBLE_EQ(quietSeconds(s), 3.5);
   s.channels[0].contextSeconds = 2.5;  // a new step or evaluation batch since the last collective
@@ -123,6 +128,8 @@ TEST(WatchdogDiagnosis, QuietSecondsIsTheLeastIdleOrContextTimeOrZeroWhileOneWai
   busier.contextSeconds = 9.0;
   s.channels.push_back(busier);
   EXPECT_DOUBLE_EQ(quietSeconds(s), 1.5);
+  s.heartbeatSeconds = 0.5;  // Note [Heartbeats of local work]: loading moves on
+  EXPECT_DOUBLE_EQ(quietSeconds(s), 0.5);
   EXPECT_DOUBLE_EQ(quietSeconds(rank(0, 43, 42)), 0.0);
   EXPECT_DOUBLE_EQ(quietSeconds(RankStatus{}), 0.0);
 }
@@ -135,8 +142,8 @@ TEST(WatchdogDiagnosis, AQuietRankReportsItselfAndWhatEachPeerDoes) {
   EXPECT_EQ(d.verdict, Diagnosis::Verdict::kOutsideCollectives);
   EXPECT_EQ(d.culprits, (std::vector<int>{0, 1}));  // itself and the other quiet rank
   EXPECT_EQ(d.report.rfind("rank 0 (node-a) has made no progress for 3.5 s (no collective, no "
-                           "new step or evaluation batch), now at step 12: its training thread "
-                           "is asleep",
+                           "new step or evaluation batch, no heartbeat from loading or saving), "
+                           "now at step 12: its training thread is asleep",
                            0),
             0u)
       << d.report;
@@ -181,11 +188,26 @@ TEST(RankStatusWire, RoundTripsAndCleansSeparators) {
   EXPECT_DOUBLE_EQ(back.channels[1].contextSeconds, 0.125);
   EXPECT_TRUE(back.thread.empty());
   EXPECT_TRUE(back.stack.empty());
+  EXPECT_TRUE(std::isinf(back.heartbeatSeconds)) << "no heartbeat yet";
+  s.heartbeatSeconds = 1.75;
+  EXPECT_DOUBLE_EQ(RankStatus::decode(s.encode()).heartbeatSeconds, 1.75);
   s.thread = "its training thread is\trunning";
   s.stack = {"f (a.so)", "g\n(b.so)"};
   const RankStatus withThread = RankStatus::decode(s.encode());
   EXPECT_EQ(withThread.thread, "its training thread is running");
   EXPECT_EQ(withThread.stack, (std::vector<std::string>{"f (a.so)", "g (b.so)"}));
+}
+
+// Note [Heartbeats of local work]. Nothing else in this program beats.
+TEST(Heartbeat, CountsFromTheLastBeatOfAnyThread) {
+  EXPECT_TRUE(std::isinf(secondsSinceHeartbeat())) << "before the first";
+  std::thread([] { heartbeat(); }).join();
+  EXPECT_LT(secondsSinceHeartbeat(), 1.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const double before = secondsSinceHeartbeat();
+  EXPECT_GE(before, 0.2);
+  heartbeat();
+  EXPECT_LT(secondsSinceHeartbeat(), before) << "a new beat starts the count again";
 }
 
 TEST(RankStatusWire, MalformedTextIsADataError) {
