@@ -65,28 +65,17 @@ printed=$(sed -n 's/.*step 1\/938 .* grad-norm \([0-9.]*\)  .*/\1/p' "$WORK/free
 limit=$(python3 -c "print($printed / 4)")
 run 2 "${one[@]}" --batch-size 32 --lr 0.1 --clip-grad-norm "$limit" --save-model "$WORK/clipped.safetensors" \
   > /dev/null
-python3 - "$WORK" "$printed" "$limit" <<'PY' || fail "one step's length is not lr x the (clipped) norm"
-import array, json, math, struct, sys
-def weights(path):
-    data = open(path, "rb").read()
-    (length,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + length])
-    values = {}
-    for name, entry in header.items():
-        if name != "__metadata__":
-            begin, end = entry["data_offsets"]
-            values[name] = array.array("f", data[8 + length + begin:8 + length + end])
-    return values
-work, printed, limit = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-w0 = weights(f"{work}/w0.safetensors")
-def step_length(path):
-    w1 = weights(path)
-    return math.sqrt(sum((a - b) ** 2 for name in w0 for a, b in zip(w1[name], w0[name]))) / 0.1
-free, clipped = step_length(f"{work}/free.safetensors"), step_length(f"{work}/clipped.safetensors")
-print(f"one step: {free:.5f} x lr unclipped (printed {printed}), {clipped:.5f} x lr clipped to {limit}")
-assert abs(free - printed) <= 0.006 * printed, (free, printed)
-assert abs(clipped - limit) <= 1e-3 * limit, (clipped, limit)
-PY
+length() {  # of the step from w0 to $1: the L2 distance between the weights
+  "$COMPARE_WEIGHTS" "$1" "$WORK/w0.safetensors" --distance | sed -n 's/^distance //p'
+}
+free=$(length "$WORK/free.safetensors") clipped=$(length "$WORK/clipped.safetensors")
+echo "one step: $free unclipped (printed norm $printed x lr 0.1), $clipped clipped to $limit x lr 0.1"
+python3 -c "
+import sys
+free, clipped, printed, limit = (float(v) for v in sys.argv[1:])
+assert abs(free / 0.1 - printed) <= 0.006 * printed, (free, printed)
+assert abs(clipped / 0.1 - limit) <= 1e-3 * limit, (clipped, limit)" "$free" "$clipped" "$printed" "$limit" ||
+  fail "one step's length is not lr x the (clipped) norm"
 # And the runs really trained: different seeds' weights are far apart.
 run 1 --hidden 256,128 --max-steps 30 --seed 4 --threads 1 --save-model "$WORK/other.safetensors" > /dev/null
 if "$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/other.safetensors" --rtol 1e-3 > /dev/null; then
