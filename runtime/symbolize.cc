@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "runtime/str.h"
@@ -123,8 +124,10 @@ std::string nameOfAddress(const void* address) {
   return str(shortFunctionName(demangled(symbol)), " (", file, ")");
 }
 
-std::string shortFunctionName(const std::string& demangledName, std::size_t maxChars) {
-  std::string name = demangledName;
+namespace {
+
+// `name` without its trailing qualifiers and parameter list.
+std::string withoutParameters(std::string name) {
   for (bool trimmed = true; trimmed;) {
     trimmed = false;
     for (const char* qualifier : {" const", " volatile", " &&", " &", " noexcept"}) {
@@ -143,6 +146,45 @@ std::string shortFunctionName(const std::string& demangledName, std::size_t maxC
         break;
       }
     }
+  }
+  return name;
+}
+
+// "lambda #1 in ddp::f" for a lambda's name, "ddp::f(Args...)::{lambda(int)#1}"
+// (and its "::operator()"), whose enclosing function's parameters would
+// otherwise fill the line; "" for anything else.
+std::string lambdaName(const std::string& name) {
+  const std::size_t at = name.find("::{lambda(");
+  if (at == std::string::npos) return "";
+  const std::size_t number = name.find(")#", at);
+  const std::size_t close = name.find('}', at);
+  if (number == std::string::npos || close == std::string::npos || number > close) return "";
+  std::string enclosing = withoutParameters(name.substr(0, at));
+  enclosing.erase(0, enclosing.find_first_not_of(' '));
+  return str("lambda #", name.substr(number + 2, close - number - 2), " in ", enclosing);
+}
+
+}  // namespace
+
+std::string shortFunctionName(const std::string& demangledName, std::size_t maxChars) {
+  std::string name = withoutParameters(demangledName);
+  // std::function calling a lambda: "std::_Function_handler<void (int), L>::_M_invoke".
+  constexpr std::string_view kHandler = "std::_Function_handler<";
+  if (name.rfind(kHandler, 0) == 0) {
+    // The callable is the template's second argument: after the first comma
+    // outside brackets (the first is the signature).
+    int depth = 0;
+    std::size_t comma = std::string::npos;
+    for (std::size_t i = kHandler.size(); i < name.size() && comma == std::string::npos; ++i) {
+      if (name[i] == '<' || name[i] == '(') ++depth;
+      if (name[i] == '>' || name[i] == ')') --depth;
+      if (name[i] == ',' && depth == 0) comma = i;
+    }
+    const std::string callable = comma == std::string::npos ? "" : name.substr(comma + 1);
+    if (const std::string lambda = lambdaName(callable); !lambda.empty())
+      name = lambda + " (through std::function)";
+  } else if (const std::string lambda = lambdaName(name); !lambda.empty()) {
+    name = lambda;
   }
   if (name.size() > maxChars) name = name.substr(0, maxChars - 3) + "...";
   return name;

@@ -15,7 +15,9 @@ namespace ddp {
 std::string nameOfAddress(const void* address);
 
 // A demangled C++ function name without its parameter list, at most
-// `maxChars` long: "ddp::Trainer::run(Observer&) const" -> "ddp::Trainer::run".
+// `maxChars` long: "ddp::Trainer::run(Observer&) const" -> "ddp::Trainer::run";
+// a lambda by its number and enclosing function, "lambda #1 in ddp::f",
+// with " (through std::function)" where std::function calls it.
 std::string shortFunctionName(const std::string& demangled, std::size_t maxChars = 160);
 
 }  // namespace ddp

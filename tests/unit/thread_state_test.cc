@@ -67,11 +67,20 @@ TEST(ShortFunctionName, DropsParametersAndQualifiers) {
   EXPECT_EQ(shortFunctionName("S::operator()(int) &&"), "S::operator()");
   EXPECT_EQ(shortFunctionName("g(void (*)(int))"), "g");
   EXPECT_EQ(shortFunctionName("main"), "main");
-  EXPECT_EQ(shortFunctionName("std::_Function_handler<void (unsigned long), "
-                              "ddp::install()::{lambda(unsigned long)#1}>::_M_invoke(std::_Any_"
-                              "data const&, unsigned long&&)"),
-            "std::_Function_handler<void (unsigned long), ddp::install()::{lambda(unsigned "
-            "long)#1}>::_M_invoke");
+  // Lambdas by their number and enclosing function, whose parameters and the
+  // std::function machinery around them would fill the line.
+  EXPECT_EQ(
+      shortFunctionName("std::_Function_handler<void (unsigned long), "
+                        "ddp::install(ddp::Fault const&, std::function<void (int)>&)::{lambda("
+                        "unsigned long)#2}>::_M_invoke(std::_Any_data const&, unsigned "
+                        "long&&)"),
+      "lambda #2 in ddp::install (through std::function)");
+  EXPECT_EQ(shortFunctionName("ddp::install(ddp::Fault const&)::{lambda(unsigned long)#1}::"
+                              "operator()(unsigned long) const"),
+            "lambda #1 in ddp::install");
+  EXPECT_EQ(shortFunctionName("std::_Function_handler<void (), Plain>::_M_invoke(std::_Any_data "
+                              "const&)"),
+            "std::_Function_handler<void (), Plain>::_M_invoke");
   EXPECT_EQ(shortFunctionName(std::string(300, 'x'), 20), std::string(17, 'x') + "...");
 }
 
