@@ -10,18 +10,16 @@
 #   bash benchmarks/clip_overhead.sh ROUNDS DDP_TRAIN [DDP_TRAIN ...]
 set -euo pipefail
 rounds=$1; shift
-. "$(dirname "$0")/../scripts/mpi_env.sh"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/bench_env.sh"  # mpirun's environment, $tmp
 args=(--dataset synthetic --synthetic-samples 38400 --max-steps 300 --epochs 1 --threads 1
       --log-every 1000000)
 run() {  # prints "total optimizer" ms of one run's mean step
   local np=$1; shift
-  rm -f "$dir/m.jsonl"
-  mpirun -q -np "$np" "$@" "${args[@]}" --metrics "$dir/m.jsonl" > "$dir/log" 2>&1 ||
-    { cat "$dir/log"; exit 1; }
+  rm -f "$tmp/m.jsonl"
+  mpirun -q -np "$np" "$@" "${args[@]}" --metrics "$tmp/m.jsonl" > "$tmp/log" 2>&1 ||
+    { cat "$tmp/log"; exit 1; }
   python3 -c "import json, sys; m = json.loads(open(sys.argv[1]).readline())['step_ms']
-print(f\"{m['total']:.3f} {m['optimizer']:.3f}\")" "$dir/m.jsonl"
+print(f\"{m['total']:.3f} {m['optimizer']:.3f}\")" "$tmp/m.jsonl"
 }
 for r in $(seq "$rounds"); do
   for np in 1 2; do
@@ -29,12 +27,12 @@ for r in $(seq "$rounds"); do
       for clip in 0 1; do
         read -r total optimizer < <(run "$np" "$train" --clip-grad-norm "$clip")
         echo "round $r np=$np clip $clip $train: step $total ms, optimizer $optimizer ms"
-        echo "$np $clip $train $total $optimizer" >> "$dir/all"
+        echo "$np $clip $train $total $optimizer" >> "$tmp/all"
       done
     done
   done
 done
-python3 - "$dir/all" "$@" <<'PY'
+python3 - "$tmp/all" "$@" <<'PY'
 import statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
 def median(np_, clip, train, column):

@@ -17,9 +17,7 @@
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-3}
-. "$(dirname "$0")/../scripts/mpi_env.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/bench_env.sh"  # mpirun's environment, $tmp
 train() {  # METRICS-FILE NP [mpirun options]
   local metrics=$1 np=$2
   shift 2

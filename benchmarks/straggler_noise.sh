@@ -11,9 +11,7 @@
 set -euo pipefail
 build=${1:-build}
 runs=${2:-10}
-. "$(dirname "$0")/../scripts/mpi_env.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/bench_env.sh"  # mpirun's environment, $tmp
 for steps in 2 11 50; do  # the epoch's first step is not timed: 1, 10 and 49 timed steps
   named=0
   for _ in $(seq "$runs"); do

@@ -29,13 +29,13 @@ struct CommOptions {
   // How long wait() blocks before a collective is reported as hung.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
   // Whether floating-point all-reduces report a non-finite result
-  // (Work::resultNonFinite) where that costs a pass of its own: the MPI
+  // (Work::resultChecks) where that costs a pass of its own: the MPI
   // backend's plain path then scans the result on its communication thread.
   // The shared-memory path reports it always, at no cost (Note [Non-finite
   // check while reducing] in comm/finite.h).
   bool checkNonFinite = false;
   // Whether float32 all-reduces report the sum of the squares of their
-  // result (Work::resultSumOfSquares), for gradient clipping: the MPI
+  // result (Work::resultChecks), for gradient clipping: the MPI
   // backend's shared-memory path sums them while reducing, its plain path on
   // the communication thread (Note [Sum of squares while reducing] in
   // comm/finite.h). Every rank must ask alike.

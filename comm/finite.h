@@ -10,7 +10,7 @@
 // control slots; the plain MPI path checks on the communication thread,
 // overlapped with backward (when CommOptions::checkNonFinite asks for it:
 // allreduce_bench does not). The answer travels on the Work
-// (Work::resultNonFinite); the Reducer scans only what no backend checked.
+// (Work::resultChecks); the Reducer scans only what no backend checked.
 //
 // Note [Sum of squares while reducing]
 // Gradient clipping (Note [Clipping the averaged gradient] in
@@ -24,7 +24,7 @@
 // path on the communication thread, overlapped with backward. Every rank
 // adds the same numbers in the same order, so every rank gets the same bits:
 // clipping must scale every replica alike. The answer travels on the Work
-// (Work::resultSumOfSquares); the Reducer sums its buckets' answers in
+// (Work::resultChecks); the Reducer sums its buckets' answers in
 // bucket order and scans only buckets no backend measured.
 #pragma once
 

@@ -229,7 +229,7 @@ std::optional<std::size_t> Reducer::firstNonFinite() const {
   for (const Launch& launch : launches_) {
     const Bucket& bucket = buckets_[launch.bucket];
     // With bf16 compression the flag is the wire's; widening keeps it exact.
-    const std::optional<bool> checked = launch.work->resultNonFinite();
+    const std::optional<bool> checked = launch.work->resultChecks().nonFinite;
     any = any || (checked ? *checked : anyNonFinite(storage + bucket.offset, bucket.count));
   }
   if (!any) return std::nullopt;
@@ -250,7 +250,7 @@ double Reducer::sumOfSquares() const {
     std::optional<double> measured;
     if (b < launches_.size()) {
       DDP_CHECK(launches_[b].bucket == b, "buckets launched out of order");
-      measured = launches_[b].work->resultSumOfSquares();  // empty for bfloat16 on the wire
+      measured = launches_[b].work->resultChecks().sumOfSquares;  // none for bfloat16 wires
     }
     total +=
         measured ? *measured : comm::sumOfSquares(storage + buckets_[b].offset, buckets_[b].count);

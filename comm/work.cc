@@ -20,24 +20,14 @@ bool Work::isCompleted() const {
   return completed_;
 }
 
-std::optional<bool> Work::resultNonFinite() const {
+ResultChecks Work::resultChecks() const {
   std::lock_guard lock(mutex_);
-  return nonFinite_;
+  return checks_;
 }
 
-void Work::setResultNonFinite(bool nonFinite) {
+void Work::setResultChecks(const ResultChecks& checks) {
   std::lock_guard lock(mutex_);
-  nonFinite_ = nonFinite;
-}
-
-std::optional<double> Work::resultSumOfSquares() const {
-  std::lock_guard lock(mutex_);
-  return sumOfSquares_;
-}
-
-void Work::setResultSumOfSquares(double sum) {
-  std::lock_guard lock(mutex_);
-  sumOfSquares_ = sum;
+  checks_ = checks;
 }
 
 bool Work::hasFailed() const {

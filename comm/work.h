@@ -18,6 +18,18 @@
 
 namespace ddp::comm {
 
+// What a backend learnt of an all-reduce's result where it already touched
+// it (comm/finite.h), the same on every rank; each empty where it did not
+// look.
+struct ResultChecks {
+  // Floating types: whether the result holds a NaN or an infinity (Note
+  // [Non-finite check while reducing]).
+  std::optional<bool> nonFinite;
+  // float32, with CommOptions::sumOfSquares: the sum of the squares of the
+  // result (Note [Sum of squares while reducing]).
+  std::optional<double> sumOfSquares;
+};
+
 class Work {
  public:
   // `description` names the collective for error reports, e.g.
@@ -54,16 +66,9 @@ class Work {
   TimePoint startedAt() const;
   TimePoint completedAt() const;
 
-  // For a floating-point all-reduce whose backend checked its result while
-  // reducing (Note [Non-finite check while reducing] in comm/finite.h):
-  // whether the result holds a NaN or an infinity, the same on every rank.
-  // Empty when the backend did not check. Valid once wait() returned.
-  std::optional<bool> resultNonFinite() const;
-  // For a float32 all-reduce whose backend measured it (CommOptions::
-  // sumOfSquares; Note [Sum of squares while reducing] in comm/finite.h):
-  // the sum of the squares of the result, the same bits on every rank.
-  // Empty otherwise. Valid once wait() returned.
-  std::optional<double> resultSumOfSquares() const;
+  // What the backend learnt of an all-reduce's result while reducing
+  // (ResultChecks). Valid once wait() returned.
+  ResultChecks resultChecks() const;
 
   // Keeps `owner` (the collective's buffer) alive until the collective
   // completes; nothing if it already has. For an owner that goes away
@@ -73,9 +78,8 @@ class Work {
   // One owner per Work (a second call replaces the first). Any thread.
   void retain(std::shared_ptr<const void> owner);
 
-  // Backend side, before complete(): records the check above.
-  void setResultNonFinite(bool nonFinite);
-  void setResultSumOfSquares(double sum);
+  // Backend side, before complete(): records the checks above.
+  void setResultChecks(const ResultChecks& checks);
   // Backend side, from the backend's thread: the collective starts running.
   void markStarted();
   // Backend side: marks the collective done, storing `error` if it failed.
@@ -88,8 +92,7 @@ class Work {
   std::condition_variable done_;
   bool completed_ = false;
   std::exception_ptr error_;
-  std::optional<bool> nonFinite_;
-  std::optional<double> sumOfSquares_;
+  ResultChecks checks_;
   std::shared_ptr<const void> retained_;  // released by complete()
   TimePoint startedAt_{};
   TimePoint completedAt_{};

@@ -152,16 +152,11 @@ WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t cou
   return enqueue(
       str("allreduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
       [=, this](Work& work) {
-        // Note [Non-finite check while reducing]
-        const bool checksFinite =
-            type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kBFloat16;
         if (auto region = findRegion(data, count * sizeOf(type))) {
           // Note [Node shared-memory all-reduce]: it reduces in place.
           if (send != data) std::memcpy(data, send, count * sizeOf(type));
-          const ReduceResult result = region->allreduce(data, count, type, op, sequence,
-                                                        options().timeout, options().sumOfSquares);
-          if (checksFinite) work.setResultNonFinite(result.nonFinite);
-          if (result.sumOfSquares) work.setResultSumOfSquares(*result.sumOfSquares);
+          work.setResultChecks(region->allreduce(data, count, type, op, sequence, options().timeout,
+                                                 options().sumOfSquares));
           return;
         }
         const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
@@ -176,14 +171,16 @@ WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t cou
           if (type == DataType::kFloat32) scale<float>(data, count, 1.0 / size_);
           if (type == DataType::kFloat64) scale<double>(data, count, 1.0 / size_);
         }
-        // Note [Sum of squares while reducing]: off the training thread.
+        // Notes [Non-finite check while reducing] and [Sum of squares while
+        // reducing]: off the training thread, where asked for.
+        ResultChecks checks;
         if (options().sumOfSquares && type == DataType::kFloat32)
-          work.setResultSumOfSquares(sumOfSquares(static_cast<const float*>(data), count));
-        if (!options().checkNonFinite) return;
-        if (type == DataType::kFloat32)
-          work.setResultNonFinite(anyNonFinite(static_cast<const float*>(data), count));
-        if (type == DataType::kFloat64)
-          work.setResultNonFinite(anyNonFinite(static_cast<const double*>(data), count));
+          checks.sumOfSquares = sumOfSquares(static_cast<const float*>(data), count);
+        if (options().checkNonFinite && type == DataType::kFloat32)
+          checks.nonFinite = anyNonFinite(static_cast<const float*>(data), count);
+        if (options().checkNonFinite && type == DataType::kFloat64)
+          checks.nonFinite = anyNonFinite(static_cast<const double*>(data), count);
+        work.setResultChecks(checks);
       });
 }
 

@@ -212,7 +212,7 @@ bool SharedRegion::contains(const void* begin, std::size_t length) const {
   return p >= mine && p + length <= mine + bytes_;
 }
 
-ReduceResult SharedRegion::allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
+ResultChecks SharedRegion::allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
                                      std::uint64_t sequence, std::chrono::milliseconds timeout,
                                      bool sumOfSquares) {
   const auto barrier = [&](const char* step) { barrier_.wait(timeout, step); };
@@ -283,12 +283,14 @@ ReduceResult SharedRegion::allreduce(void* data, std::size_t count, DataType typ
   mine.nonFinite = nonFinite ? 1 : 0;
   mine.sumOfSquares = chunkSquares;
   barrier("shared-memory all-reduce, completion");  // every chunk is reduced and stored everywhere
-  ReduceResult result;
   double total = 0.0;
   for (int r = 0; r < size_; ++r) {  // in rank order: the same bits on every rank
-    result.nonFinite = result.nonFinite || control(r).nonFinite != 0;
+    nonFinite = nonFinite || control(r).nonFinite != 0;
     total += control(r).sumOfSquares;
   }
+  ResultChecks result;
+  if (type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kBFloat16)
+    result.nonFinite = nonFinite;
   if (squares) result.sumOfSquares = total;
   return result;
 }

@@ -41,15 +41,9 @@
 
 #include "comm/mpi/node_barrier.h"
 #include "comm/types.h"
+#include "comm/work.h"
 
 namespace ddp::comm {
-
-// What a shared-memory all-reduce learnt of its result while reducing
-// (comm/finite.h).
-struct ReduceResult {
-  bool nonFinite = false;              // a NaN or an infinity (floating types)
-  std::optional<double> sumOfSquares;  // float32, when asked for
-};
 
 class SharedRegion {
  public:
@@ -69,11 +63,10 @@ class SharedRegion {
   // segment) with every rank of the node. Runs on the communication thread.
   // Throws MismatchError if the ranks asked for different reductions, and
   // CommTimeoutError if a peer does not arrive within `timeout`. Returns
-  // whether the result holds a NaN or an infinity (floating types; Note
-  // [Non-finite check while reducing] in comm/finite.h) and, for float32
-  // with `sumOfSquares`, the sum of its squares (Note [Sum of squares while
-  // reducing]); every rank must pass the same `sumOfSquares`.
-  ReduceResult allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
+  // what it learnt of the result (floating types: whether it is finite; for
+  // float32 with `sumOfSquares`, the sum of its squares; comm/finite.h);
+  // every rank must pass the same `sumOfSquares`.
+  ResultChecks allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
                          std::uint64_t sequence, std::chrono::milliseconds timeout,
                          bool sumOfSquares = false);
 

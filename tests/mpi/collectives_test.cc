@@ -121,11 +121,11 @@ TEST_P(SumOfSquaresResult, IsTheResultsAndTheSameBitsOnEveryRank) {
     data[i] = 0.1f * static_cast<float>(r + 1) + 1e-3f * static_cast<float>(i % 13);
   WorkPtr work = comm.allreduce(data, count, DataType::kFloat32, ReduceOp::kSum);
   work->wait(std::chrono::seconds(60));
-  ASSERT_TRUE(work->resultSumOfSquares().has_value());
+  ASSERT_TRUE(work->resultChecks().sumOfSquares.has_value());
   long double expected = 0;
   for (std::size_t i = 0; i < count; ++i)
     expected += static_cast<long double>(data[i]) * data[i];  // the result every rank holds
-  const double measured = *work->resultSumOfSquares();
+  const double measured = *work->resultChecks().sumOfSquares;
   EXPECT_NEAR(measured, static_cast<double>(expected), 1e-12 * static_cast<double>(expected));
   std::vector<double> all(static_cast<std::size_t>(n));
   comm.allgather(std::span<const double>(&measured, 1), std::span<double>(all))
@@ -136,13 +136,13 @@ TEST_P(SumOfSquaresResult, IsTheResultsAndTheSameBitsOnEveryRank) {
   std::vector<std::int32_t> ints(8, 1);
   WorkPtr integers = comm.allreduce(std::span<std::int32_t>(ints), ReduceOp::kSum);
   integers->wait(std::chrono::seconds(60));
-  EXPECT_FALSE(integers->resultSumOfSquares().has_value());
+  EXPECT_FALSE(integers->resultChecks().sumOfSquares.has_value());
   auto unasked = makeTestComm();
   auto unaskedShared = unasked->allocate(16 * sizeof(float));
   for (float* values : {static_cast<float*>(unaskedShared.get()), plain.data()}) {
     WorkPtr quiet = unasked->allreduce(values, 16, DataType::kFloat32, ReduceOp::kSum);
     quiet->wait(std::chrono::seconds(60));
-    EXPECT_FALSE(quiet->resultSumOfSquares().has_value());
+    EXPECT_FALSE(quiet->resultChecks().sumOfSquares.has_value());
   }
 }
 

@@ -287,7 +287,7 @@ TEST(Reducer, SumOfSquaresIsTheClosedFormMeasuredOrScanned) {
           << static_cast<int>(compression);
       const bool onWork = measured && compression == GradCompression::kNone;
       for (const Reducer::Launch& launch : reducer.launches())
-        EXPECT_EQ(launch.work->resultSumOfSquares().has_value(), onWork) << launch.bucket;
+        EXPECT_EQ(launch.work->resultChecks().sumOfSquares.has_value(), onWork) << launch.bucket;
     }
   }
 }

@@ -151,21 +151,21 @@ TEST_P(NonFiniteFlag, EveryRankLearnsThatSomeRankContributedANaN) {
     if (round == 2) data[count / 2] = std::numeric_limits<float>::max();
     WorkPtr work = comm->allreduce(data, count, DataType::kFloat32, ReduceOp::kSum);
     work->wait(60s);
-    ASSERT_TRUE(work->resultNonFinite().has_value());
+    ASSERT_TRUE(work->resultChecks().nonFinite.has_value());
     const bool expected = round == 1 || (round == 2 && n > 1);
-    EXPECT_EQ(*work->resultNonFinite(), expected) << "round " << round;
+    EXPECT_EQ(*work->resultChecks().nonFinite, expected) << "round " << round;
   }
   // Without checkNonFinite only the shared-memory path reports (at no cost).
   auto unchecked = makeTestComm();
   std::vector<float> values(16, 1.0f);
   WorkPtr quiet = unchecked->allreduce(std::span<float>(values), ReduceOp::kSum);
   quiet->wait(60s);
-  EXPECT_FALSE(quiet->resultNonFinite().has_value());
+  EXPECT_FALSE(quiet->resultChecks().nonFinite.has_value());
   // Integers carry no such check.
   std::vector<std::int32_t> ints(8, 1);
   WorkPtr work = comm->allreduce(std::span<std::int32_t>(ints), ReduceOp::kSum);
   work->wait(60s);
-  EXPECT_FALSE(work->resultNonFinite().has_value());
+  EXPECT_FALSE(work->resultChecks().nonFinite.has_value());
 }
 
 TEST(NonFiniteFlag, BFloat16OnSharedMemoryIsCheckedAfterRounding) {
@@ -181,8 +181,8 @@ TEST(NonFiniteFlag, BFloat16OnSharedMemoryIsCheckedAfterRounding) {
     if (round == 1 && r == n - 1) data[count - 1] = toBFloat16(std::nanf(""));
     WorkPtr work = comm->allreduce(data, count, DataType::kBFloat16, ReduceOp::kSum);
     work->wait(60s);
-    ASSERT_TRUE(work->resultNonFinite().has_value());
-    EXPECT_EQ(*work->resultNonFinite(), round == 1) << "round " << round;
+    ASSERT_TRUE(work->resultChecks().nonFinite.has_value());
+    EXPECT_EQ(*work->resultChecks().nonFinite, round == 1) << "round " << round;
   }
 }
 
