@@ -20,6 +20,7 @@
 
 #include "trainer/checkpoint.h"
 #include "trainer/mlp.h"
+#include "trainer/sgd.h"
 
 namespace {
 

@@ -8,13 +8,15 @@ per rank, and reports the median step time, samples/s and the ratios:
   scaling cost   = step time at np / step time at np=1        (same framework)
 
   python3 benchmarks/compare_pytorch.py [--build build] [--np 1,2] [--models default]
-        [--caps 25] [--clip-grad-norm 0] [--batch-size 64] [--steps 300] [--repeats 5]
-        [--markdown FILE]
+        [--caps 25] [--optimizers sgd] [--clip-grad-norm 0] [--batch-size 64] [--steps 300]
+        [--repeats 5] [--markdown FILE]
 
 --models: default (784-1024-1024-10) and/or large (784-4096-4096-4096-10), or
 --hidden W,W,... for one other MLP. --caps: bucket caps in MiB for both
 frameworks (inf: one bucket; PyTorch gets a cap larger than the model). The
-large MLP runs --steps / 5 steps. --clip-grad-norm: limits for both frameworks
+large MLP runs --steps / 5 steps. --optimizers: sgd (momentum 0.9) and/or
+adamw (weight decay 0.01) for both frameworks; "sgd,adamw" also prints what
+AdamW's step costs over SGD's. --clip-grad-norm: limits for both frameworks
 (ddp_train --clip-grad-norm X; PyTorch calls clip_grad_norm_ after backward);
 0 is no clipping, so "0,1" measures both side by side.
 
@@ -54,7 +56,12 @@ def mpi_env(one_blas_thread=True):
 MODELS = {"default": "1024,1024", "large": "4096,4096,4096"}
 
 
-def run_ours(args, np_, hidden, steps, cap, clip):
+def optimizer_args(optimizer):
+    """ddp_train's options for PyTorch's optimizer in pytorch_ddp_mlp.py."""
+    return ["--optimizer", "adamw", "--weight-decay", "0.01"] if optimizer == "adamw" else []
+
+
+def run_ours(args, np_, hidden, steps, cap, optimizer, clip):
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "m.jsonl")
         samples = max(4096, steps * args.batch_size * np_)
@@ -62,17 +69,18 @@ def run_ours(args, np_, hidden, steps, cap, clip):
                "--dataset", "synthetic", "--synthetic-samples", str(samples), "--hidden", hidden,
                "--batch-size", str(args.batch_size), "--max-steps", str(steps), "--epochs", "1",
                "--threads", "1", "--log-every", "1000000", "--metrics", metrics,
-               "--bucket-cap-mb", cap, "--clip-grad-norm", clip]
+               "--bucket-cap-mb", cap, "--clip-grad-norm", clip] + optimizer_args(optimizer)
         subprocess.run(cmd, env=mpi_env(), check=True, stdout=subprocess.DEVNULL, timeout=900)
         m = json.loads(open(metrics).readline())
         return m["train_time_s"] / m["steps"] * 1e3
 
 
-def run_torch(args, np_, port, hidden, steps, cap, clip):
+def run_torch(args, np_, port, hidden, steps, cap, optimizer, clip):
     torch_cap = "100000" if cap in ("inf", "single") else cap  # larger than any model here
     cmd = ["mpirun", "-q", "-np", str(np_), TORCH_PYTHON, os.path.join(HERE, "pytorch_ddp_mlp.py"),
            "--hidden", hidden, "--batch-size", str(args.batch_size), "--steps", str(steps),
-           "--port", str(port), "--bucket-cap-mb", torch_cap, "--clip-grad-norm", clip]
+           "--port", str(port), "--bucket-cap-mb", torch_cap, "--clip-grad-norm", clip,
+           "--optimizer", optimizer]
     out = subprocess.run(cmd, env=mpi_env(), check=True, capture_output=True, text=True, timeout=900).stdout
     return json.loads(out.strip().splitlines()[-1])["step_ms"]
 
@@ -84,6 +92,7 @@ def main():
     parser.add_argument("--models", default="default")
     parser.add_argument("--hidden", help="one MLP with these hidden widths instead of --models")
     parser.add_argument("--caps", default="25")
+    parser.add_argument("--optimizers", default="sgd")
     parser.add_argument("--clip-grad-norm", default="0")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=300)
@@ -94,6 +103,9 @@ def main():
     models = {"custom": args.hidden} if args.hidden else {m: MODELS[m] for m in args.models.split(",")}
     caps = args.caps.split(",")
     clips = args.clip_grad_norm.split(",")
+    optimizers = args.optimizers.split(",")
+    # What each run trains with besides model and cap: (optimizer, clip).
+    variants = [(o, c) for o in optimizers for c in clips]
     steps_of = lambda model: args.steps // 5 if model == "large" else args.steps  # noqa: E731
 
     times = {}
@@ -101,16 +113,16 @@ def main():
     for r in range(args.repeats):
         for model, hidden in models.items():
             for cap in caps:
-                for clip in clips:
+                for opt, clip in variants:
                     for n in worlds:
-                        key = (model, cap, clip, n)
-                        ours = run_ours(args, n, hidden, steps_of(model), cap, clip)
+                        key = (model, cap, opt, clip, n)
+                        ours = run_ours(args, n, hidden, steps_of(model), cap, opt, clip)
                         port += 1
-                        theirs = run_torch(args, n, port, hidden, steps_of(model), cap, clip)
+                        theirs = run_torch(args, n, port, hidden, steps_of(model), cap, opt, clip)
                         times.setdefault(key, {"ddp": [], "torch": []})
                         times[key]["ddp"].append(ours)
                         times[key]["torch"].append(theirs)
-                        print(f"repeat {r + 1}/{args.repeats} {model} cap {cap} clip {clip} np={n}: "
+                        print(f"repeat {r + 1}/{args.repeats} {model} cap {cap} {opt} clip {clip} np={n}: "
                               f"ddp_train {ours:.2f} ms, PyTorch DDP {theirs:.2f} ms",
                               file=sys.stderr, flush=True)
 
@@ -118,42 +130,53 @@ def main():
         f"batch {args.batch_size} per rank, {args.steps} steps (large MLP: {args.steps // 5}), "
         f"1 BLAS thread per rank, median of {args.repeats} alternating runs",
         "",
-        "| model | cap (MiB) | clip | np | ddp_train step (ms) | ddp_train samples/s "
+        "| model | cap (MiB) | optimizer | clip | np | ddp_train step (ms) | ddp_train samples/s "
         "| PyTorch DDP step (ms) | PyTorch samples/s | speed-up (ddp/PyTorch) | ddp_train step vs np=1 "
         "| PyTorch step vs np=1 |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for model, hidden in models.items():
         for cap in caps:
-            for clip in clips:
+            for opt, clip in variants:
                 base = worlds[0]
-                med = {n: {fw: statistics.median(times[(model, cap, clip, n)][fw])
+                med = {n: {fw: statistics.median(times[(model, cap, opt, clip, n)][fw])
                            for fw in ("ddp", "torch")} for n in worlds}
                 for n in worlds:
                     ours, theirs = med[n]["ddp"], med[n]["torch"]
                     sps = lambda ms: n * args.batch_size / ms * 1e3  # noqa: E731
                     lines.append(
-                        f"| 784-{hidden.replace(',', '-')}-10 | {cap} | {clip if clip != '0' else '-'} | "
+                        f"| 784-{hidden.replace(',', '-')}-10 | {cap} | {opt} | {clip if clip != '0' else '-'} | "
                         f"{n} | {ours:.2f} | {sps(ours):.0f} | {theirs:.2f} | {sps(theirs):.0f} | "
                         f"{theirs / ours:.2f}x | {ours / med[base]['ddp']:.2f}x | "
                         f"{theirs / med[base]['torch']:.2f}x |")
+    def ratios(title, pairs):
+        """One line per (label, key, reference key): the median step ratio of each framework."""
+        nonlocal lines
+        lines += ["", title, ""]
+        for label, key, reference in pairs:
+            ratio = {fw: statistics.median(times[key][fw]) / statistics.median(times[reference][fw])
+                     for fw in ("ddp", "torch")}
+            lines.append(f"- {label}: ddp_train {ratio['ddp']:.3f}x, PyTorch DDP {ratio['torch']:.3f}x")
+
+    name = lambda hidden: f"784-{hidden.replace(',', '-')}-10"  # noqa: E731
     if "0" in clips and len(clips) > 1:
-        lines += ["", "What clipping adds to a step (median step with the limit / without):", ""]
-        for model, hidden in models.items():
-            for cap in caps:
-                for clip in (c for c in clips if c != "0"):
-                    for n in worlds:
-                        ratio = {fw: statistics.median(times[(model, cap, clip, n)][fw]) /
-                                 statistics.median(times[(model, cap, "0", n)][fw]) for fw in ("ddp", "torch")}
-                        lines.append(f"- 784-{hidden.replace(',', '-')}-10, cap {cap}, clip {clip}, np={n}: "
-                                     f"ddp_train {ratio['ddp']:.3f}x, PyTorch DDP {ratio['torch']:.3f}x")
+        ratios("What clipping adds to a step (median step with the limit / without):",
+               [(f"{name(hidden)}, cap {cap}, {opt}, clip {clip}, np={n}",
+                 (model, cap, opt, clip, n), (model, cap, opt, "0", n))
+                for model, hidden in models.items() for cap in caps for opt in optimizers
+                for clip in clips if clip != "0" for n in worlds])
+    if "sgd" in optimizers and "adamw" in optimizers:
+        ratios("What AdamW's step costs over SGD's (median step with AdamW / with SGD):",
+               [(f"{name(hidden)}, cap {cap}, clip {clip}, np={n}",
+                 (model, cap, "adamw", clip, n), (model, cap, "sgd", clip, n))
+                for model, hidden in models.items() for cap in caps for clip in clips for n in worlds])
     table = "\n".join(lines)
     print(table)
     if args.markdown:
         with open(args.markdown, "a") as f:
             f.write(table + "\n")
-    raw = {f"{m} cap {c} clip {k} np={n} {fw}": [round(t, 3) for t in v[fw]]
-           for (m, c, k, n), v in times.items() for fw in ("ddp", "torch")}
+    raw = {f"{m} cap {c} {o} clip {k} np={n} {fw}": [round(t, 3) for t in v[fw]]
+           for (m, c, o, k, n), v in times.items() for fw in ("ddp", "torch")}
     print("raw step times (ms):", json.dumps(raw), file=sys.stderr)
 
 

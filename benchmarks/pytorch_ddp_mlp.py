@@ -2,7 +2,7 @@
 
 Started by mpirun (one process per rank): reads the rank from Open MPI's
 environment and rendezvouses over loopback TCP. Trains an MLP of the given
-widths with SGD (momentum 0.9) on in-memory random data, so that the data
+widths with SGD (momentum 0.9) or AdamW (weight decay 0.01) on in-memory random data, so that the data
 loader costs nothing, and prints one JSON line on rank 0 with the mean step
 time over the timed steps.
 
@@ -29,6 +29,7 @@ def main():
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0)
     parser.add_argument("--port", type=int, default=29517)
     parser.add_argument("--clip-grad-norm", type=float, default=0.0, help="0: no clipping")
+    parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
     args = parser.parse_args()
 
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
@@ -38,7 +39,10 @@ def main():
 
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(build_mlp(args.hidden), bucket_cap_mb=args.bucket_cap_mb)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    if args.optimizer == "adamw":
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     generator = torch.Generator().manual_seed(rank)
     x = torch.rand(args.batch_size * 16, 784, generator=generator)

@@ -53,7 +53,8 @@ OutputFiles outputFiles(const Options& o, std::size_t firstStep, std::size_t las
   files.parameters = count.total;
   files.modelBytes = files.parameters * sizeof(float);
   if (o.checkpointDir.empty()) return files;
-  files.checkpointBytes = files.modelBytes + (o.momentum > 0 ? count.trainable * sizeof(float) : 0);
+  files.checkpointBytes =
+      files.modelBytes + optimizerStateCopies(o) * count.trainable * sizeof(float);
   files.checkpoints = checkpointsWritten(firstStep, lastStep, stepsPerEpoch, o.checkpointEvery);
   if (o.keepCheckpoints == 0) {
     files.newAtOnce = files.checkpoints;
@@ -84,8 +85,8 @@ DiskVerdict judgeDiskRoom(const Options& o, const OutputFiles& files,
   if (checkpoints && checkpointRoom->freeBytes < files.checkpointBytes) {
     verdict.refusal = str("--checkpoint-dir ", o.checkpointDir, ": a checkpoint takes ",
                           bytesString(static_cast<double>(files.checkpointBytes)), " (the weights",
-                          files.checkpointBytes > files.modelBytes ? " and momentum" : "", " of ",
-                          fixed(static_cast<double>(files.parameters) / 1e6, 2),
+                          files.checkpointBytes > files.modelBytes ? " and optimizer state" : "",
+                          " of ", fixed(static_cast<double>(files.parameters) / 1e6, 2),
                           " M parameters), but its file system has ",
                           bytesString(static_cast<double>(checkpointRoom->freeBytes)), " free");
     return verdict;

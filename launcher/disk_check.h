@@ -28,7 +28,7 @@ namespace ddp::launcher {
 
 // What rank 0 will write (Note [Refusing files the disk cannot hold]).
 struct OutputFiles {
-  std::uint64_t checkpointBytes = 0;  // one checkpoint: weights and momentum
+  std::uint64_t checkpointBytes = 0;  // one checkpoint: weights and optimizer state
   std::uint64_t modelBytes = 0;       // --save-model: the weights
   std::size_t parameters = 0;         // for the messages
   std::size_t checkpoints = 0;        // written by this run, at most

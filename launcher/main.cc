@@ -161,8 +161,7 @@ int train(const Options& o) {
     comm.setContext("start-up: moving the model to its device");
     model->to(placement.device);  // rank 0's --init-from weights go with it, then broadcast
 
-    trainer::Sgd sgd(model->parameters(), {static_cast<float>(o.lr), static_cast<float>(o.momentum),
-                                           static_cast<float>(o.weightDecay), false});
+    const std::unique_ptr<trainer::Optimizer> optimizer = buildOptimizer(o, model->parameters());
     trainer::TrainOptions trainOptions = trainOptionsFrom(o);
     trainOptions.onBucketCapChosen = reportBucketCapChoice;
     // Rank 0 writes checkpoints in the background (Note [Checkpoints written
@@ -176,7 +175,7 @@ int train(const Options& o) {
         comm::agree(comm, [&] {
           if (!checkpointWriter) return;
           checkpointWriter->write(trainer::checkpointPath(o.checkpointDir, at.globalStep), *model,
-                                  sgd, at, checkpointOptions(o));
+                                  *optimizer, at, checkpointOptions(o));
         });
       };
     }
@@ -185,12 +184,12 @@ int train(const Options& o) {
     trainer::TrainPosition start;
     if (!o.resume.empty()) {
       comm.setContext("start-up: reading the checkpoint");
-      start = resumeFromCheckpoint(comm, world, o, *model, sgd, checkpointOptions(o));
+      start = resumeFromCheckpoint(comm, world, o, *model, *optimizer, checkpointOptions(o));
     }
     trainOptions.hostThreads = static_cast<unsigned>(threads);  // GPU: batch gathering
     trainOptions.expectedCpuShare = expectedCpuShare(cpus, threads);
     trainOptions.rankHosts = hosts;
-    trainer::Trainer trainer(comm, *model, sgd, *data.train, *data.test, trainOptions);
+    trainer::Trainer trainer(comm, *model, *optimizer, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
     if (world.rank() == 0) {
       if (const auto warning = warmupWarning(o, trainer.plannedSteps())) log::warn(*warning);

@@ -20,7 +20,7 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device) {
   need.weights = need.parameters * sizeof(float);
   if (device == trainer::Device::kCpu) {
     need.gradients = count.trainable * sizeof(float);
-    need.momentum = o.momentum > 0.0 ? count.trainable * sizeof(float) : 0;
+    need.optimizerState = optimizerStateCopies(o) * count.trainable * sizeof(float);
     const std::size_t widths =
         std::accumulate(o.hidden.begin(), o.hidden.end(), std::size_t{0}) + classes;
     need.outputs = o.batchSize * widths * sizeof(float);
@@ -39,7 +39,8 @@ std::optional<std::string> memoryShortfall(const HostMemoryNeed& need, int ranks
   const auto bytes = [](std::size_t n) { return bytesString(static_cast<double>(n)); };
   std::string parts = str(bytes(need.weights), " of weights");
   if (need.gradients > 0) parts += str(", ", bytes(need.gradients), " of gradients");
-  if (need.momentum > 0) parts += str(", ", bytes(need.momentum), " of momentum");
+  if (need.optimizerState > 0)
+    parts += str(", ", bytes(need.optimizerState), " of optimizer state");
   if (need.outputs > 0) parts += str(", ", bytes(need.outputs), " of layer outputs");
   if (need.data > 0) parts += str(", ", bytes(need.data), " of synthetic data");
   return str("out of memory: host ", host, " cannot hold this run: each of its ", ranks, " rank",

@@ -5,7 +5,7 @@
 // ends a rank with SIGKILL only when a page is first written. A model too big
 // for the node therefore ran part-way (the weights were built, the Reducer's
 // buckets were being zeroed) and mpirun then said only "exited on signal 9".
-// The weights, the gradients, the momentum and a synthetic data set are all
+// The weights, the gradients, the optimizer state and a synthetic data set are all
 // written in full, so their sum is a lower bound of what the run needs; each
 // node's first rank compares its node's share against the memory the kernel
 // will give (runtime/memory.h, availableBytes) before any rank loads data or
@@ -51,13 +51,13 @@ namespace ddp::launcher {
 // What one rank's host memory must hold at least (Note [Refusing a model the
 // node cannot hold]).
 struct HostMemoryNeed {
-  std::size_t parameters = 0;  // of the whole model
-  std::size_t weights = 0;     // bytes
-  std::size_t gradients = 0;   // bytes: the Reducer's buckets (CPU runs)
-  std::size_t momentum = 0;    // bytes: SGD's buffers (CPU runs, momentum > 0)
-  std::size_t outputs = 0;     // bytes: each layer's output for one batch (CPU runs)
-  std::size_t data = 0;        // bytes: --dataset synthetic's features and labels
-  std::size_t total() const { return weights + gradients + momentum + outputs + data; }
+  std::size_t parameters = 0;      // of the whole model
+  std::size_t weights = 0;         // bytes
+  std::size_t gradients = 0;       // bytes: the Reducer's buckets (CPU runs)
+  std::size_t optimizerState = 0;  // bytes: SGD's momentum, AdamW's moments (CPU runs)
+  std::size_t outputs = 0;         // bytes: each layer's output for one batch (CPU runs)
+  std::size_t data = 0;            // bytes: --dataset synthetic's features and labels
+  std::size_t total() const { return weights + gradients + optimizerState + outputs + data; }
 };
 
 // On a GPU the model is built on the host, then moved: the host holds the

@@ -37,6 +37,7 @@ struct Raw {
   long long keepCheckpoints = 0;
   std::string freeze;
   std::string bucketCap = "25";
+  std::string betas = "0.9,0.999";
 };
 
 constexpr unsigned kHelpWidth = 100;
@@ -93,10 +94,17 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "warmup-steps", po::value(&raw.warmupSteps)->value_name("N")->default_value(raw.warmupSteps),
       "raise the learning rate linearly to --lr over the first N steps, then follow "
       "--lr-schedule over the rest (for the large global batches of many ranks)")(
+      "optimizer", po::value(&o.optimizer)->value_name("NAME")->default_value(o.optimizer),
+      "sgd | adamw: the update rule, as torch.optim.SGD or torch.optim.AdamW")(
       "momentum", po::value(&o.momentum)->value_name("X")->default_value(o.momentum, "0.9"),
-      "SGD momentum, in [0, 1)")(
+      "SGD momentum, in [0, 1) (sgd)")(
+      "betas", po::value(&raw.betas)->value_name("B1,B2")->default_value(raw.betas),
+      "decay rates of AdamW's running averages of the gradient and its square, each in [0, 1) "
+      "(adamw)")("eps", po::value(&o.eps)->value_name("X")->default_value(o.eps, "1e-08"),
+                 "added to AdamW's denominator, > 0 (adamw)")(
       "weight-decay", po::value(&o.weightDecay)->value_name("X")->default_value(o.weightDecay, "0"),
-      "L2 penalty added to gradients")(
+      "sgd: L2 penalty added to the gradients; adamw: decoupled, each step multiplies the weights "
+      "by 1 - lr x X (PyTorch's AdamW default is 0.01)")(
       "clip-grad-norm",
       po::value(&o.clipGradNorm)->value_name("X")->default_value(o.clipGradNorm, "0"),
       "scale the averaged gradient down to L2 norm X (over all trainable parameters) when it is "
@@ -406,7 +414,7 @@ std::string withOrigins(const std::string& message, const Origins& origins) {
   return message + notes;
 }
 
-Options validate(Options o, const Raw& raw);
+Options validate(Options o, const Raw& raw, const po::variables_map& vm);
 
 }  // namespace
 
@@ -459,7 +467,7 @@ Options parseOptions(int argc, const char* const argv[]) {
   }
   try {
     po::notify(vm);
-    Options valid = validate(o, raw);
+    Options valid = validate(o, raw, vm);
     valid.warnings = warnings;
     return valid;
   } catch (const po::error& e) {
@@ -473,7 +481,50 @@ Options parseOptions(int argc, const char* const argv[]) {
 
 namespace {
 
-Options validate(Options o, const Raw& raw) {
+// Whether `key` was set by the user (command line, environment or --config)
+// rather than left at its default.
+bool given(const po::variables_map& vm, const char* key) {
+  return vm.count(key) > 0 && !vm[key].defaulted();
+}
+
+// --optimizer and the options that belong to one of them: one given for the
+// other optimizer is a mistake worth stopping for (it would do nothing).
+void validateOptimizer(Options& o, const Raw& raw, const po::variables_map& vm) {
+  if (o.optimizer != "sgd" && o.optimizer != "adamw") {
+    throw UsageError(str("--optimizer: unknown '", o.optimizer, "' (known: sgd, adamw)"));
+  }
+  const char* other = o.optimizer == "sgd" ? "adamw" : "sgd";
+  for (const char* key : o.optimizer == "sgd" ? std::vector<const char*>{"betas", "eps"}
+                                              : std::vector<const char*>{"momentum"}) {
+    if (given(vm, key)) {
+      throw UsageError(str("--", key, " is --optimizer ", other, "'s, but this run uses ",
+                           o.optimizer,
+                           o.optimizer == "adamw" ? " (its --betas play momentum's part)" : ""));
+    }
+  }
+  const std::size_t comma = raw.betas.find(',');
+  double* const betas[] = {&o.beta1, &o.beta2};
+  const std::string items[] = {raw.betas.substr(0, comma),
+                               comma == std::string::npos ? "" : raw.betas.substr(comma + 1)};
+  for (int i = 0; i < 2; ++i) {
+    std::size_t used = 0;
+    try {
+      *betas[i] = std::stod(items[i], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != items[i].size() || !(*betas[i] >= 0 && *betas[i] < 1)) {
+      throw UsageError(
+          str("--betas takes two values B1,B2, each in [0, 1) (got '", raw.betas, "')"));
+    }
+  }
+  if (!(static_cast<float>(o.eps) > 0 && std::isfinite(o.eps))) {
+    throw UsageError(
+        str("--eps must be positive and finite (within float32's range) (got ", o.eps, ")"));
+  }
+}
+
+Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
   o.epochs = positive(raw.epochs, "epochs");
   o.maxSteps = nonNegative(raw.maxSteps, "max-steps");
   o.warmupSteps = nonNegative(raw.warmupSteps, "warmup-steps");
@@ -526,6 +577,7 @@ Options validate(Options o, const Raw& raw) {
   if (!(o.momentum >= 0 && o.momentum < 1)) {
     throw UsageError(str("--momentum must be in [0, 1) (got ", o.momentum, ")"));
   }
+  validateOptimizer(o, raw, vm);
   if (!(o.weightDecay >= 0 && std::isfinite(o.weightDecay)))
     throw UsageError(str("--weight-decay must be >= 0 and finite (got ", o.weightDecay, ")"));
   // float32 as the gradients: a positive value that rounds to 0 would turn clipping off.

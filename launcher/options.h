@@ -41,8 +41,10 @@ struct Options {
   std::size_t batchSize = 64;
   double lr = 0.1;
   std::string lrSchedule = "cosine";
-  std::size_t warmupSteps = 0;  // the learning rate's linear ramp
-  double momentum = 0.9;
+  std::size_t warmupSteps = 0;                    // the learning rate's linear ramp
+  std::string optimizer = "sgd";                  // sgd | adamw
+  double momentum = 0.9;                          // sgd
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
   double weightDecay = 0.0;
   double clipGradNorm = 0.0;  // 0: off; inf: measure the norm, never clip
   std::uint64_t seed = 42;

@@ -14,7 +14,7 @@ namespace ddp::launcher {
 
 trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const World& world,
                                             const Options& o, trainer::Sequential& model,
-                                            trainer::Sgd& sgd,
+                                            trainer::Optimizer& optimizer,
                                             const trainer::CheckpointOptions& options) {
   std::string file, previous;
   auto bytes = std::make_shared<std::string>();
@@ -62,7 +62,7 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
       throw DataError(str(e.what(), "; to resume from the checkpoint before it, ", previous,
                           ", move ", file, " out of ", o.checkpointDir));
     }
-    start = trainer::restoreCheckpoint(file, parsed, model, sgd, options);
+    start = trainer::restoreCheckpoint(file, parsed, model, optimizer, options);
   });
   log::info(str("resume: from ", file, ": epoch ", start.epoch, " with ", start.consumed,
                 " of its samples done, step ", start.globalStep,

@@ -10,12 +10,12 @@
 #include "launcher/options.h"
 #include "runtime/world.h"
 #include "trainer/checkpoint.h"
+#include "trainer/optimizer.h"
 #include "trainer/sequential.h"
-#include "trainer/sgd.h"
 
 namespace ddp::launcher {
 
-// Restores `model` and `sgd` from the checkpoint `o.resume` asks for and
+// Restores `model` and `optimizer` from the checkpoint `o.resume` asks for and
 // returns where training continues; a default position (start fresh) when
 // --checkpoint-dir holds no checkpoint yet. Collective over `comm`. A file
 // that cannot be read, is damaged or was written for a different run
@@ -24,7 +24,7 @@ namespace ddp::launcher {
 // Logs what it resumed from.
 trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const World& world,
                                             const Options& o, trainer::Sequential& model,
-                                            trainer::Sgd& sgd,
+                                            trainer::Optimizer& optimizer,
                                             const trainer::CheckpointOptions& options);
 
 }  // namespace ddp::launcher

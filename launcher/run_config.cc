@@ -7,11 +7,13 @@
 #include "comm/reducer.h"
 #include "launcher/version.h"
 #include "runtime/error.h"
+#include "trainer/adamw.h"
 #include "trainer/distributed_sampler.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/mlp.h"
 #include "trainer/safetensors.h"
+#include "trainer/sgd.h"
 #include "trainer/synthetic_dataset.h"
 
 namespace ddp::launcher {
@@ -31,6 +33,9 @@ std::vector<std::pair<std::string, std::string>> computationOptions(const Option
           {"grad-accum", str(o.gradAccum)},
           {"lr", str(o.lr)},
           {"lr-schedule", o.lrSchedule},
+          {"optimizer", o.optimizer == "adamw"
+                            ? str("adamw betas ", o.beta1, ",", o.beta2, " eps ", o.eps)
+                            : o.optimizer},
           {"momentum", str(o.momentum)},
           {"weight-decay", str(o.weightDecay)},
           {"seed", str(o.seed)},
@@ -39,6 +44,24 @@ std::vector<std::pair<std::string, std::string>> computationOptions(const Option
 }
 
 }  // namespace
+
+std::unique_ptr<trainer::Optimizer> buildOptimizer(const Options& o,
+                                                   std::vector<trainer::Parameter*> parameters) {
+  const auto lr = static_cast<float>(o.lr), decay = static_cast<float>(o.weightDecay);
+  if (o.optimizer == "adamw") {
+    return std::make_unique<trainer::AdamW>(
+        std::move(parameters),
+        trainer::AdamWOptions{lr, static_cast<float>(o.beta1), static_cast<float>(o.beta2),
+                              static_cast<float>(o.eps), decay});
+  }
+  return std::make_unique<trainer::Sgd>(
+      std::move(parameters), trainer::SgdOptions{lr, static_cast<float>(o.momentum), decay, false});
+}
+
+std::size_t optimizerStateCopies(const Options& o) {
+  if (o.optimizer == "adamw") return 2;
+  return o.momentum > 0 ? 1 : 0;
+}
 
 ParameterCount countParameters(const Options& o) {
   const std::vector<std::size_t> layers = trainer::mlpParameterCounts(

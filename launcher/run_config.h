@@ -13,6 +13,7 @@
 #include "launcher/options.h"
 #include "trainer/checkpoint.h"
 #include "trainer/dataset.h"
+#include "trainer/optimizer.h"
 #include "trainer/sequential.h"
 #include "trainer/trainer.h"
 
@@ -31,6 +32,14 @@ struct ParameterCount {
   std::size_t trainable = 0;
 };
 ParameterCount countParameters(const Options& o);
+
+// The optimizer --optimizer names, over `parameters`.
+std::unique_ptr<trainer::Optimizer> buildOptimizer(const Options& o,
+                                                   std::vector<trainer::Parameter*> parameters);
+
+// The copies of the trainable parameters the optimizer keeps as state: SGD 1
+// with momentum (else 0), AdamW 2. For the memory and disk checks.
+std::size_t optimizerStateCopies(const Options& o);
 
 // The test set of --dataset synthetic: a quarter of the training set's size.
 std::size_t syntheticTestSamples(const Options& o);

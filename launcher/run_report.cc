@@ -46,15 +46,18 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
   log::info(str("model ", o.model, ": ", model.describe(), ": ", params, " parameters (",
                 fixed(static_cast<double>(params) * 4 / (1 << 20), 1), " MiB)"));
   const std::size_t global = o.batchSize * static_cast<std::size_t>(world.size());
-  log::info(str("data ", data.train->name(), " ", data.train->size(), " samples, ",
-                data.test->name(), " ", data.test->size(), "; global batch ", global, " (",
-                o.batchSize, " per rank x ", world.size(), "), lr ", o.lr, " (", o.lrSchedule,
-                o.warmupSteps > 0 ? str(", ", o.warmupSteps, " warm-up steps") : std::string(),
-                "), momentum ", o.momentum, ", weight decay ", o.weightDecay,
-                o.clipGradNorm == 0          ? std::string()
-                : std::isinf(o.clipGradNorm) ? ", gradient norm measured (not clipped)"
-                                             : str(", gradient norm clipped to ", o.clipGradNorm),
-                ", seed ", o.seed));
+  log::info(str(
+      "data ", data.train->name(), " ", data.train->size(), " samples, ", data.test->name(), " ",
+      data.test->size(), "; global batch ", global, " (", o.batchSize, " per rank x ", world.size(),
+      "), lr ", o.lr, " (", o.lrSchedule,
+      o.warmupSteps > 0 ? str(", ", o.warmupSteps, " warm-up steps") : std::string(), "), ",
+      o.optimizer == "adamw" ? str("adamw (betas ", o.beta1, ", ", o.beta2, ", eps ", o.eps, ")")
+                             : str("sgd (momentum ", o.momentum, ")"),
+      ", weight decay ", o.weightDecay,
+      o.clipGradNorm == 0          ? std::string()
+      : std::isinf(o.clipGradNorm) ? ", gradient norm measured (not clipped)"
+                                   : str(", gradient norm clipped to ", o.clipGradNorm),
+      ", seed ", o.seed));
 }
 
 void printBuckets(const comm::Reducer& reducer, const Options& o) {
@@ -84,7 +87,7 @@ std::string capName(std::size_t cap) {
 void reportInitFrom(const std::string& path, const trainer::WeightsSource& source) {
   if (source.checkpointStep) {
     log::info(str("init-from: the weights of checkpoint ", path, " (step ", *source.checkpointStep,
-                  "); a new run starts from them without its momentum and position "
+                  "); a new run starts from them without its optimizer state and position "
                   "(--resume FILE continues that run instead)"));
   }
   for (const auto& [dtype, tensors] : source.converted) {

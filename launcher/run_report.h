@@ -38,7 +38,7 @@ void reportBucketCapChoice(std::size_t cap, const std::vector<std::size_t>& caps
                            const std::vector<double>& medians, std::size_t steps);
 
 // What --init-from read, when there is more to say than its name: a
-// checkpoint's weights without its momentum and position, tensors converted
+// checkpoint's weights without its optimizer state and position, tensors converted
 // to float32.
 void reportInitFrom(const std::string& path, const trainer::WeightsSource& source);
 

@@ -12,7 +12,8 @@
 namespace ddp::trainer {
 namespace {
 
-constexpr const char* kMomentumPrefix = "optimizer.momentum.";
+// Note [Optimizer state in checkpoints] in trainer/optimizer.h.
+constexpr const char* kOptimizerPrefix = "optimizer.";
 constexpr const char* kFormat = "ddp-checkpoint-1";
 
 std::size_t parseCount(const std::string& path, const std::map<std::string, std::string>& meta,
@@ -29,6 +30,46 @@ std::size_t parseCount(const std::string& path, const std::map<std::string, std:
   }
 }
 
+// Options that older checkpoints do not record, with the value they ran
+// with: such a file resumes under that value and no other.
+const std::map<std::string, std::string> kAddedOptions = {{"ddp.option.optimizer", "sgd"}};
+
+// Checks the optimizer's tensors in `file` against what `optimizer` keeps
+// (Note [Optimizer state in checkpoints]): each a known name with its
+// shape, and all of them or none. Returns how many the file holds.
+std::size_t checkOptimizerState(const std::string& path, const SafetensorsFile& file,
+                                const char* optimizer, const std::vector<OptimizerState>& slots) {
+  std::map<std::string, const OptimizerState*> known;
+  for (const OptimizerState& slot : slots)
+    known.emplace(kOptimizerPrefix + slot.name, &slot);
+  std::size_t held = 0;
+  std::string missing;
+  for (const auto& [name, tensor] : file.tensors) {
+    if (!name.starts_with(kOptimizerPrefix)) continue;
+    const auto it = known.find(name);
+    if (it == known.end()) {
+      throw DataError(str(path, ": holds optimizer state '", name, "', which ", optimizer,
+                          " does not keep (the checkpoint is damaged or from another program)"));
+    }
+    if (tensor.shape() != it->second->shape) {
+      throw DataError(str(path, ": optimizer state '", name, "' has shape ",
+                          shapeString(tensor.shape()), " but ", optimizer, "'s is ",
+                          shapeString(it->second->shape)));
+    }
+    ++held;
+  }
+  if (held == 0 || held == known.size()) return held;
+  for (const auto& [name, slot] : known) {
+    if (!file.tensors.contains(name)) {
+      missing = name;
+      break;
+    }
+  }
+  throw DataError(str(path, ": holds ", held, " of ", optimizer, "'s ", known.size(),
+                      " optimizer state tensors (no '", missing,
+                      "'): all or none, so the file is damaged"));
+}
+
 }  // namespace
 
 std::string checkpointPath(const std::string& dir, std::size_t globalStep) {
@@ -38,15 +79,12 @@ std::string checkpointPath(const std::string& dir, std::size_t globalStep) {
 }
 
 std::vector<std::pair<std::string, const Tensor*>> checkpointTensors(Sequential& model,
-                                                                     Sgd& optimizer) {
+                                                                     Optimizer& optimizer) {
   std::vector<std::pair<std::string, const Tensor*>> tensors;
-  const std::vector<Parameter*> parameters = model.parameters();
-  for (Parameter* p : parameters)
+  for (Parameter* p : model.parameters())
     tensors.emplace_back(p->name, &p->value);
-  const std::vector<Tensor>& buffers = optimizer.momentumBuffers();
-  for (std::size_t i = 0; i < parameters.size(); ++i) {
-    if (i < buffers.size() && !buffers[i].empty())
-      tensors.emplace_back(kMomentumPrefix + parameters[i]->name, &buffers[i]);
+  for (const OptimizerState& slot : optimizer.state()) {
+    if (!slot.tensor->empty()) tensors.emplace_back(kOptimizerPrefix + slot.name, slot.tensor);
   }
   return tensors;
 }
@@ -67,12 +105,12 @@ std::map<std::string, std::string> checkpointMetadata(const TrainPosition& posit
   return meta;
 }
 
-void saveCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
+void saveCheckpoint(const std::string& path, Sequential& model, Optimizer& optimizer,
                     const TrainPosition& position, const CheckpointOptions& options) {
   saveSafetensors(path, checkpointTensors(model, optimizer), checkpointMetadata(position, options));
 }
 
-TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
+TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Optimizer& optimizer,
                              const CheckpointOptions& expected) {
   return restoreCheckpoint(path, loadSafetensors(path), model, optimizer, expected);
 }
@@ -81,7 +119,7 @@ WeightsSource loadWeights(const std::string& path, Sequential& model) {
   const SafetensorsFile file = loadSafetensors(path);
   const auto format = file.metadata.find("ddp.format");
   const bool checkpoint = format != file.metadata.end() && format->second == kFormat;
-  checkHoldsModel(path, file, model, checkpoint ? kMomentumPrefix : "");
+  checkHoldsModel(path, file, model, checkpoint ? kOptimizerPrefix : "");
   for (Parameter* p : model.parameters())
     p->value.copyFrom(file.tensors.at(p->name));
   WeightsSource source;
@@ -91,7 +129,7 @@ WeightsSource loadWeights(const std::string& path, Sequential& model) {
 }
 
 TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& file,
-                                Sequential& model, Sgd& optimizer,
+                                Sequential& model, Optimizer& optimizer,
                                 const CheckpointOptions& expected) {
   const auto& meta = file.metadata;
   const auto format = meta.find("ddp.format");
@@ -106,9 +144,12 @@ TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& 
   }
   for (const auto& [key, value] : expected) {
     const auto it = meta.find(key);
-    if (it == meta.end() || it->second != value) {
-      throw DataError(str(path, ": was written with ", key, " = '",
-                          it == meta.end() ? std::string("(none)") : it->second,
+    const auto older = kAddedOptions.find(key);
+    const std::string recorded = it != meta.end()               ? it->second
+                                 : older != kAddedOptions.end() ? older->second
+                                                                : std::string("(none)");
+    if (recorded != value) {
+      throw DataError(str(path, ": was written with ", key, " = '", recorded,
                           "' but this run has '", value, "'"));
     }
   }
@@ -129,30 +170,17 @@ TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& 
   }
 
   // Validate everything before copying anything.
-  const std::vector<Parameter*> parameters = model.parameters();
-  checkHoldsModel(path, file, model, kMomentumPrefix);
-  std::size_t momentum = 0, trainable = 0;
-  for (Parameter* p : parameters) {
-    momentum += file.tensors.contains(kMomentumPrefix + p->name) ? 1 : 0;
-    trainable += p->trainable ? 1 : 0;
-  }
-  const bool usesMomentum = optimizer.options().momentum != 0.0f;
-  if (usesMomentum && position.globalStep > 0 && momentum != trainable) {
-    throw DataError(str(path, ": has ", momentum, " momentum buffers for ", trainable,
-                        " trainable parameters"));
-  }
+  checkHoldsModel(path, file, model, kOptimizerPrefix);
+  const std::vector<OptimizerState> slots = optimizer.state();
+  const std::size_t held = checkOptimizerState(path, file, optimizer.name(), slots);
 
-  for (Parameter* p : parameters)
+  for (Parameter* p : model.parameters())
     p->value.copyFrom(file.tensors.at(p->name));
-  std::vector<Tensor>& buffers = optimizer.momentumBuffers();
-  for (std::size_t i = 0; i < parameters.size(); ++i) {
-    const auto it = file.tensors.find(kMomentumPrefix + parameters[i]->name);
-    if (it == file.tensors.end()) {
-      buffers[i] = Tensor();
-      continue;
-    }
-    buffers[i] = Tensor(parameters[i]->value.shape(), parameters[i]->value.device());
-    buffers[i].copyFrom(it->second);
+  for (const OptimizerState& slot : slots) {
+    *slot.tensor = Tensor();
+    if (held == 0) continue;
+    *slot.tensor = Tensor(slot.shape, slot.device);
+    slot.tensor->copyFrom(file.tensors.at(kOptimizerPrefix + slot.name));
   }
   return position;
 }

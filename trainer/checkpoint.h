@@ -4,8 +4,9 @@
 //   * the model's parameters under their PyTorch names (layers.0.weight ...),
 //     so `safetensors.torch.load_file` gives a state dict PyTorch can load
 //     (filter out the optimizer's entries, or load with strict=False);
-//   * SGD's momentum buffers as `optimizer.momentum.<name>` (absent before
-//     the first step);
+//   * the optimizer's state as `optimizer.<state>.<name>`, e.g.
+//     `optimizer.momentum.layers.0.weight` (absent before the first step:
+//     Note [Optimizer state in checkpoints] in trainer/optimizer.h);
 //   * the training position and the options that must match on resume, as
 //     string metadata (__metadata__).
 // The sample order needs no state: it is a function of seed and epoch
@@ -24,9 +25,9 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/optimizer.h"
 #include "trainer/safetensors.h"
 #include "trainer/sequential.h"
-#include "trainer/sgd.h"
 
 namespace ddp::trainer {
 
@@ -48,9 +49,9 @@ using CheckpointOptions = std::map<std::string, std::string>;
 std::string checkpointPath(const std::string& dir, std::size_t globalStep);
 
 // What a checkpoint holds: the live tensors (on their device) under their
-// names, parameters first, then the momentum buffers that exist...
+// names, parameters first, then the optimizer state that exists...
 std::vector<std::pair<std::string, const Tensor*>> checkpointTensors(Sequential& model,
-                                                                     Sgd& optimizer);
+                                                                     Optimizer& optimizer);
 // ... and its metadata: the position and `options`.
 std::map<std::string, std::string> checkpointMetadata(const TrainPosition& position,
                                                       const CheckpointOptions& options);
@@ -59,21 +60,22 @@ std::map<std::string, std::string> checkpointMetadata(const TrainPosition& posit
 // copied to the host first. Throws DataError if it cannot write.
 // CheckpointWriter (trainer/checkpoint_writer.h) does the same in the
 // background.
-void saveCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
+void saveCheckpoint(const std::string& path, Sequential& model, Optimizer& optimizer,
                     const TrainPosition& position, const CheckpointOptions& options);
 
 // Reads and validates the whole file before changing anything: the model's
-// tensors (names, shapes), the momentum buffers (all or none), the position
-// and `expected` options. On success, copies values and buffers into
-// `model` and `optimizer` (on the parameters' device) and returns the
-// position. Throws DataError naming the file and the first problem.
-TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Sgd& optimizer,
+// tensors (names, shapes), the optimizer state (names, shapes, all or
+// none), the position and `expected` options (an option added since the
+// file was written counts as its value of then: "optimizer" as sgd). On success, copies values and
+// buffers into `model` and `optimizer` (on the parameters' device) and returns the position. Throws
+// DataError naming the file and the first problem.
+TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Optimizer& optimizer,
                              const CheckpointOptions& expected);
 
 // The same for a checkpoint already read (`path` names it in errors): the
 // ranks that cannot see rank 0's directory get the file over MPI.
 TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& file,
-                                Sequential& model, Sgd& optimizer,
+                                Sequential& model, Optimizer& optimizer,
                                 const CheckpointOptions& expected);
 
 // What loadWeights read.
@@ -84,9 +86,9 @@ struct WeightsSource {
 
 // --init-from: the weights of a model file (--save-model, PyTorch's
 // safetensors, in any float dtype: Note [Weights in other float types]) or
-// of a ddp checkpoint, whose momentum and position are left out: a new run
-// starts from them. Checked like loadModel (every parameter, nothing else
-// but the checkpoint's momentum buffers). Throws DataError.
+// of a ddp checkpoint, whose optimizer state and position are left out: a
+// new run starts from them. Checked like loadModel (every parameter, nothing
+// else but the checkpoint's optimizer state). Throws DataError.
 WeightsSource loadWeights(const std::string& path, Sequential& model);
 
 // The complete checkpoints in `dir` (named checkpointPath(), temporary files

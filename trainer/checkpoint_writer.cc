@@ -38,7 +38,7 @@ void CheckpointWriter::finish() {
   waitIdle(lock);
 }
 
-void CheckpointWriter::write(const std::string& path, Sequential& model, Sgd& optimizer,
+void CheckpointWriter::write(const std::string& path, Sequential& model, Optimizer& optimizer,
                              const TrainPosition& at, const CheckpointOptions& options) {
   std::unique_lock lock(mutex_);
   waitIdle(lock);  // the writer thread no longer touches staging_

@@ -5,7 +5,7 @@
 // success before the next step), and writing is mostly the kernel copying
 // into the page cache and the disk's fsync: 1 s for the large MLP's 281 MiB
 // here, three steps' worth. Only the snapshot has to happen between two
-// steps. So rank 0 copies the parameters and momentum buffers into staging
+// steps. So rank 0 copies the parameters and optimizer state into staging
 // buffers of its own (kept from one checkpoint to the next, so no page is
 // faulted in twice; a device-to-host copy on the GPU path) and a writer
 // thread does the rest: checksums, write, fsync, rename, --keep-checkpoints.
@@ -53,11 +53,11 @@ class CheckpointWriter {
 
   // The training thread, between steps: waits for the previous write
   // (rethrowing its DataError), copies `model`'s parameters and
-  // `optimizer`'s momentum buffers into the staging buffers, and hands them
+  // `optimizer`'s state into the staging buffers, and hands them
   // to the writer thread for `path`. Returns once the copy is done: the
   // model may change right after.
-  void write(const std::string& path, Sequential& model, Sgd& optimizer, const TrainPosition& at,
-             const CheckpointOptions& options);
+  void write(const std::string& path, Sequential& model, Optimizer& optimizer,
+             const TrainPosition& at, const CheckpointOptions& options);
   // Waits until nothing is being written; rethrows a failed write's error.
   void finish();
 

@@ -15,7 +15,7 @@
 // order varies between runs and between ranks, and the replicas would drift
 // apart by rounding).
 // The scale costs no pass of its own: the optimizer multiplies each gradient
-// by it as it reads it (SgdStepInputs in trainer/sgd.h), which is PyTorch's
+// by it as it reads it (StepInputs in trainer/optimizer.h), which is PyTorch's
 // g *= scale followed by the step. A scale of 1 changes nothing (1 x g == g),
 // so a run whose norm stays under the limit is the unclipped run exactly.
 #pragma once

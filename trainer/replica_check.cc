@@ -19,7 +19,7 @@ std::string hex(std::int64_t crc) {
 }
 
 // The CRC-32 of each tensor a checkpoint holds, in checkpointTensors' order.
-std::vector<std::int64_t> tensorCrcs(Sequential& model, Sgd& optimizer,
+std::vector<std::int64_t> tensorCrcs(Sequential& model, Optimizer& optimizer,
                                      std::vector<std::string>& names) {
   std::vector<std::int64_t> crcs;
   for (const auto& [name, tensor] : checkpointTensors(model, optimizer)) {
@@ -80,7 +80,7 @@ std::optional<std::string> describeDivergence(const std::vector<std::vector<std:
              " and earlier) was written while the replicas agreed");
 }
 
-void verifyReplicasAgree(comm::Communicator& comm, Sequential& model, Sgd& optimizer,
+void verifyReplicasAgree(comm::Communicator& comm, Sequential& model, Optimizer& optimizer,
                          const std::vector<std::string>& hosts, const ReplicaCheckPoint& at) {
   std::vector<std::string> names;
   const std::vector<std::int64_t> mine = tensorCrcs(model, optimizer, names);

@@ -5,13 +5,13 @@
 // Data parallelism rests on one invariant: the replicas start equal (the
 // start-up broadcast) and stay equal, since every rank applies the same
 // averaged gradients. Nothing checked it during a run. A bit flipped in one
-// rank's weights or momentum (a memory or CPU fault: the silent data
+// rank's weights or optimizer state (a memory or CPU fault: the silent data
 // corruption that large training fleets report) or a bug that updates one
 // rank differently would leave that replica training on its own, its
 // gradients still averaged into everyone's, and rank 0 alone writes
 // checkpoints, so a fault there would be saved and one elsewhere never
 // seen. So at each epoch's end, and before every checkpoint, every rank
-// takes the CRC-32 of each tensor a checkpoint holds (weights and momentum,
+// takes the CRC-32 of each tensor a checkpoint holds (weights and optimizer state,
 // copied to the host first on a GPU) and the ranks gather them: one
 // allgather of 8 bytes per tensor per rank. Equal everywhere, the run goes
 // on. Otherwise every rank stops (exit 1) before the checkpoint is written,
@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "trainer/optimizer.h"
 #include "trainer/sequential.h"
-#include "trainer/sgd.h"
 
 namespace ddp::trainer {
 
@@ -52,10 +52,10 @@ std::optional<std::string> describeDivergence(const std::vector<std::vector<std:
                                               const ReplicaCheckPoint& at);
 
 // Collective, on every rank at the same point. Returns when every rank holds
-// the same weights and momentum; otherwise throws MismatchError on every
+// the same weights and optimizer state; otherwise throws MismatchError on every
 // rank, rank 0's carrying describeDivergence's report, the others' pointing
 // to it.
-void verifyReplicasAgree(comm::Communicator& comm, Sequential& model, Sgd& optimizer,
+void verifyReplicasAgree(comm::Communicator& comm, Sequential& model, Optimizer& optimizer,
                          const std::vector<std::string>& hosts, const ReplicaCheckPoint& at);
 
 }  // namespace ddp::trainer

@@ -358,7 +358,7 @@ void saveModel(const std::string& path, Sequential& model) {
 }
 
 void checkHoldsModel(const std::string& path, const SafetensorsFile& file, Sequential& model,
-                     const std::string& extraPrefix) {
+                     const std::string& otherPrefix) {
   std::map<std::string, const Shape*> allowed;  // name -> the shape it must have
   for (Parameter* p : model.parameters()) {
     if (!file.tensors.contains(p->name)) {
@@ -366,9 +366,9 @@ void checkHoldsModel(const std::string& path, const SafetensorsFile& file, Seque
           str(path, ": has no tensor '", p->name, "' (the model is ", model.describe(), ")"));
     }
     allowed.emplace(p->name, &p->value.shape());
-    if (!extraPrefix.empty()) allowed.emplace(extraPrefix + p->name, &p->value.shape());
   }
   for (const auto& [name, tensor] : file.tensors) {
+    if (!otherPrefix.empty() && name.starts_with(otherPrefix)) continue;
     const auto it = allowed.find(name);
     if (it == allowed.end()) {
       throw DataError(str(path, ": has tensor '", name, "' that the model (", model.describe(),

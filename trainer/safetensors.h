@@ -75,10 +75,11 @@ SafetensorsFile parseSafetensors(std::shared_ptr<std::string> bytes, const std::
 
 // Checks that `file` (read from `path`) holds every parameter of `model`
 // under its name with its shape, and nothing else except, optionally,
-// `extraPrefix` + a parameter's name with that parameter's shape. Throws
-// DataError naming the file and the first problem.
+// tensors whose names start with `otherPrefix` (a checkpoint's optimizer
+// state, which the caller checks or ignores). Throws DataError naming the
+// file and the first problem.
 void checkHoldsModel(const std::string& path, const SafetensorsFile& file, Sequential& model,
-                     const std::string& extraPrefix = "");
+                     const std::string& otherPrefix = "");
 
 // The model's parameters, saved under their PyTorch names.
 void saveModel(const std::string& path, Sequential& model);

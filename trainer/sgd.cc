@@ -13,7 +13,19 @@ namespace ddp::trainer {
 Sgd::Sgd(std::vector<Parameter*> parameters, SgdOptions options)
     : parameters_(std::move(parameters)), options_(options), buffers_(parameters_.size()) {}
 
-void Sgd::step(const SgdStepInputs& inputs) {
+std::vector<OptimizerState> Sgd::state() {
+  std::vector<OptimizerState> slots;
+  if (options_.momentum == 0.0f) return slots;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    const Parameter& param = *parameters_[i];
+    if (!param.trainable) continue;
+    slots.push_back(
+        {"momentum." + param.name, &buffers_[i], param.value.shape(), param.value.device()});
+  }
+  return slots;
+}
+
+void Sgd::step(const StepInputs& inputs) {
   const float lr = options_.lr, mu = options_.momentum, wd = options_.weightDecay;
   const float scale = inputs.gradScale;
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
@@ -27,7 +39,7 @@ void Sgd::step(const SgdStepInputs& inputs) {
       DDP_CHECK(scale == 1.0f, "a host gradient scale for a parameter on a CUDA device");
       Tensor& buffer = buffers_[i];
       // Device tensors start zeroed: with a skip flag, a zero buffer stands
-      // in for "first" (Note [Skipping a step on the device]).
+      // in for "first" (trainer/sgd.h).
       const bool first = buffer.empty() && inputs.deviceSkip == nullptr;
       if (buffer.empty() && mu != 0.0f) buffer = Tensor(param.value.shape(), Device::kCuda);
       cuda::sgdUpdate(p, grad, mu != 0.0f ? buffer.data() : nullptr, n, lr, mu, wd,

@@ -73,7 +73,7 @@ struct Trainer::Gpu {
   cuda::StepTimer timer;
   void mark(Phase phase) { timer.mark(phase); }
 
-  // --skip-nonfinite (Note [Skipping a step on the device] in trainer/sgd.h):
+  // --skip-nonfinite (Note [Skipping a step on the device] in trainer/optimizer.h):
   // one flag per step whose loss is unread, raised by a kernel when a reduced
   // gradient is not finite; the step's update kernels read it.
   StepSlots<std::int32_t> skipFlags;
@@ -179,8 +179,8 @@ PhaseTimes& PhaseTimes::operator+=(const PhaseTimes& other) {
   return *this;
 }
 
-Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, const Dataset& train,
-                 const Dataset& test, TrainOptions options)
+Trainer::Trainer(comm::Communicator& comm, Sequential& model, Optimizer& optimizer,
+                 const Dataset& train, const Dataset& test, TrainOptions options)
     : comm_(comm),
       model_(model),
       optimizer_(optimizer),
@@ -190,7 +190,7 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, co
       sampler_(train.size(), comm.size(), comm.rank(), options.sampler),
       device_(model.device()),
       trainTotals_(device_),
-      baseLr_(optimizer.options().lr) {
+      baseLr_(optimizer.learningRate()) {
   DDP_CHECK(options_.batchSize > 0 && options_.evalBatchSize > 0, "batch sizes must be positive");
   DDP_CHECK(options_.lossReadEvery > 0, "lossReadEvery must be positive");
   if (device_ == Device::kCuda) {
@@ -387,7 +387,7 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
       skippedFor_ = name;
     }
   }
-  SgdStepInputs update;
+  StepInputs update;
 #if DDP_WITH_CUDA
   if (gpu_ && options_.skipNonFinite) update.deviceSkip = gpu_->flagNonFinite(*reducer_);
   if (gpu_ && options_.clipGradNorm > 0)

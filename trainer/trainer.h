@@ -29,8 +29,8 @@
 #include "trainer/dataset.h"
 #include "trainer/distributed_sampler.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/optimizer.h"
 #include "trainer/sequential.h"
-#include "trainer/sgd.h"
 
 namespace ddp::trainer {
 
@@ -81,7 +81,7 @@ struct TrainOptions {
   // checked every step. GPU: without skipping, the loss is checked when it
   // is read (lossReadEvery); with it, every step's gradients are checked on
   // the device and the update is cancelled there (Note [Skipping a step on
-  // the device] in trainer/sgd.h), and the skips are reported when the loss
+  // the device] in trainer/optimizer.h), and the skips are reported when the loss
   // is read.
   bool skipNonFinite = false;
   // > 0: every step measures the L2 norm of the averaged gradient
@@ -219,7 +219,7 @@ class Trainer {
   // The model may be on the CPU or on a CUDA device (Sequential::to); data are
   // then copied there batch by batch. `comm` must reduce memory where the
   // model is (MPI: host, NCCL: device).
-  Trainer(comm::Communicator& comm, Sequential& model, Sgd& optimizer, const Dataset& train,
+  Trainer(comm::Communicator& comm, Sequential& model, Optimizer& optimizer, const Dataset& train,
           const Dataset& test, TrainOptions options);
   ~Trainer();
 
@@ -276,7 +276,7 @@ class Trainer {
 
   comm::Communicator& comm_;
   Sequential& model_;
-  Sgd& optimizer_;
+  Optimizer& optimizer_;
   const Dataset& train_;
   const Dataset& test_;
   TrainOptions options_;

@@ -15,6 +15,7 @@
 
 #include "comm/finite.h"
 #include "runtime/cuda/memory.h"
+#include "trainer/adamw.h"
 #include "trainer/clip.h"
 #include "trainer/cross_entropy.h"
 #include "trainer/linear.h"
@@ -223,6 +224,42 @@ TEST(SgdOnGpu, ADeviceGradientScaleMatchesTheCpuScale) {
       expectClose(cpu.value, gpu.value, 1e-5, "parameters after step " + std::to_string(step));
     }
   }
+}
+
+// AdamW on the device against the CPU over several steps (the bias
+// corrections change every step), with a frozen parameter left alone, skip
+// flags that leave parameters, moments and the step count untouched (the
+// step count lives on the device: Note [Skipping a step on the device]),
+// and a device gradient scale.
+TEST(AdamWOnGpu, UpdatesMatchTheCpuAndASkippedStepIsNotCounted) {
+  const AdamWOptions options{0.01f, 0.9f, 0.999f, 1e-8f, 0.01f};
+  Parameter cpu{"p", randomTensor({1000, 3}, 60), randomTensor({1000, 3}, 61), true};
+  Parameter gpu{"p", cpu.value.to(Device::kCuda), cpu.grad.to(Device::kCuda), true};
+  Parameter frozen{"f", randomTensor({5}, 62).to(Device::kCuda),
+                   randomTensor({5}, 63).to(Device::kCuda), false};
+  const Tensor frozenBefore = frozen.value.to(Device::kCpu);
+  AdamW cpuAdamW({&cpu}, options), gpuAdamW({&gpu, &frozen}, options);
+  const auto skip = deviceFlag(1), go = deviceFlag(0), scale = deviceFloat(0.3f);
+  const auto* skipFlag = static_cast<const std::int32_t*>(skip.get());
+  const auto* goFlag = static_cast<const std::int32_t*>(go.get());
+  gpuAdamW.step({.deviceSkip = skipFlag});  // a skipped first step: nothing moves, t stays 0
+  expectClose(cpu.value, gpu.value, 0.0, "parameters after a skipped first step");
+  for (int step = 0; step < 4; ++step) {
+    const bool scaled = step % 2 == 1;
+    cpuAdamW.step({.gradScale = scaled ? 0.3f : 1.0f});
+    gpuAdamW.step({.deviceSkip = goFlag,
+                   .deviceGradScale = scaled ? static_cast<const float*>(scale.get()) : nullptr});
+    expectClose(cpu.value, gpu.value, 1e-5, "parameters after step " + std::to_string(step));
+    const Tensor before = gpu.value.to(Device::kCpu);
+    gpuAdamW.step({.deviceSkip = skipFlag});
+    expectClose(before, gpu.value, 0.0, "parameters after a skipped step");
+  }
+  const std::vector<OptimizerState> cpuState = cpuAdamW.state(), gpuState = gpuAdamW.state();
+  ASSERT_EQ(gpuState.size(), cpuState.size());  // the frozen parameter has none
+  for (std::size_t i = 0; i < cpuState.size(); ++i)
+    expectClose(*cpuState[i].tensor, *gpuState[i].tensor, 1e-5, gpuState[i].name);
+  EXPECT_EQ(gpuState.back().tensor->to(Device::kCpu).data()[0], 4.0f) << "skipped steps counted";
+  expectClose(frozenBefore, frozen.value, 0.0, "frozen parameter");
 }
 
 // Note [Clipping the averaged gradient]: the device's norm is the host's

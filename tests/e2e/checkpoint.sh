@@ -28,6 +28,20 @@ grep -q "error: --checkpoint-dir $ck holds [0-9]* checkpoints of an earlier run 
 "$COMPARE_WEIGHTS" "$WORK/full.safetensors" "$WORK/resumed.safetensors" --exact > /dev/null ||
   fail "resumed run differs from the uninterrupted one"
 
+# The same with AdamW, whose state is two moments and a step count (Note
+# [Optimizer state in checkpoints]): bit for bit.
+adamw=("${c[@]}" --optimizer adamw --lr 0.002 --weight-decay 0.01)
+run 2 "${adamw[@]}" --max-steps 50 --save-model "$WORK/adamw-full.safetensors" > /dev/null
+run 2 "${adamw[@]}" --max-steps 30 --checkpoint-dir "$WORK/ck-adamw" > /dev/null
+run 2 "${adamw[@]}" --max-steps 50 --checkpoint-dir "$WORK/ck-adamw" --resume \
+  --save-model "$WORK/adamw-resumed.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/adamw-full.safetensors" "$WORK/adamw-resumed.safetensors" --exact > /dev/null ||
+  fail "a resumed AdamW run differs from the uninterrupted one"
+# Its checkpoint is refused by an SGD run, which could not use its state.
+set +e; run 2 "${c[@]}" --lr 0.002 --weight-decay 0.01 --max-steps 50 --checkpoint-dir "$WORK/ck-adamw" --resume > /dev/null 2> "$WORK/sgd.err"; code=$?; set -e
+[ "$code" = 1 ] && grep -q "was written with ddp.option.optimizer = 'adamw betas 0.9,0.999 eps 1e-08' but this run has 'sgd'" \
+  "$WORK/sgd.err" || fail "an AdamW checkpoint resumed by SGD: exit $code, $(cat "$WORK/sgd.err")"
+
 # 2. Another world size: np=2's checkpoint continues on 4 ranks over the rest of the epoch.
 run 4 "${c[@]}" --max-steps 90 --resume "$ck/checkpoint-000000070.safetensors" > "$WORK/np4.log"
 grep -q "re-sharded over 4" "$WORK/np4.log" || fail "no re-shard: $(grep resume "$WORK/np4.log")"

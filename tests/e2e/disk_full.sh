@@ -27,7 +27,7 @@ expect_refusal() {  # expect_refusal PATTERN ddp_train-args...
   grep -q -- "$pattern" "$WORK/err" || fail "expected '$pattern', got: $(cat "$WORK/err")"
   ! grep -q "epoch 1/" "$WORK/out" || fail "trained before refusing: $(cat "$WORK/out")"
 }
-expect_refusal "error: --checkpoint-dir $small/ck: a checkpoint takes 14.2 MiB (the weights and momentum of 1.86 M parameters), but its file system has 3.0 MiB free" \
+expect_refusal "error: --checkpoint-dir $small/ck: a checkpoint takes 14.2 MiB (the weights and optimizer state of 1.86 M parameters), but its file system has 3.0 MiB free" \
   --max-steps 8 --checkpoint-dir "$small/ck" --checkpoint-every 4
 expect_refusal "error: --save-model $small/m.safetensors: the weights take 7.1 MiB but the file system has 3.0 MiB free" \
   --max-steps 8 --save-model "$small/m.safetensors"

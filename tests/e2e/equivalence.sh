@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # np=1 with batch 64, np=2 with batch 32 and np=4 with batch 16 see the same
 # global batches (strided shards), so 30 SGD steps (momentum, weight decay)
-# from one seed must give the same parameters within 1e-5 relative.
+# from one seed must give the same parameters within 1e-5 relative; so must
+# AdamW's, within what its division leaves (below).
 . "$(dirname "$0")/lib.sh"
 need_fmnist
 common=(--hidden 256,128 --max-steps 30 --lr 0.05 --momentum 0.9 --weight-decay 1e-4 --seed 3 --threads 1)
@@ -77,6 +78,23 @@ assert abs(free / 0.1 - printed) <= 0.006 * printed, (free, printed)
 assert abs(clipped / 0.1 - limit) <= 1e-3 * limit, (clipped, limit)" "$free" "$clipped" "$printed" "$limit" ||
   fail "one step's length is not lr x the (clipped) norm"
 # And the runs really trained: different seeds' weights are far apart.
+# AdamW (trainer/adamw.h), clipped: the same at np=1, 2 and 4. Adam divides
+# each gradient by its own running size, so the last bits in which the
+# ranks' sums differ weigh more for weights whose gradients are nearly 0 (the
+# images' blank borders): they differ by up to 5e-5 relative here, a
+# fortieth of one step's move (lr 1e-3 on weights up to 0.06), where a step
+# applied wrongly shows at 1e-2.
+adamw=(--hidden 256,128 --max-steps 30 --optimizer adamw --lr 1e-3 --weight-decay 0.01 --clip-grad-norm 0.5
+  --seed 3 --threads 1)
+run 1 "${adamw[@]}" --batch-size 64 --save-model "$WORK/adamw1.safetensors" > "$WORK/adamw1.log"
+run 2 "${adamw[@]}" --batch-size 32 --save-model "$WORK/adamw2.safetensors" > /dev/null
+run 4 "${adamw[@]}" --batch-size 16 --save-model "$WORK/adamw4.safetensors" > /dev/null
+for np in 2 4; do
+  "$COMPARE_WEIGHTS" "$WORK/adamw1.safetensors" "$WORK/adamw$np.safetensors" --rtol 2e-4 ||
+    fail "np=$np differs from np=1 with --optimizer adamw"
+done
+grep -q "lr 0.001 (cosine), adamw (betas 0.9, 0.999, eps 1e-08), weight decay 0.01," "$WORK/adamw1.log" ||
+  fail "AdamW not in the summary: $(grep "global batch" "$WORK/adamw1.log")"
 run 1 --hidden 256,128 --max-steps 30 --seed 4 --threads 1 --save-model "$WORK/other.safetensors" > /dev/null
 if "$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/other.safetensors" --rtol 1e-3 > /dev/null; then
   fail "the comparison cannot tell two different runs apart"

@@ -94,6 +94,23 @@ grep -q "resume: from" "$WORK/resumed.log" || fail "did not resume on the GPU"
 "$COMPARE_WEIGHTS" "$WORK/straight.safetensors" "$WORK/resumed.safetensors" --exact ||
   fail "a GPU run resumed from its checkpoint differs from the uninterrupted one"
 
+# AdamW on the GPU (its step count lives on the device): with a skipped
+# step and clipping it ends where the CPU run does, and a checkpoint of its
+# moments and count resumes exactly.
+adamw=(--hidden 256,128 --optimizer adamw --lr 1e-3 --weight-decay 0.01 --seed 3 --lr-schedule constant)
+run 1 "${adamw[@]}" --max-steps 30 "${poison[@]}" "${clip[@]}" --device cuda \
+  --save-model "$WORK/gpu_adamw.safetensors" > /dev/null 2>&1
+run 1 "${adamw[@]}" --max-steps 30 "${poison[@]}" "${clip[@]}" --device cpu --threads 1 \
+  --save-model "$WORK/cpu_adamw.safetensors" > /dev/null 2>&1
+"$COMPARE_WEIGHTS" "$WORK/cpu_adamw.safetensors" "$WORK/gpu_adamw.safetensors" --rtol 1e-3 ||
+  fail "an AdamW GPU run differs from the CPU run"
+run 1 "${adamw[@]}" --max-steps 15 --device cuda --checkpoint-dir "$WORK/ck_adamw" > /dev/null
+run 1 "${adamw[@]}" --max-steps 30 --device cuda --checkpoint-dir "$WORK/ck_adamw" --resume \
+  --save-model "$WORK/gpu_adamw_resumed.safetensors" > /dev/null
+run 1 "${adamw[@]}" --max-steps 30 --device cuda --save-model "$WORK/gpu_adamw_straight.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/gpu_adamw_straight.safetensors" "$WORK/gpu_adamw_resumed.safetensors" --exact ||
+  fail "a GPU AdamW run resumed from its checkpoint differs from the uninterrupted one"
+
 # More ranks on the node than GPUs: a usage error naming both counts.
 if command -v nvidia-smi > /dev/null; then
   gpus=$(nvidia-smi -L | grep -c '^GPU')

@@ -11,6 +11,9 @@
                                      one SGD step (no momentum) from WEIGHTS on the first
                                      BATCH training samples, the gradient clipped with
                                      clip_grad_norm_(MAX_NORM); writes OUT and prints the norm
+  adamw  WEIGHTS DATA_DIR BATCH STEPS LR WEIGHT_DECAY OUT
+                                     STEPS torch.optim.AdamW steps from WEIGHTS, each on the
+                                     next BATCH training samples in file order; writes OUT
 
 Reads and writes safetensors with a few lines of its own (Debian has no safetensors
 package): 8-byte little-endian header length, JSON header, raw data.
@@ -96,6 +99,21 @@ def load_idx(path):
     return torch.frombuffer(bytearray(data[4 + 4 * dims :]), dtype=torch.uint8).reshape(shape)
 
 
+def load_model(weights):
+    tensors = read_safetensors(weights)
+    hidden = [tensors[f"layers.{2 * i}.weight"].shape[0] for i in range(len(tensors) // 2 - 1)]
+    model = Mlp(hidden)
+    model.load_state_dict(tensors, strict=True)
+    return model
+
+
+def train_batches(data_dir, batch, steps):
+    count = batch * steps
+    images = load_idx(f"{data_dir}/train-images-idx3-ubyte.gz")[:count].reshape(-1, 784).float() / 255
+    labels = load_idx(f"{data_dir}/train-labels-idx1-ubyte.gz")[:count].long()
+    return [(images[i : i + batch], labels[i : i + batch]) for i in range(0, count, batch)]
+
+
 def main():
     if sys.argv[1] == "check":
         weights, data_dir, expected = sys.argv[2], sys.argv[3], float(sys.argv[4])
@@ -112,17 +130,22 @@ def main():
         assert abs(accuracy - expected) < 1e-3, (accuracy, expected)
     elif sys.argv[1] == "step":
         weights, data_dir, batch, lr, max_norm, out = sys.argv[2:8]
-        tensors = read_safetensors(weights)
-        hidden = [tensors[f"layers.{2 * i}.weight"].shape[0] for i in range(len(tensors) // 2 - 1)]
-        model = Mlp(hidden)
-        model.load_state_dict(tensors, strict=True)
-        images = load_idx(f"{data_dir}/train-images-idx3-ubyte.gz")[: int(batch)].reshape(-1, 784).float() / 255
-        labels = load_idx(f"{data_dir}/train-labels-idx1-ubyte.gz")[: int(batch)].long()
+        model = load_model(weights)
+        [(images, labels)] = train_batches(data_dir, int(batch), 1)
         nn.functional.cross_entropy(model(images), labels).backward()
         norm = nn.utils.clip_grad_norm_(model.parameters(), float(max_norm))
         torch.optim.SGD(model.parameters(), lr=float(lr)).step()
         write_safetensors(out, model.state_dict())
         print(f"{norm.item():.6g}")
+    elif sys.argv[1] == "adamw":
+        weights, data_dir, batch, steps, lr, weight_decay, out = sys.argv[2:9]
+        model = load_model(weights)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=float(lr), weight_decay=float(weight_decay))
+        for images, labels in train_batches(data_dir, int(batch), int(steps)):
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+        write_safetensors(out, model.state_dict())
     else:
         weights, hidden, seed = sys.argv[2], [int(w) for w in sys.argv[3].split(",")], int(sys.argv[4])
         torch.manual_seed(seed)

@@ -2,7 +2,8 @@
 # Weights move both ways between ddp_train and PyTorch: PyTorch loads what
 # ddp_train saved (strict names and shapes) and gets the same test accuracy;
 # ddp_train starts from weights PyTorch wrote, in float32, bfloat16, float16
-# and float64. Needs Debian's python3-torch
+# and float64; a clipped SGD step and five AdamW steps equal PyTorch's.
+# Needs Debian's python3-torch
 # (the benchmarks install it: bash scripts/setup.sh python3-torch); skipped
 # without it.
 . "$(dirname "$0")/lib.sh"
@@ -49,4 +50,14 @@ run 2 --hidden 128,64 --init-from "$WORK/theirs.safetensors" --no-shuffle --batc
 ours=$(sed -n 's/.*step 1\/938 .* grad-norm \([0-9.]*\) (1 clipped)  .*/\1/p' "$WORK/clipped.out")
 python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert abs(a - b) <= 0.006 * b, (a, b)" "$ours" "$norm" ||
   fail "ddp_train's gradient norm '$ours' is not PyTorch's $norm: $(grep 'step 1/' "$WORK/clipped.out")"
+# Five AdamW steps with weight decay, against torch.optim.AdamW on the same
+# 5 x 64 samples (np=2, 32 per rank): the moments, their bias corrections
+# (which change every step) and the decoupled decay all show in the weights.
+OPENBLAS_NUM_THREADS=1 "$TORCH_PYTHON" "$here/pytorch_interop.py" adamw "$WORK/theirs.safetensors" \
+  "$FMNIST" 64 5 0.001 0.01 "$WORK/torch-adamw.safetensors"
+run 2 --hidden 128,64 --init-from "$WORK/theirs.safetensors" --no-shuffle --batch-size 32 --max-steps 5 \
+  --optimizer adamw --lr 0.001 --lr-schedule constant --weight-decay 0.01 \
+  --save-model "$WORK/ours-adamw.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/torch-adamw.safetensors" "$WORK/ours-adamw.safetensors" --rtol 1e-4 \
+  || fail "five AdamW steps differ from PyTorch's"
 echo "pytorch interop: ok"

@@ -10,9 +10,11 @@
 
 #include "runtime/error.h"
 #include "test_files.h"
+#include "trainer/adamw.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_writer.h"
 #include "trainer/mlp.h"
+#include "trainer/sgd.h"
 
 namespace ddp::trainer {
 namespace {
@@ -91,6 +93,108 @@ TEST(Checkpoint, InitFromTakesTheWeightsOfACheckpointOrOfAModelFile) {
     FAIL() << "loaded a checkpoint of another shape";
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("has shape [4] but the model's is [5]"), std::string::npos)
+        << e.what();
+  }
+}
+
+// AdamW after two steps: its moments and step count.
+struct AdamWModel {
+  std::unique_ptr<Sequential> model;
+  AdamW adamw;
+  explicit AdamWModel(std::uint64_t seed)
+      : model(buildMlp(3, {4}, 2, seed)),
+        adamw(model->parameters(), {0.01f, 0.9f, 0.999f, 1e-8f, 0.01f}) {
+    for (int step = 0; step < 2; ++step) {
+      for (Parameter* p : model->parameters())
+        std::fill(p->grad.data(), p->grad.data() + p->grad.numel(), 0.5f - step);
+      adamw.step();
+    }
+  }
+};
+
+std::vector<float> values(const Tensor& t) {
+  return {t.data(), t.data() + t.numel()};
+}
+
+// Note [Optimizer state in checkpoints]: every state tensor comes back, and
+// the next step is the same on both.
+TEST(Checkpoint, RestoresAdamWStateExactly) {
+  TempDir dir;
+  AdamWModel written(1), restored(2);
+  const std::string path = checkpointPath(dir.file(""), 2);
+  saveCheckpoint(path, *written.model, written.adamw, somePosition(), {});
+  EXPECT_EQ(loadSafetensors(path).tensors.size(), 4u + 2 * 4 + 1);  // weights, moments, step
+  loadCheckpoint(path, *restored.model, restored.adamw, {});
+  const auto a = written.adamw.state(), b = restored.adamw.state();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(values(*a[i].tensor), values(*b[i].tensor)) << a[i].name;
+  EXPECT_EQ(values(*b.back().tensor), std::vector<float>{2.0f});  // "step"
+  written.adamw.step();
+  restored.adamw.step();
+  EXPECT_EQ(values(written.model->parameters()[0]->value),
+            values(restored.model->parameters()[0]->value));
+}
+
+// Restoring refuses (changing nothing) a checkpoint holding part of the
+// state, or state of another optimizer.
+TEST(Checkpoint, OptimizerStateMustBeAllOrNoneAndThisOptimizers) {
+  TempDir dir;
+  AdamWModel adamw(1), target(2);
+  TrainedModel sgd(1);
+  const std::string adamwPath = checkpointPath(dir.file(""), 2);
+  const std::string sgdPath = checkpointPath(dir.file(""), 3);
+  saveCheckpoint(adamwPath, *adamw.model, adamw.adamw, somePosition(), {});
+  saveCheckpoint(sgdPath, *sgd.model, sgd.sgd, somePosition(), {});
+  SafetensorsFile partial = loadSafetensors(adamwPath);
+  partial.tensors.erase("optimizer.exp_avg_sq.layers.0.bias");
+  const std::vector<float> before = values(target.model->parameters()[0]->value);
+  const auto refused = [&](const SafetensorsFile& file, const std::string& path,
+                           const std::string& expected) {
+    try {
+      restoreCheckpoint(path, file, *target.model, target.adamw, {});
+      ADD_FAILURE() << "restored " << path;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(values(target.model->parameters()[0]->value), before);
+  };
+  refused(partial, adamwPath,
+          "holds 8 of adamw's 9 optimizer state tensors (no "
+          "'optimizer.exp_avg_sq.layers.0.bias'): all or none");
+  refused(loadSafetensors(sgdPath), sgdPath,
+          "holds optimizer state 'optimizer.momentum.layers.0.bias', which adamw does not keep");
+}
+
+// A checkpoint written before any update (the first steps skipped as
+// non-finite) holds no optimizer state, and restores to none.
+TEST(Checkpoint, WithoutOptimizerStateRestoresToNone) {
+  TempDir dir;
+  auto model = buildMlp(3, {4}, 2, 1);
+  Sgd fresh(model->parameters(), {0.1f, 0.9f, 0.0f, false});
+  TrainedModel target(2);
+  const std::string path = checkpointPath(dir.file(""), 70);
+  saveCheckpoint(path, *model, fresh, somePosition(), {});
+  loadCheckpoint(path, *target.model, target.sgd, {});
+  for (const OptimizerState& slot : target.sgd.state())
+    EXPECT_TRUE(slot.tensor->empty()) << slot.name;
+}
+
+// Files written before --optimizer existed record no optimizer: they were
+// SGD runs, and resume as such only.
+TEST(Checkpoint, AnOlderFileWithoutTheOptimizerOptionWasSgd) {
+  TempDir dir;
+  TrainedModel written(1), restored(2);
+  const std::string path = checkpointPath(dir.file(""), 70);
+  saveCheckpoint(path, *written.model, written.sgd, somePosition(), {});
+  loadCheckpoint(path, *restored.model, restored.sgd, {{"ddp.option.optimizer", "sgd"}});
+  try {
+    loadCheckpoint(path, *restored.model, restored.sgd, {{"ddp.option.optimizer", "adamw"}});
+    FAIL() << "an SGD checkpoint resumed as AdamW";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "was written with ddp.option.optimizer = 'sgd' but this run has 'adamw'"),
+              std::string::npos)
         << e.what();
   }
 }

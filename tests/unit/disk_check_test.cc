@@ -38,7 +38,7 @@ TEST(DiskCheck, CheckpointsWrittenAtEpochEndsEveryNStepsAndTheStop) {
   EXPECT_EQ(checkpointsWritten(0, 30, 7, std::size_t{1} << 62), 5u);  // 7, 14, 21, 28, the stop
 }
 
-TEST(DiskCheck, FilesHoldTheWeightsAndTheMomentumOfTrainableParameters) {
+TEST(DiskCheck, FilesHoldTheWeightsAndTheOptimizerStateOfTrainableParameters) {
   ddp::testing::TempDir dir;
   // 784-5-10: 3925 + 60 = 3985 parameters; layers.2 (60 of them) frozen.
   const Options o = parseArgs(
@@ -56,6 +56,9 @@ TEST(DiskCheck, FilesHoldTheWeightsAndTheMomentumOfTrainableParameters) {
   const Options still = parseArgs({"--dataset", "synthetic", "--hidden", "5", "--momentum", "0",
                                    "--checkpoint-dir", dir.path()});
   EXPECT_EQ(outputFiles(still, 0, 30, 10).checkpointBytes, 3985u * 4);
+  const Options adamw = parseArgs({"--dataset", "synthetic", "--hidden", "5", "--optimizer",
+                                   "adamw", "--checkpoint-dir", dir.path(), "--freeze", "2"});
+  EXPECT_EQ(outputFiles(adamw, 0, 30, 10).checkpointBytes, (3985u + 2 * 3925u) * 4);  // 2 moments
 }
 
 TEST(DiskCheck, KeepCheckpointsBoundsThoseOnDiskCountingTheOnesThere) {
@@ -85,9 +88,10 @@ TEST(DiskCheck, RefusesACheckpointThatCannotFitOnce) {
   const Options o = parseArgs({"--checkpoint-dir", "ck", "--max-steps", "10"});
   const DiskVerdict v = judgeDiskRoom(o, defaultMlpFiles(1, 1), DiskRoom{3 * kMiB, 1}, {});
   ASSERT_TRUE(v.refusal);
-  EXPECT_EQ(*v.refusal,
-            "--checkpoint-dir ck: a checkpoint takes 14.2 MiB (the weights and momentum of 1.86 M "
-            "parameters), but its file system has 3.0 MiB free");
+  EXPECT_EQ(
+      *v.refusal,
+      "--checkpoint-dir ck: a checkpoint takes 14.2 MiB (the weights and optimizer state of 1.86 M "
+      "parameters), but its file system has 3.0 MiB free");
   EXPECT_FALSE(judgeDiskRoom(o, defaultMlpFiles(1, 1), DiskRoom{15 * kMiB, 1}, {}).refusal);
   // A run that writes no checkpoint (nothing left to train) needs no room.
   EXPECT_FALSE(judgeDiskRoom(o, defaultMlpFiles(0, 0), DiskRoom{0, 1}, {}).refusal);

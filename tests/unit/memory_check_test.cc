@@ -40,12 +40,12 @@ TEST(MemoryCheck, MlpParameterCountsMatchTheBuiltModel) {
   }
 }
 
-TEST(MemoryCheck, CpuRankHoldsWeightsGradientsMomentumAndOutputs) {
+TEST(MemoryCheck, CpuRankHoldsWeightsGradientsOptimizerStateAndOutputs) {
   const HostMemoryNeed need = hostMemoryNeed(parseArgs({}), trainer::Device::kCpu);
   EXPECT_EQ(need.parameters, kParameters);
   EXPECT_EQ(need.weights, 4 * kParameters);
   EXPECT_EQ(need.gradients, 4 * kParameters);
-  EXPECT_EQ(need.momentum, 4 * kParameters);
+  EXPECT_EQ(need.optimizerState, 4 * kParameters);  // SGD's momentum
   EXPECT_EQ(need.outputs, 4u * 64 * (1024 + 1024 + 10));
   EXPECT_EQ(need.data, 0u);  // Fashion-MNIST's 55 MB are not counted
   EXPECT_EQ(need.total(), 12 * kParameters + 4u * 64 * 2058);
@@ -56,7 +56,13 @@ TEST(MemoryCheck, FrozenLayersAndNoMomentumNeedLess) {
       hostMemoryNeed(parseArgs({"--freeze", "0", "--momentum", "0"}), trainer::Device::kCpu);
   EXPECT_EQ(frozen.weights, 4 * kParameters);
   EXPECT_EQ(frozen.gradients, 4 * (kLayer2 + kLayer4));
-  EXPECT_EQ(frozen.momentum, 0u);
+  EXPECT_EQ(frozen.optimizerState, 0u);
+}
+
+TEST(MemoryCheck, AdamWKeepsTwoMomentsPerTrainableParameter) {
+  const HostMemoryNeed need =
+      hostMemoryNeed(parseArgs({"--optimizer", "adamw", "--freeze", "0"}), trainer::Device::kCpu);
+  EXPECT_EQ(need.optimizerState, 2 * 4 * (kLayer2 + kLayer4));
 }
 
 TEST(MemoryCheck, GpuRankHoldsOnlyTheWeightsOnTheHost) {

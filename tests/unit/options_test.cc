@@ -109,7 +109,19 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--inject-fault", "nonfinite:1:0"}, "--inject-fault"},
         Invalid{{"--inject-fault", "stall:0:3:-2"}, "--inject-fault"},
         Invalid{{"--keep-checkpoints", "-1"}, "--keep-checkpoints"},
-        Invalid{{"--keep-checkpoints", "2"}, "--keep-checkpoints needs --checkpoint-dir"}));
+        Invalid{{"--keep-checkpoints", "2"}, "--keep-checkpoints needs --checkpoint-dir"},
+        Invalid{{"--optimizer", "adam"}, "--optimizer: unknown 'adam' (known: sgd, adamw)"},
+        Invalid{{"--optimizer", "adamw", "--momentum", "0.5"},
+                "--momentum is --optimizer sgd's, but this run uses adamw (its --betas play "
+                "momentum's part)"},
+        Invalid{{"--betas", "0.8,0.99"}, "--betas is --optimizer adamw's, but this run uses sgd"},
+        Invalid{{"--eps", "1e-6"}, "--eps is --optimizer adamw's"},
+        Invalid{{"--optimizer", "adamw", "--betas", "0.9"}, "--betas takes two values B1,B2"},
+        Invalid{{"--optimizer", "adamw", "--betas", "0.9,1"}, "each in [0, 1) (got '0.9,1')"},
+        Invalid{{"--optimizer", "adamw", "--betas", "0.9,0.99,0.5"}, "--betas takes two values"},
+        Invalid{{"--optimizer", "adamw", "--betas", "0.9,x"}, "--betas"},
+        Invalid{{"--optimizer", "adamw", "--eps", "0"}, "--eps must be positive"},
+        Invalid{{"--optimizer", "adamw", "--eps", "1e-50"}, "--eps must be positive"}));
 
 // inf, and anything too long for the clocks, is no limit: a finite value that
 // a millisecond count and steady_clock::now() + it still hold.
@@ -255,6 +267,20 @@ TEST(Options, GradientClippingIsOffUnlessAskedAndMayOnlyMeasure) {
   EXPECT_EQ(parse({"--clip-grad-norm", "1.5"}).clipGradNorm, 1.5);
   EXPECT_TRUE(std::isinf(parse({"--clip-grad-norm", "inf"}).clipGradNorm));
   EXPECT_EQ(trainOptionsFrom(parse({"--clip-grad-norm", "0.25"})).clipGradNorm, 0.25f);
+}
+
+TEST(Options, AdamWTakesBetasAndEpsAndRecordsThem) {
+  const Options o = parse({"--optimizer", "adamw", "--betas", "0.8,0.95", "--eps", "1e-6"});
+  EXPECT_EQ(o.beta1, 0.8);
+  EXPECT_EQ(o.beta2, 0.95);
+  EXPECT_EQ(o.eps, 1e-6);
+  EXPECT_EQ(checkpointOptions(o).at("ddp.option.optimizer"), "adamw betas 0.8,0.95 eps 1e-06");
+  EXPECT_EQ(checkpointOptions(parse({})).at("ddp.option.optimizer"), "sgd");
+  EXPECT_EQ(optimizerStateCopies(o), 2u);
+  EXPECT_EQ(optimizerStateCopies(parse({})), 1u);
+  EXPECT_EQ(optimizerStateCopies(parse({"--momentum", "0"})), 0u);
+  EXPECT_STREQ(buildOptimizer(o, {})->name(), "adamw");
+  EXPECT_STREQ(buildOptimizer(parse({}), {})->name(), "sgd");
 }
 
 TEST(Options, ConfigFileWithAByteOrderMarkOrWindowsLineEnds) {

@@ -147,6 +147,33 @@ __global__ void sgdKernel(float* p, const float* grad, float* buf, std::size_t c
   }
 }
 
+__global__ void adamwBeginKernel(float* step, float* factors, float lr, float beta1, float beta2,
+                                 const std::int32_t* skip) {
+  if (skip != nullptr && *skip != 0) return;  // not a step: t and the factors stay
+  const float t = *step + 1.0f;
+  *step = t;
+  factors[0] = static_cast<float>(lr / (1.0 - pow(static_cast<double>(beta1), double{t})));
+  factors[1] = static_cast<float>(sqrt(1.0 - pow(static_cast<double>(beta2), double{t})));
+}
+
+__global__ void adamwKernel(float* p, const float* grad, float* m, float* v, std::size_t count,
+                            float decay, float beta1, float beta2, float eps, const float* factors,
+                            const std::int32_t* skip, const float* gradScale) {
+  if (skip != nullptr && *skip != 0) return;  // the same for every thread: no divergence
+  const float scale = gradScale != nullptr ? *gradScale : 1.0f;
+  const float stepSize = factors[0], correction2Sqrt = factors[1];
+  const float take1 = static_cast<float>(1.0 - beta1), take2 = static_cast<float>(1.0 - beta2);
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    const float g = grad[i] * scale;
+    const float mi = m[i] * beta1 + g * take1;
+    const float vi = v[i] * beta2 + take2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = p[i] * decay + -stepSize * mi / (sqrtf(vi) / correction2Sqrt + eps);
+  }
+}
+
 __global__ void flagNonFiniteKernel(const float* data, std::size_t count, std::int32_t* flag) {
   bool bad = false;
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
@@ -255,6 +282,21 @@ void sgdUpdate(float* parameter, const float* grad, float* buffer, std::size_t c
   if (count == 0) return;
   sgdKernel<<<blocksFor(count), kThreads, 0, ddp::cuda::computeStream()>>>(
       parameter, grad, buffer, count, lr, momentum, weightDecay, nesterov, first, skip, gradScale);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void adamwBeginStep(float* step, float* factors, float lr, float beta1, float beta2,
+                    const std::int32_t* skip) {
+  adamwBeginKernel<<<1, 1, 0, ddp::cuda::computeStream()>>>(step, factors, lr, beta1, beta2, skip);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void adamwUpdate(float* parameter, const float* grad, float* expAvg, float* expAvgSq,
+                 std::size_t count, float decay, float beta1, float beta2, float eps,
+                 const float* factors, const std::int32_t* skip, const float* gradScale) {
+  if (count == 0) return;
+  adamwKernel<<<blocksFor(count), kThreads, 0, ddp::cuda::computeStream()>>>(
+      parameter, grad, expAvg, expAvgSq, count, decay, beta1, beta2, eps, factors, skip, gradScale);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

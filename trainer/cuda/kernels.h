@@ -44,11 +44,25 @@ void softmaxCrossEntropyBackward(const float* probabilities, const std::int32_t*
 // null): when *skip is non-zero as the kernel runs, nothing is written, so a
 // flag computed earlier on the stream can cancel the step with no host
 // round trip (--skip-nonfinite, Note [Skipping a step on the device] in
-// trainer/sgd.h). `gradScale` (device memory, may be null): the gradient is
+// trainer/optimizer.h). `gradScale` (device memory, may be null): the gradient is
 // multiplied by *gradScale as it is read (clipByNorm's scale).
 void sgdUpdate(float* parameter, const float* grad, float* buffer, std::size_t count, float lr,
                float momentum, float weightDecay, bool nesterov, bool first,
                const std::int32_t* skip = nullptr, const float* gradScale = nullptr);
+
+// AdamW (trainer/adamw.h), in two parts so that no step count ever reaches
+// the host. adamwBeginStep (one thread) adds 1 to *step unless *skip is
+// raised, then writes the step's factors: factors[0] = lr / (1 - beta1^t),
+// factors[1] = sqrt(1 - beta2^t), computed in double as on the CPU.
+// adamwUpdate then updates `count` elements of one parameter with them:
+// `decay` is 1 - lr * weight_decay; `expAvg` and `expAvgSq` the moments;
+// `skip` and `gradScale` as for sgdUpdate. All pointers are device memory.
+void adamwBeginStep(float* step, float* factors, float lr, float beta1, float beta2,
+                    const std::int32_t* skip = nullptr);
+void adamwUpdate(float* parameter, const float* grad, float* expAvg, float* expAvgSq,
+                 std::size_t count, float decay, float beta1, float beta2, float eps,
+                 const float* factors, const std::int32_t* skip = nullptr,
+                 const float* gradScale = nullptr);
 
 // Partial sums of clipByNorm: this many doubles of scratch.
 inline constexpr std::size_t kNormPartials = 256;

@@ -1,0 +1,84 @@
+// Optimizer: turns the averaged gradients into an update of the parameters.
+//
+// Contract (called on the training thread, once per step, after the Reducer
+// has finished: every rank holds the same gradients bit for bit, so every
+// rank's update is the same and the replicas stay identical):
+//   step(inputs)       updates every trainable parameter from its gradient;
+//                      frozen parameters keep their values and have no state.
+//   setLearningRate()  from the next step on (the schedule calls it; the
+//                      trainer takes the optimizer's rate as the peak).
+//   state()            the tensors an exact resume needs (Note [Optimizer
+//                      state in checkpoints]).
+// Implementations: Sgd (trainer/sgd.h), AdamW (trainer/adamw.h). Both follow
+// PyTorch's update rules, so a run can be checked against torch.optim.
+//
+// Note [Optimizer state in checkpoints]
+// An optimizer lists its state as named tensors, each named after what
+// PyTorch calls it, then the parameter it belongs to: "momentum.layers.0.weight"
+// (SGD), "exp_avg.layers.0.weight", "exp_avg_sq.layers.0.weight" and one
+// "step" (AdamW). A checkpoint stores them as "optimizer.<name>", so the
+// checkpoint code needs no knowledge of any one optimizer. State is created
+// by the first step, zeroed (before it, state() lists slots whose tensors are
+// empty, and a checkpoint holds none of them). A checkpoint must therefore
+// hold all of an optimizer's state or none of it: anything in between, or a
+// name this optimizer does not keep, is a damaged or foreign file.
+//
+// Note [Skipping a step on the device]
+// --skip-nonfinite must decide, per step, whether to update at all. On the
+// CPU the trainer reads the gradients and simply does not call step(). On a
+// GPU reading a flag back would stall the host every step, so the decision
+// stays on the device: a kernel raises a flag in device memory when a
+// gradient is not finite, and every update kernel of the step reads that
+// flag and writes nothing when it is set. The host learns which steps were
+// skipped when it next reads the loss (a sync it makes anyway). So the host
+// cannot know which step was the first real update, nor how many there have
+// been: whatever state depends on that lives on the device too (SGD's
+// momentum starts zeroed; AdamW counts its steps in device memory).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer/layer.h"
+
+namespace ddp::trainer {
+
+// What one update is told besides the gradients. All optional.
+struct StepInputs {
+  // CPU parameters: the gradients are multiplied by this as they are read
+  // (clipping: Note [Clipping the averaged gradient] in trainer/clip.h).
+  float gradScale = 1.0f;
+  // CUDA parameters (device memory): the update happens only if *deviceSkip
+  // is 0 when the kernels run (Note [Skipping a step on the device]). Pass
+  // it on every step of a run or on none.
+  const std::int32_t* deviceSkip = nullptr;
+  // CUDA parameters (device memory): gradScale, computed on the device.
+  const float* deviceGradScale = nullptr;
+};
+
+// One tensor of an optimizer's state. `tensor` is owned by the optimizer and
+// empty until the first step creates it; a restore fills it with `shape`
+// on `device`.
+struct OptimizerState {
+  std::string name;  // Note [Optimizer state in checkpoints]
+  Tensor* tensor;
+  Shape shape;
+  Device device;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // Applies one update from the current gradients (already averaged across ranks).
+  virtual void step(const StepInputs& inputs = {}) = 0;
+  // The learning rate of the next step; setLearningRate changes it (schedules).
+  virtual float learningRate() const = 0;
+  virtual void setLearningRate(float lr) = 0;
+  // Every state slot this optimizer keeps, created or not, in a fixed order.
+  virtual std::vector<OptimizerState> state() = 0;
+  // "sgd" or "adamw", for messages.
+  virtual const char* name() const = 0;
+};
+
+}  // namespace ddp::trainer
