@@ -105,6 +105,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "weight-decay", po::value(&o.weightDecay)->value_name("X")->default_value(o.weightDecay, "0"),
       "sgd: L2 penalty added to the gradients; adamw: decoupled, each step multiplies the weights "
       "by 1 - lr x X (PyTorch's AdamW default is 0.01)")(
+      "no-bias-decay", po::bool_switch(&o.noBiasDecay),
+      "--weight-decay leaves the biases alone, as GPT-2, llm.c and Megatron-Core train (in "
+      "PyTorch: a second parameter group with weight_decay=0)")(
       "clip-grad-norm",
       po::value(&o.clipGradNorm)->value_name("X")->default_value(o.clipGradNorm, "0"),
       "scale the averaged gradient down to L2 norm X (over all trainable parameters) when it is "
@@ -580,6 +583,8 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
   validateOptimizer(o, raw, vm);
   if (!(o.weightDecay >= 0 && std::isfinite(o.weightDecay)))
     throw UsageError(str("--weight-decay must be >= 0 and finite (got ", o.weightDecay, ")"));
+  if (o.noBiasDecay && o.weightDecay == 0)
+    throw UsageError("--no-bias-decay changes nothing without --weight-decay");
   // float32 as the gradients: a positive value that rounds to 0 would turn clipping off.
   if (!(o.clipGradNorm == 0 || static_cast<float>(o.clipGradNorm) > 0)) {
     throw UsageError(

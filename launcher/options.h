@@ -46,6 +46,7 @@ struct Options {
   double momentum = 0.9;                          // sgd
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
   double weightDecay = 0.0;
+  bool noBiasDecay = false;   // weight decay on the weight matrices only
   double clipGradNorm = 0.0;  // 0: off; inf: measure the norm, never clip
   std::uint64_t seed = 42;
   std::size_t gradAccum = 1;

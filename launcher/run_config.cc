@@ -38,6 +38,7 @@ std::vector<std::pair<std::string, std::string>> computationOptions(const Option
                             : o.optimizer},
           {"momentum", str(o.momentum)},
           {"weight-decay", str(o.weightDecay)},
+          {"no-bias-decay", str(o.noBiasDecay)},
           {"seed", str(o.seed)},
           {"no-shuffle", str(o.noShuffle)},
           {"drop-last", str(o.dropLast)}};
@@ -52,10 +53,11 @@ std::unique_ptr<trainer::Optimizer> buildOptimizer(const Options& o,
     return std::make_unique<trainer::AdamW>(
         std::move(parameters),
         trainer::AdamWOptions{lr, static_cast<float>(o.beta1), static_cast<float>(o.beta2),
-                              static_cast<float>(o.eps), decay});
+                              static_cast<float>(o.eps), decay, !o.noBiasDecay});
   }
   return std::make_unique<trainer::Sgd>(
-      std::move(parameters), trainer::SgdOptions{lr, static_cast<float>(o.momentum), decay, false});
+      std::move(parameters),
+      trainer::SgdOptions{lr, static_cast<float>(o.momentum), decay, false, !o.noBiasDecay});
 }
 
 std::size_t optimizerStateCopies(const Options& o) {

@@ -53,7 +53,7 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
       o.warmupSteps > 0 ? str(", ", o.warmupSteps, " warm-up steps") : std::string(), "), ",
       o.optimizer == "adamw" ? str("adamw (betas ", o.beta1, ", ", o.beta2, ", eps ", o.eps, ")")
                              : str("sgd (momentum ", o.momentum, ")"),
-      ", weight decay ", o.weightDecay,
+      ", weight decay ", o.weightDecay, o.noBiasDecay ? " (not on biases)" : "",
       o.clipGradNorm == 0          ? std::string()
       : std::isinf(o.clipGradNorm) ? ", gradient norm measured (not clipped)"
                                    : str(", gradient norm clipped to ", o.clipGradNorm),

@@ -49,6 +49,11 @@ void AdamW::step(const StepInputs& inputs) {
   stepOnHost(inputs.gradScale);
 }
 
+float AdamW::decayFactor(const Parameter& param) const {
+  const float wd = weightDecayOf(param, options_.weightDecay, options_.decayBiases);
+  return static_cast<float>(1.0 - static_cast<double>(options_.lr) * wd);  // as PyTorch: in double
+}
+
 void AdamW::stepOnHost(float gradScale) {
   const AdamWOptions& o = options_;
   float& t = step_.data()[0];
@@ -57,7 +62,6 @@ void AdamW::stepOnHost(float gradScale) {
   const double correction2 = 1.0 - std::pow(static_cast<double>(o.beta2), static_cast<double>(t));
   const float stepSize = static_cast<float>(o.lr / correction1);
   const float correction2Sqrt = static_cast<float>(std::sqrt(correction2));
-  const float decay = static_cast<float>(1.0 - static_cast<double>(o.lr) * o.weightDecay);
   const float keep1 = o.beta1, take1 = static_cast<float>(1.0 - o.beta1);
   const float keep2 = o.beta2, take2 = static_cast<float>(1.0 - o.beta2);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
@@ -67,6 +71,7 @@ void AdamW::stepOnHost(float gradScale) {
     const float* grad = param.grad.data();
     float* m = expAvg_[i].data();
     float* v = expAvgSq_[i].data();
+    const float decay = decayFactor(param);
     const std::size_t n = param.value.numel();
     for (std::size_t j = 0; j < n; ++j) {
       const float g = grad[j] * gradScale;
@@ -86,13 +91,12 @@ void AdamW::stepOnDevice([[maybe_unused]] const StepInputs& inputs) {
   if (deviceFactors_.empty()) deviceFactors_ = Tensor({2}, Device::kCuda);
   cuda::adamwBeginStep(step_.data(), deviceFactors_.data(), o.lr, o.beta1, o.beta2,
                        inputs.deviceSkip);
-  const float decay = static_cast<float>(1.0 - static_cast<double>(o.lr) * o.weightDecay);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     Parameter& param = *parameters_[i];
     if (!param.trainable) continue;
     cuda::adamwUpdate(param.value.data(), param.grad.data(), expAvg_[i].data(), expAvgSq_[i].data(),
-                      param.value.numel(), decay, o.beta1, o.beta2, o.eps, deviceFactors_.data(),
-                      inputs.deviceSkip, inputs.deviceGradScale);
+                      param.value.numel(), decayFactor(param), o.beta1, o.beta2, o.eps,
+                      deviceFactors_.data(), inputs.deviceSkip, inputs.deviceGradScale);
   }
 #else
   DDP_CHECK(false, "AdamW state on a CUDA device in a build without CUDA");

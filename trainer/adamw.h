@@ -33,6 +33,7 @@ struct AdamWOptions {
   float beta2 = 0.999f;
   float eps = 1e-8f;
   float weightDecay = 0.01f;
+  bool decayBiases = true;  // weightDecayOf (trainer/optimizer.h)
 };
 
 class AdamW final : public Optimizer {
@@ -47,6 +48,8 @@ class AdamW final : public Optimizer {
 
  private:
   void createState();
+  // 1 - lr * weight_decay for `param`: what decoupled decay multiplies it by.
+  float decayFactor(const Parameter& param) const;
   void stepOnHost(float gradScale);
   void stepOnDevice(const StepInputs& inputs);
 

@@ -66,7 +66,8 @@ void saveCheckpoint(const std::string& path, Sequential& model, Optimizer& optim
 // Reads and validates the whole file before changing anything: the model's
 // tensors (names, shapes), the optimizer state (names, shapes, all or
 // none), the position and `expected` options (an option added since the
-// file was written counts as its value of then: "optimizer" as sgd). On success, copies values and
+// file was written counts as its value of then: "optimizer" as sgd,
+// "no-bias-decay" as 0). On success, copies values and
 // buffers into `model` and `optimizer` (on the parameters' device) and returns the position. Throws
 // DataError naming the file and the first problem.
 TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Optimizer& optimizer,

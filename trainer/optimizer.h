@@ -67,6 +67,14 @@ struct OptimizerState {
   Device device;
 };
 
+// The weight decay `p` gets: `weightDecay`, except that without
+// `decayBiases` the 1-D parameters (the biases) get none. That is
+// --no-bias-decay, how GPT-2, llm.c and Megatron-Core train; PyTorch users
+// get it from a second parameter group with weight_decay=0.
+inline float weightDecayOf(const Parameter& p, float weightDecay, bool decayBiases) {
+  return decayBiases || p.value.shape().size() != 1 ? weightDecay : 0.0f;
+}
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;

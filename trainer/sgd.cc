@@ -26,11 +26,12 @@ std::vector<OptimizerState> Sgd::state() {
 }
 
 void Sgd::step(const StepInputs& inputs) {
-  const float lr = options_.lr, mu = options_.momentum, wd = options_.weightDecay;
+  const float lr = options_.lr, mu = options_.momentum;
   const float scale = inputs.gradScale;
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     Parameter& param = *parameters_[i];
     if (!param.trainable) continue;
+    const float wd = weightDecayOf(param, options_.weightDecay, options_.decayBiases);
     float* p = param.value.data();
     const float* grad = param.grad.data();
     const std::size_t n = param.value.numel();

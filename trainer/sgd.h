@@ -27,6 +27,7 @@ struct SgdOptions {
   float momentum = 0.0f;
   float weightDecay = 0.0f;
   bool nesterov = false;
+  bool decayBiases = true;  // weightDecayOf (trainer/optimizer.h)
 };
 
 class Sgd final : public Optimizer {

@@ -97,7 +97,8 @@ grep -q "resume: from" "$WORK/resumed.log" || fail "did not resume on the GPU"
 # AdamW on the GPU (its step count lives on the device): with a skipped
 # step and clipping it ends where the CPU run does, and a checkpoint of its
 # moments and count resumes exactly.
-adamw=(--hidden 256,128 --optimizer adamw --lr 1e-3 --weight-decay 0.01 --seed 3 --lr-schedule constant)
+adamw=(--hidden 256,128 --optimizer adamw --lr 1e-3 --weight-decay 0.01 --no-bias-decay --seed 3
+  --lr-schedule constant)
 run 1 "${adamw[@]}" --max-steps 30 "${poison[@]}" "${clip[@]}" --device cuda \
   --save-model "$WORK/gpu_adamw.safetensors" > /dev/null 2>&1
 run 1 "${adamw[@]}" --max-steps 30 "${poison[@]}" "${clip[@]}" --device cpu --threads 1 \

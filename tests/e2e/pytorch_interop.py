@@ -11,9 +11,10 @@
                                      one SGD step (no momentum) from WEIGHTS on the first
                                      BATCH training samples, the gradient clipped with
                                      clip_grad_norm_(MAX_NORM); writes OUT and prints the norm
-  adamw  WEIGHTS DATA_DIR BATCH STEPS LR WEIGHT_DECAY OUT
+  adamw  WEIGHTS DATA_DIR BATCH STEPS LR WEIGHT_DECAY OUT [no-bias-decay]
                                      STEPS torch.optim.AdamW steps from WEIGHTS, each on the
-                                     next BATCH training samples in file order; writes OUT
+                                     next BATCH training samples in file order (the biases in
+                                     a group without weight decay if asked); writes OUT
 
 Reads and writes safetensors with a few lines of its own (Debian has no safetensors
 package): 8-byte little-endian header length, JSON header, raw data.
@@ -140,7 +141,11 @@ def main():
     elif sys.argv[1] == "adamw":
         weights, data_dir, batch, steps, lr, weight_decay, out = sys.argv[2:9]
         model = load_model(weights)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=float(lr), weight_decay=float(weight_decay))
+        groups = [{"params": [p for p in model.parameters() if p.dim() > 1]},
+                  {"params": [p for p in model.parameters() if p.dim() == 1]}]
+        if sys.argv[9:] == ["no-bias-decay"]:
+            groups[1]["weight_decay"] = 0.0
+        optimizer = torch.optim.AdamW(groups, lr=float(lr), weight_decay=float(weight_decay))
         for images, labels in train_batches(data_dir, int(batch), int(steps)):
             optimizer.zero_grad()
             nn.functional.cross_entropy(model(images), labels).backward()

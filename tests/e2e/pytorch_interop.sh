@@ -60,4 +60,16 @@ run 2 --hidden 128,64 --init-from "$WORK/theirs.safetensors" --no-shuffle --batc
   --save-model "$WORK/ours-adamw.safetensors" > /dev/null
 "$COMPARE_WEIGHTS" "$WORK/torch-adamw.safetensors" "$WORK/ours-adamw.safetensors" --rtol 1e-4 \
   || fail "five AdamW steps differ from PyTorch's"
+# --no-bias-decay is PyTorch's second parameter group with weight_decay=0
+# (a large decay, so that decaying the biases would show).
+OPENBLAS_NUM_THREADS=1 "$TORCH_PYTHON" "$here/pytorch_interop.py" adamw "$WORK/theirs.safetensors" \
+  "$FMNIST" 64 5 0.001 10 "$WORK/torch-nobias.safetensors" no-bias-decay
+run 2 --hidden 128,64 --init-from "$WORK/theirs.safetensors" --no-shuffle --batch-size 32 --max-steps 5 \
+  --optimizer adamw --lr 0.001 --lr-schedule constant --weight-decay 10 --no-bias-decay \
+  --save-model "$WORK/ours-nobias.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/torch-nobias.safetensors" "$WORK/ours-nobias.safetensors" --rtol 1e-4 \
+  || fail "five AdamW steps without bias decay differ from PyTorch's"
+if "$COMPARE_WEIGHTS" "$WORK/torch-nobias.safetensors" "$WORK/ours-adamw.safetensors" --rtol 1e-3 > /dev/null; then
+  fail "a weight decay of 10 changed nothing"
+fi
 echo "pytorch interop: ok"

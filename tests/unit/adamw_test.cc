@@ -144,5 +144,16 @@ TEST(AdamW, RestoredStateContinuesExactly) {
   EXPECT_EQ(a.value.data()[1], b.value.data()[1]);
 }
 
+// --no-bias-decay: with no gradient only the weight matrix shrinks.
+TEST(AdamW, WithoutBiasDecayOnlyMatricesDecay) {
+  Parameter weight{"w", Tensor({1, 2}), Tensor({1, 2}), true};
+  weight.value.fill(2.0f);
+  Parameter bias = vectorParameter({2.0f}, {0.0f}, "b");
+  AdamW adamw({&weight, &bias}, {0.1f, 0.9f, 0.999f, 1e-8f, 0.5f, false});
+  adamw.step();
+  EXPECT_FLOAT_EQ(weight.value.data()[1], 2.0f * (1.0f - 0.1f * 0.5f));
+  EXPECT_EQ(bias.value.data()[0], 2.0f);
+}
+
 }  // namespace
 }  // namespace ddp::trainer

@@ -121,7 +121,8 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--optimizer", "adamw", "--betas", "0.9,0.99,0.5"}, "--betas takes two values"},
         Invalid{{"--optimizer", "adamw", "--betas", "0.9,x"}, "--betas"},
         Invalid{{"--optimizer", "adamw", "--eps", "0"}, "--eps must be positive"},
-        Invalid{{"--optimizer", "adamw", "--eps", "1e-50"}, "--eps must be positive"}));
+        Invalid{{"--optimizer", "adamw", "--eps", "1e-50"}, "--eps must be positive"},
+        Invalid{{"--no-bias-decay"}, "--no-bias-decay changes nothing without --weight-decay"}));
 
 // inf, and anything too long for the clocks, is no limit: a finite value that
 // a millisecond count and steady_clock::now() + it still hold.
@@ -281,6 +282,10 @@ TEST(Options, AdamWTakesBetasAndEpsAndRecordsThem) {
   EXPECT_EQ(optimizerStateCopies(parse({"--momentum", "0"})), 0u);
   EXPECT_STREQ(buildOptimizer(o, {})->name(), "adamw");
   EXPECT_STREQ(buildOptimizer(parse({}), {})->name(), "sgd");
+  EXPECT_EQ(checkpointOptions(parse({})).at("ddp.option.no-bias-decay"), "0");
+  EXPECT_EQ(checkpointOptions(parse({"--weight-decay", "0.1", "--no-bias-decay"}))
+                .at("ddp.option.no-bias-decay"),
+            "1");
 }
 
 TEST(Options, ConfigFileWithAByteOrderMarkOrWindowsLineEnds) {

@@ -89,5 +89,17 @@ TEST(Sgd, FrozenParametersDoNotMove) {
   EXPECT_EQ(p.value.data()[0], 1.0f);
 }
 
+// --no-bias-decay: the 1-D parameters (biases) get no weight decay, the
+// others the full amount (weightDecayOf in trainer/optimizer.h).
+TEST(Sgd, WithoutBiasDecayOnlyMatricesDecay) {
+  Parameter weight{"w", Tensor({1, 1}), Tensor({1, 1}), true};
+  Parameter bias = scalarParameter(2.0f, 0.0f);
+  weight.value.data()[0] = 2.0f;
+  Sgd sgd({&weight, &bias}, {0.1f, 0.0f, 0.5f, false, false});
+  sgd.step();
+  EXPECT_FLOAT_EQ(weight.value.data()[0], 2.0f - 0.1f * 0.5f * 2.0f);
+  EXPECT_EQ(bias.value.data()[0], 2.0f);
+}
+
 }  // namespace
 }  // namespace ddp::trainer
