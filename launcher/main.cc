@@ -31,6 +31,7 @@
 #include "runtime/log.h"
 #include "runtime/memory.h"
 #include "runtime/signals.h"
+#include "runtime/start_up_deadline.h"
 #include "runtime/trace.h"
 #include "runtime/world.h"
 #include "trainer/checkpoint.h"
@@ -65,12 +66,21 @@ void logDiagnosis(const comm::Diagnosis& d) {
 }
 
 int train(const Options& o) {
+  const auto timeout = std::chrono::milliseconds(static_cast<long long>(o.timeoutSeconds * 1000));
+  // Note [Before the watchdog]: until the watchdog runs, a limit of its own.
+  StartUpDeadline deadline(
+      timeout, kExitFailure, "MPI_Init (and the node layout)",
+      "MPI_Init returns only once every rank of the job has started and reached it, so some rank "
+      "has not: its node may be slow to start or to load the program, a rank may have failed "
+      "before starting MPI (see the launcher's messages), or the nodes may not reach each other");
   World world;
   log::setAllRanks(o.logAllRanks);
   if (world.rank() == 0) {
     for (const std::string& warning : o.warnings)
       log::warn(warning);
   }
+  const char* const everyRank = "it waits for every rank, and some rank has not arrived";
+  deadline.enter("choosing the device", everyRank);
   const Placement placement = choosePlacement(o, world);
   if (!placement.error.empty()) {
     if (placement.printsError) log::error(str("ddp_train: ", placement.error));
@@ -78,7 +88,7 @@ int train(const Options& o) {
   }
   if (placement.device == trainer::Device::kCuda) printPlacements(placement, world);
   comm::CommOptions commOptions;
-  commOptions.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeoutSeconds * 1000));
+  commOptions.timeout = timeout;
   commOptions.checkNonFinite = true;              // the trainer checks every step's gradients
   commOptions.sumOfSquares = o.clipGradNorm > 0;  // the gradient's norm, for clipping
   // Set once the watchdog runs; read by the NCCL watchdog's thread.
@@ -89,6 +99,10 @@ int train(const Options& o) {
       logDiagnosis(watchdog->diagnose(/*withStacks=*/true));  // the job ends next
     }
   };
+  deadline.enter("creating the communicator",
+                 placement.device == trainer::Device::kCuda
+                     ? "ncclCommInitRank returns once every rank has joined, and some rank has not"
+                     : everyRank);
   // A collective the NCCL watchdog gave up on: peers may be stuck, end the job.
   std::unique_ptr<comm::Communicator> communicator = makeCommunicator(
       placement, world, commOptions, [&world, &explain](const std::string& report) {
@@ -97,6 +111,7 @@ int train(const Options& o) {
       });
   comm::Communicator& comm = *communicator;
   std::unique_ptr<comm::Watchdog> watchdog;  // Note [Watchdog reports]
+  deadline.enter("sharing out the CPUs and learning the ranks' hosts", everyRank);
   const CpuShare cpus = shareCpus(world);
   const std::vector<std::string> hosts = hostOfEachRank(world);  // for naming a rank
   const ThreadCount threadCount = chooseThreads(o.threads, cpus, std::getenv);
@@ -121,6 +136,7 @@ int train(const Options& o) {
     // Note [Where a stuck rank is]: from here on, start-up included (its
     // long local work sends heartbeats: Note [Heartbeats of local work]).
     watchdog->armQuietCheck();
+    deadline.disarm();
     const FaultInjection fault = parseFaultInjection(o.injectFault);
     Data data;
     std::unique_ptr<trainer::Sequential> model;

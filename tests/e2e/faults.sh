@@ -76,6 +76,23 @@ timeout 120 mpirun -np 1 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 15
   fail "slow_load: a moving load was taken for a hang: $(grep -v "^\[r0\] error:   #" "$WORK/slow_load.out")"
 echo "slow_load: $(grep -m1 "data synthetic/train" "$WORK/slow_load.out")"
 
+# Before the watchdog exists (Note [Before the watchdog]): a rank that never
+# reaches MPI_Init (here it sleeps before starting ddp_train, as on a node
+# slow to load the program) leaves the others waiting inside MPI_Init. They
+# give up after --timeout, saying where, and mpirun ends the job.
+start=$(date +%s)
+set +e
+timeout 120 mpirun -np 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then sleep 60; fi; exec "$0" "$@"' \
+  "$DDP_TRAIN" "${SMALL[@]}" --timeout 2 > "$WORK/late_rank.out" 2>&1
+code=$?
+set -e
+took=$(($(date +%s) - start))
+[ "$code" != 0 ] && [ "$code" != 124 ] && [ "$took" -le 30 ] ||
+  fail "late_rank: exit $code after $took s: $(cat "$WORK/late_rank.out")"
+grep -qE "error: on .* \(rank 0, pid [0-9]+\): start-up: MPI_Init \(and the node layout\) has not finished after 2 s \(--timeout\): MPI_Init returns only once every rank of the job has started and reached it" \
+  "$WORK/late_rank.out" || fail "late_rank: $(cat "$WORK/late_rank.out")"
+echo "late_rank: exit $code after $took s"
+
 # A short stall is survived: warned about, then reported over; exit 0.
 expect short_stall 0 "watchdog: the stall is over: mpi collective #[0-9]+ completed after" 40 2 \
   --timeout 60 --stall-warning 1 --inject-fault stall:0:5:3

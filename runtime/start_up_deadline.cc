@@ -1,0 +1,55 @@
+#include "runtime/start_up_deadline.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "runtime/str.h"
+#include "runtime/world.h"
+
+namespace ddp {
+
+StartUpDeadline::StartUpDeadline(std::chrono::milliseconds limit, int exitCode, std::string phase,
+                                 std::string why)
+    : start_(std::chrono::steady_clock::now()),
+      limit_(limit),
+      exitCode_(exitCode),
+      phase_(std::move(phase)),
+      why_(std::move(why)),
+      thread_([this] { watch(); }) {}
+
+StartUpDeadline::~StartUpDeadline() {
+  disarm();
+}
+
+void StartUpDeadline::enter(std::string phase, std::string why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  phase_ = std::move(phase);
+  why_ = std::move(why);
+}
+
+void StartUpDeadline::disarm() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+  }
+  disarmed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void StartUpDeadline::watch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (disarmed_.wait_until(lock, start_ + limit_, [this] { return done_; })) return;
+  const double seconds = std::chrono::duration<double>(limit_).count();
+  // One write, no locks shared with the stuck thread (it may hold any), then
+  // _exit: no destructor may wait for what is stuck.
+  const std::string line =
+      str("ddp_train: error: on ", thisHostname(), " (rank ", rankFromEnvironment(), ", pid ",
+          ::getpid(), "): start-up: ", phase_, " has not finished after ", seconds,
+          " s (--timeout): ", why_, "; ending this rank so that the launcher ends the job\n");
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  ::_exit(exitCode_);
+}
+
+}  // namespace ddp
