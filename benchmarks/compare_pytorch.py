@@ -15,7 +15,7 @@ per rank, and reports the median step time, samples/s and the ratios:
 --hidden W,W,... for one other MLP. --caps: bucket caps in MiB for both
 frameworks (inf: one bucket; PyTorch gets a cap larger than the model). The
 large MLP runs --steps / 5 steps. --optimizers: sgd (momentum 0.9) and/or
-adamw (weight decay 0.01) for both frameworks; "sgd,adamw" also prints what
+adamw (lr 0.001, weight decay 0.01) for both frameworks; "sgd,adamw" also prints what
 AdamW's step costs over SGD's. --clip-grad-norm: limits for both frameworks
 (ddp_train --clip-grad-norm X; PyTorch calls clip_grad_norm_ after backward);
 0 is no clipping, so "0,1" measures both side by side.
@@ -58,7 +58,7 @@ MODELS = {"default": "1024,1024", "large": "4096,4096,4096"}
 
 def optimizer_args(optimizer):
     """ddp_train's options for PyTorch's optimizer in pytorch_ddp_mlp.py."""
-    return ["--optimizer", "adamw", "--weight-decay", "0.01"] if optimizer == "adamw" else []
+    return ["--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.01"] if optimizer == "adamw" else []
 
 
 def run_ours(args, np_, hidden, steps, cap, optimizer, clip):

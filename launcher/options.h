@@ -16,6 +16,10 @@ namespace ddp::launcher {
 // (steady_clock's nanoseconds) once added to now.
 constexpr double kNoWaitLimitSeconds = 1e8;
 
+// --optimizer adamw without --lr or --weight-decay: torch.optim.AdamW's defaults.
+constexpr double kAdamWDefaultLr = 1e-3;
+constexpr double kAdamWDefaultWeightDecay = 0.01;
+
 struct Options {
   bool help = false;
   bool version = false;
@@ -45,9 +49,9 @@ struct Options {
   std::string optimizer = "sgd";                  // sgd | adamw
   double momentum = 0.9;                          // sgd
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
-  double weightDecay = 0.0;
-  bool noBiasDecay = false;   // weight decay on the weight matrices only
-  double clipGradNorm = 0.0;  // 0: off; inf: measure the norm, never clip
+  double weightDecay = 0.0;                       // adamw: kAdamWDefaultWeightDecay unless given
+  bool noBiasDecay = false;                       // weight decay on the weight matrices only
+  double clipGradNorm = 0.0;                      // 0: off; inf: measure the norm, never clip
   std::uint64_t seed = 42;
   std::size_t gradAccum = 1;
   // distributed

@@ -270,6 +270,18 @@ TEST(Options, GradientClippingIsOffUnlessAskedAndMayOnlyMeasure) {
   EXPECT_EQ(trainOptionsFrom(parse({"--clip-grad-norm", "0.25"})).clipGradNorm, 0.25f);
 }
 
+// Without --lr and --weight-decay, AdamW gets PyTorch's defaults, not SGD's.
+TEST(Options, AdamWDefaultsToPytorchsRateAndWeightDecay) {
+  const Options adamw = parse({"--optimizer", "adamw"});
+  EXPECT_EQ(adamw.lr, 1e-3);
+  EXPECT_EQ(adamw.weightDecay, 0.01);
+  const Options given = parse({"--optimizer", "adamw", "--lr", "0.05", "--weight-decay", "0"});
+  EXPECT_EQ(given.lr, 0.05);
+  EXPECT_EQ(given.weightDecay, 0.0);
+  EXPECT_EQ(parse({}).lr, 0.1);
+  EXPECT_EQ(parse({}).weightDecay, 0.0);
+}
+
 TEST(Options, AdamWTakesBetasAndEpsAndRecordsThem) {
   const Options o = parse({"--optimizer", "adamw", "--betas", "0.8,0.95", "--eps", "1e-6"});
   EXPECT_EQ(o.beta1, 0.8);
