@@ -11,7 +11,7 @@
 
 namespace ddp::launcher {
 
-HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device) {
+HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool rankZero) {
   const std::size_t inputDim = trainer::kFashionMnistFeatures;
   const std::size_t classes = trainer::kFashionMnistClasses;
   const ParameterCount count = countParameters(o);
@@ -25,6 +25,9 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device) {
         std::accumulate(o.hidden.begin(), o.hidden.end(), std::size_t{0}) + classes;
     need.outputs = o.batchSize * widths * sizeof(float);
   }
+  if (rankZero && !o.checkpointDir.empty()) {
+    need.checkpointCopy = need.weights + optimizerStateCopies(o) * count.trainable * sizeof(float);
+  }
   if (o.dataset == "synthetic") {
     need.data = (o.syntheticSamples + syntheticTestSamples(o)) *
                 (inputDim * sizeof(float) + sizeof(std::int32_t));
@@ -34,7 +37,7 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device) {
 
 std::optional<std::string> memoryShortfall(const HostMemoryNeed& need, int ranks,
                                            std::size_t available, const std::string& host) {
-  const double total = static_cast<double>(need.total()) * ranks;
+  const double total = static_cast<double>(need.total()) * ranks + need.checkpointCopy;
   if (total <= static_cast<double>(available)) return std::nullopt;
   const auto bytes = [](std::size_t n) { return bytesString(static_cast<double>(n)); };
   std::string parts = str(bytes(need.weights), " of weights");
@@ -46,6 +49,11 @@ std::optional<std::string> memoryShortfall(const HostMemoryNeed& need, int ranks
   return str("out of memory: host ", host, " cannot hold this run: each of its ", ranks, " rank",
              ranks == 1 ? "" : "s", " needs at least ", bytes(need.total()), " (",
              fixed(static_cast<double>(need.parameters) / 1e6, 2), " M parameters: ", parts, "), ",
+             need.checkpointCopy > 0
+                 ? str("and rank 0 ", bytes(need.checkpointCopy),
+                       " more for the copy of the weights and optimizer state that checkpoints are "
+                       "written from, ")
+                 : std::string(),
              bytesString(total), " in all, and ", bytes(available),
              " is available (MemAvailable plus free swap, or a cgroup limit's room); the kernel "
              "would end the run part-way (try a smaller model, batch or data set, or fewer ranks "
@@ -56,16 +64,20 @@ std::optional<std::string> processLimitShortfall(const HostMemoryNeed& need, tra
                                                  const ProcessMemoryLimit& limit,
                                                  const std::string& host) {
   const std::size_t blas = device == trainer::Device::kCpu ? kBlasBufferBytes : 0;
-  if (need.total() + blas <= limit.room()) return std::nullopt;
+  const std::size_t run = need.total() + need.checkpointCopy;  // this rank's
+  if (run + blas <= limit.room()) return std::nullopt;
   const auto bytes = [](std::size_t n) { return bytesString(static_cast<double>(n)); };
   return str("out of memory: on host ", host, ", ", limit.name, " limits each rank's ", limit.what,
              " to ", bytes(limit.limit), "; ", bytes(limit.used),
              " of it is in use before the model is built (MPI, the libraries, thread stacks), "
              "and a rank needs at least ",
-             bytes(need.total() + blas), " more (", bytes(need.total()), " for the run",
+             bytes(run + blas), " more (", bytes(run), " for the run",
+             need.checkpointCopy > 0 ? str(", of which ", bytes(need.checkpointCopy),
+                                           " is rank 0's copy for checkpoints", blas > 0 ? "," : "")
+                                     : std::string(),
              blas > 0 ? str(" and ", bytes(blas), " for OpenBLAS's work buffer") : std::string(),
              "), but ", bytes(limit.room()), " is left",
-             blas > 0 && limit.room() >= need.total()
+             blas > 0 && limit.room() >= run
                  ? " (OpenBLAS would spin for ever trying to map its buffer)"
                  : "",
              "; raise the limit (", limit.name, " unlimited, or the batch system's setting)");
@@ -84,7 +96,8 @@ std::optional<std::string> processLimitWarning(const ProcessMemoryLimit& limit,
 
 void checkNodeMemory(const Options& o, const World& world, trainer::Device device) {
   if (world.localRank() != 0) return;  // one report per node
-  const HostMemoryNeed need = hostMemoryNeed(o, device);
+  // Rank 0 is its node's local rank 0 (World orders the node by global rank).
+  const HostMemoryNeed need = hostMemoryNeed(o, device, world.rank() == 0);
   if (const std::optional<std::size_t> available = availableBytes()) {
     const auto shortfall = memoryShortfall(need, world.localSize(), *available, world.hostname());
     if (shortfall) throw UsageError(*shortfall);

@@ -5,13 +5,16 @@
 // ends a rank with SIGKILL only when a page is first written. A model too big
 // for the node therefore ran part-way (the weights were built, the Reducer's
 // buckets were being zeroed) and mpirun then said only "exited on signal 9".
-// The weights, the gradients, the optimizer state and a synthetic data set are all
-// written in full, so their sum is a lower bound of what the run needs; each
+// The weights, the gradients, the optimizer state and a synthetic data set
+// are all written in full, so their sum is a lower bound of what the run needs; each
 // node's first rank compares its node's share against the memory the kernel
 // will give (runtime/memory.h, availableBytes) before any rank loads data or
-// builds the model. Activations beyond the layers' outputs, Fashion-MNIST's
-// 55 MB and MPI's buffers come on top, so a run that passes may still not
-// fit; one that fails cannot.
+// builds the model. With --checkpoint-dir, rank 0's node also counts the copy
+// that checkpoints are written from (allocated by the first checkpoint:
+// without it counted, a run that cannot hold it passes the check, trains,
+// and fails at that checkpoint). Activations beyond the layers' outputs,
+// Fashion-MNIST's 55 MB and MPI's buffers come on top, so a run that passes
+// may still not fit; one that fails cannot.
 //
 // Note [A process memory limit]
 // A limit on the process itself (`ulimit -v` or `ulimit -d`, set on some
@@ -57,12 +60,20 @@ struct HostMemoryNeed {
   std::size_t optimizerState = 0;  // bytes: SGD's momentum, AdamW's moments (CPU runs)
   std::size_t outputs = 0;         // bytes: each layer's output for one batch (CPU runs)
   std::size_t data = 0;            // bytes: --dataset synthetic's features and labels
+  // What every rank needs.
   std::size_t total() const { return weights + gradients + optimizerState + outputs + data; }
+  // Bytes rank 0 needs on top with --checkpoint-dir, on CPUs and GPUs alike:
+  // the host copy of the weights and optimizer state that checkpoints are
+  // written from (Note [Checkpoints written in the background] in
+  // trainer/checkpoint_writer.h). Without it counted, a run too large for
+  // that copy was killed at its first checkpoint, its training lost.
+  std::size_t checkpointCopy = 0;
 };
 
 // On a GPU the model is built on the host, then moved: the host holds the
-// weights once; the rest lives on the device.
-HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device);
+// weights once; the rest lives on the device. `rankZero`: the rank that
+// writes checkpoints (checkpointCopy).
+HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool rankZero = false);
 
 // The refusal for `ranks` ranks of `need` each against `available` bytes, or
 // nullopt when they fit.

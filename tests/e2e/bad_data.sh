@@ -92,6 +92,17 @@ if [ -z "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ]; then
   [ "$rc" = 1 ] || fail "a model beyond ulimit -v: exit $rc: $(cat "$WORK/ulimit.out")"
   grep -q "\[r0\] error: out of memory: on host .*, ulimit -v limits each rank's address space to 3.0 GiB; .* a rank needs at least 3.3 GiB more (3.2 GiB for the run and 128.0 MiB for OpenBLAS's work buffer)" \
     "$WORK/ulimit.out" || fail "a model beyond ulimit -v not explained: $(cat "$WORK/ulimit.out")"
+  # Rank 0 also holds the copy checkpoints are written from (weights and
+  # AdamW's two moments): a run that fits without --checkpoint-dir is
+  # refused with it at start-up, instead of failing at its first checkpoint.
+  big=(--dataset synthetic --synthetic-samples 256 --hidden 8192,8192 --optimizer adamw --max-steps 1)
+  (ulimit -v 2621440 && run 1 "${big[@]}") > "$WORK/fits.out" 2>&1 ||
+    fail "a model within ulimit -v: $(cat "$WORK/fits.out")"
+  rc=0
+  (ulimit -v 2621440 && run 1 "${big[@]}" --checkpoint-dir "$WORK/big-ck") > "$WORK/copy.out" 2>&1 || rc=$?
+  [ "$rc" = 1 ] || fail "a checkpoint copy beyond ulimit -v: exit $rc: $(cat "$WORK/copy.out")"
+  grep -q "\[r0\] error: out of memory: .* GiB for the run, of which 842.6 MiB is rank 0's copy for checkpoints" \
+    "$WORK/copy.out" || fail "a checkpoint copy beyond ulimit -v not explained: $(cat "$WORK/copy.out")"
 fi
 
 # Data that gives a rank nothing to train on: refused, not a run that ends

@@ -88,6 +88,26 @@ TEST(MemoryCheck, ShortfallOnlyWhenTheNodeCannotHoldItsRanks) {
   EXPECT_NE(refusal->find("87.3 MiB in all"), std::string::npos) << *refusal;
 }
 
+// With --checkpoint-dir, rank 0 also holds the copy checkpoints are written
+// from (weights and optimizer state), once per job, GPU runs included: its
+// node must hold that on top of its ranks.
+TEST(MemoryCheck, RankZeroHoldsTheCheckpointCopyOnce) {
+  const Options o = parseArgs({"--optimizer", "adamw", "--checkpoint-dir", "ck"});
+  EXPECT_EQ(hostMemoryNeed(o, trainer::Device::kCpu).checkpointCopy, 0u);  // not rank 0
+  EXPECT_EQ(hostMemoryNeed(parseArgs({}), trainer::Device::kCpu, true).checkpointCopy, 0u);
+  for (const trainer::Device device : {trainer::Device::kCpu, trainer::Device::kCuda}) {
+    const HostMemoryNeed need = hostMemoryNeed(o, device, true);
+    EXPECT_EQ(need.checkpointCopy, 3 * 4 * kParameters);  // weights and two moments
+    EXPECT_FALSE(memoryShortfall(need, 4, 4 * need.total() + need.checkpointCopy, "a"));
+    const auto refusal = memoryShortfall(need, 4, 4 * need.total() + need.checkpointCopy - 1, "a");
+    ASSERT_TRUE(refusal);
+    EXPECT_NE(refusal->find("and rank 0 21.3 MiB more for the copy of the weights and optimizer "
+                            "state that checkpoints are written from"),
+              std::string::npos)
+        << *refusal;
+  }
+}
+
 // A fake root with proc/meminfo, proc/self/cgroup and cgroup files.
 class FakeRoot {
  public:
@@ -216,6 +236,18 @@ TEST(ProcessLimitShortfall, OneRankAndABlasBufferAgainstTheRoom) {
   EXPECT_FALSE(processLimitShortfall(gpu, trainer::Device::kCuda, limit, "a"));
   limit.used += 1;
   EXPECT_TRUE(processLimitShortfall(gpu, trainer::Device::kCuda, limit, "a"));
+  // Rank 0's own limit must hold the checkpoints' copy too.
+  const HostMemoryNeed writer =
+      hostMemoryNeed(parseArgs({"--checkpoint-dir", "ck"}), trainer::Device::kCuda, true);
+  limit.used = limit.limit - writer.total() - writer.checkpointCopy;
+  EXPECT_FALSE(processLimitShortfall(writer, trainer::Device::kCuda, limit, "a"));
+  limit.used += 1;
+  const auto rankZero = processLimitShortfall(writer, trainer::Device::kCuda, limit, "a");
+  ASSERT_TRUE(rankZero);
+  EXPECT_NE(rankZero->find("(21.3 MiB for the run, of which 14.2 MiB is rank 0's copy for "
+                           "checkpoints), but"),
+            std::string::npos)
+      << *rankZero;
 }
 
 TEST(ProcessLimitWarning, WhenTheRoomCannotHoldMpisStartUp) {
