@@ -31,15 +31,12 @@ std::vector<OptimizerState> AdamW::state() {
 }
 
 void AdamW::createState() {
-  // A restored checkpoint may have created it already; all or none
-  // (Note [Optimizer state in checkpoints]).
-  for (const OptimizerState& slot : state()) {
-    if (slot.tensor->empty()) *slot.tensor = Tensor(slot.shape, slot.device);
-  }
+  for (const OptimizerState& slot : state())
+    *slot.tensor = Tensor(slot.shape, slot.device);
 }
 
 void AdamW::step(const StepInputs& inputs) {
-  createState();
+  if (step_.empty()) createState();  // all of it exists or none (a restore fills all)
   if (step_.onCuda()) {
     stepOnDevice(inputs);
     return;

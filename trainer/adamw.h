@@ -47,6 +47,7 @@ class AdamW final : public Optimizer {
   const AdamWOptions& options() const { return options_; }
 
  private:
+  // Zeroed state for every slot (the first step).
   void createState();
   // 1 - lr * weight_decay for `param`: what decoupled decay multiplies it by.
   float decayFactor(const Parameter& param) const;

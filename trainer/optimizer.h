@@ -13,15 +13,16 @@
 // PyTorch's update rules, so a run can be checked against torch.optim.
 //
 // Note [Optimizer state in checkpoints]
-// An optimizer lists its state as named tensors, each named after what
-// PyTorch calls it, then the parameter it belongs to: "momentum.layers.0.weight"
-// (SGD), "exp_avg.layers.0.weight", "exp_avg_sq.layers.0.weight" and one
-// "step" (AdamW). A checkpoint stores them as "optimizer.<name>", so the
-// checkpoint code needs no knowledge of any one optimizer. State is created
-// by the first step, zeroed (before it, state() lists slots whose tensors are
-// empty, and a checkpoint holds none of them). A checkpoint must therefore
-// hold all of an optimizer's state or none of it: anything in between, or a
-// name this optimizer does not keep, is a damaged or foreign file.
+// An optimizer lists its state as named tensors: the kind of state, then the
+// parameter it belongs to. AdamW's kinds are PyTorch's state_dict names:
+// "exp_avg.layers.0.weight", "exp_avg_sq.layers.0.weight" and one "step".
+// SGD's buffer is "momentum.layers.0.weight" (PyTorch says momentum_buffer;
+// checkpoints written before AdamW existed use this name). A checkpoint stores them as
+// "optimizer.<name>", so the checkpoint code needs no knowledge of any one optimizer. State is
+// created by the first step, zeroed (before it, state() lists slots whose tensors are empty, and a
+// checkpoint holds none of them). A checkpoint must therefore hold all of an optimizer's state or
+// none of it: anything in between, or a name this optimizer does not keep, is a damaged or foreign
+// file.
 //
 // Note [Skipping a step on the device]
 // --skip-nonfinite must decide, per step, whether to update at all. On the
