@@ -69,7 +69,9 @@ int train(const Options& o) {
   const auto timeout = std::chrono::milliseconds(static_cast<long long>(o.timeoutSeconds * 1000));
   // Note [Before the watchdog]: until the watchdog runs, a limit of its own.
   StartUpDeadline deadline(
-      timeout, kExitFailure, "MPI_Init (and the node layout)",
+      std::max<std::chrono::milliseconds>(timeout, kMinStartUpLimit),
+      str("--timeout, and at least ", kMinStartUpLimit.count(), " s at start-up"), kExitFailure,
+      "MPI_Init (and the node layout)",
       "MPI_Init returns only once every rank of the job has started and reached it, so some rank "
       "has not: its node may be slow to start or to load the program, a rank may have failed "
       "before starting MPI (see the launcher's messages), or the nodes may not reach each other");

@@ -144,7 +144,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "a collective not complete after this long ends the job, with a report of the ranks that "
       "did not arrive and where they are; so does a rank that makes no progress (no collective, "
       "step, evaluation batch or heartbeat of loading and saving) for this long plus a tenth, "
-      "and a start-up (MPI_Init included) not done after this long (inf: no limit)")(
+      "and a start-up (MPI_Init included) not done after this long, or 30 s if longer (inf: no "
+      "limit)")(
       "stall-warning",
       po::value(&o.stallWarningSeconds)
           ->value_name("SECONDS")

@@ -9,10 +9,11 @@
 
 namespace ddp {
 
-StartUpDeadline::StartUpDeadline(std::chrono::milliseconds limit, int exitCode, std::string phase,
-                                 std::string why)
+StartUpDeadline::StartUpDeadline(std::chrono::milliseconds limit, std::string limitName,
+                                 int exitCode, std::string phase, std::string why)
     : start_(std::chrono::steady_clock::now()),
       limit_(limit),
+      limitName_(std::move(limitName)),
       exitCode_(exitCode),
       phase_(std::move(phase)),
       why_(std::move(why)),
@@ -45,8 +46,8 @@ void StartUpDeadline::watch() {
   // _exit: no destructor may wait for what is stuck.
   const std::string line =
       str("ddp_train: error: on ", thisHostname(), " (rank ", rankFromEnvironment(), ", pid ",
-          ::getpid(), "): start-up: ", phase_, " has not finished after ", seconds,
-          " s (--timeout): ", why_, "; ending this rank so that the launcher ends the job\n");
+          ::getpid(), "): start-up: ", phase_, " has not finished after ", seconds, " s (",
+          limitName_, "): ", why_, "; ending this rank so that the launcher ends the job\n");
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
   ::_exit(exitCode_);

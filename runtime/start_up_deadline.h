@@ -13,7 +13,11 @@
 // waits for disarm(). Past the limit it writes what the rank was doing, with
 // its host, pid and the rank the launcher gave it. Then it ends the process
 // (_exit), and mpirun or srun ends the job. Once the watchdog runs, it
-// takes over (Note [Where a stuck rank is]).
+// takes over (Note [Where a stuck rank is]). The limit is never below
+// kMinStartUpLimit. A cold start is slow: 3 ranks on 2 cores, just after the
+// packages were installed, spent more than 4 s in MPI_Init (found by
+// tests/e2e/faults.sh in a fresh root). A short --timeout meant for
+// collectives must not cut that.
 #pragma once
 
 #include <chrono>
@@ -24,13 +28,16 @@
 
 namespace ddp {
 
+inline constexpr std::chrono::seconds kMinStartUpLimit{30};
+
 class StartUpDeadline {
  public:
-  // Starts the clock; `phase` says what the rank is doing ("MPI_Init"), and
-  // `why` what that waits for, for the message. `exitCode` is the process's
-  // exit status past the limit.
-  StartUpDeadline(std::chrono::milliseconds limit, int exitCode, std::string phase,
-                  std::string why);
+  // Starts the clock; `limitName` says where the limit comes from
+  // ("--timeout"), `phase` what the rank is doing ("MPI_Init") and `why`
+  // what that waits for, for the message. `exitCode` is the process's exit
+  // status past the limit. The caller applies kMinStartUpLimit.
+  StartUpDeadline(std::chrono::milliseconds limit, std::string limitName, int exitCode,
+                  std::string phase, std::string why);
   StartUpDeadline(const StartUpDeadline&) = delete;
   StartUpDeadline& operator=(const StartUpDeadline&) = delete;
   // Disarms it.
@@ -47,6 +54,7 @@ class StartUpDeadline {
 
   const std::chrono::steady_clock::time_point start_;
   const std::chrono::milliseconds limit_;
+  const std::string limitName_;
   const int exitCode_;
   std::mutex mutex_;
   std::condition_variable disarmed_;

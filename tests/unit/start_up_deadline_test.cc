@@ -14,7 +14,7 @@ namespace {
 using std::chrono::milliseconds;
 
 TEST(StartUpDeadline, DisarmedInTimeItDoesNothing) {
-  StartUpDeadline deadline(milliseconds(200), 3, "MPI_Init", "waits for every rank");
+  StartUpDeadline deadline(milliseconds(200), "--timeout", 3, "MPI_Init", "waits for every rank");
   deadline.enter("choosing the device", "waits for every rank");
   deadline.disarm();
   std::this_thread::sleep_for(milliseconds(400));  // past the limit: still alive
@@ -22,7 +22,7 @@ TEST(StartUpDeadline, DisarmedInTimeItDoesNothing) {
 }
 
 TEST(StartUpDeadline, DestroyedItDoesNothing) {
-  { StartUpDeadline deadline(milliseconds(100), 3, "MPI_Init", "x"); }
+  { StartUpDeadline deadline(milliseconds(100), "--timeout", 3, "MPI_Init", "x"); }
   std::this_thread::sleep_for(milliseconds(200));
   SUCCEED();
 }
@@ -31,7 +31,8 @@ TEST(StartUpDeadline, PastTheLimitItEndsTheProcessNamingThePhase) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        StartUpDeadline deadline(milliseconds(50), 7, "MPI_Init", "some rank has not started");
+        StartUpDeadline deadline(milliseconds(50), "--timeout", 7, "MPI_Init",
+                                 "some rank has not started");
         deadline.enter("creating the communicator", "some rank has not arrived");
         std::this_thread::sleep_for(std::chrono::seconds(10));  // stuck
       },
