@@ -267,7 +267,7 @@ int train(const Options& o) {
     return kExitFailure;
   } catch (const std::exception& e) {
     // Reached only from code outside agree(): the other ranks may be waiting.
-    log::error(e.what());
+    log::error(describeFailure(e));
     world.abort(kExitFailure);
   }
 }
@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
   try {
     return launcher::train(options);
   } catch (const std::exception& e) {  // before the job was set up (MPI start-up)
-    std::cerr << "ddp_train: " << e.what() << '\n';
+    std::cerr << "ddp_train: " << describeFailure(e) << '\n';
     return kExitFailure;
   }
 }

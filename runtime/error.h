@@ -93,6 +93,13 @@ inline constexpr int kExitUsage = 2;
 [[noreturn]] void throwInternal(const char* condition, const std::string& message, const char* file,
                                 int line);
 
+// The message for an exception that reached the top: e.what(), plus what to
+// do where the standard library's text says too little. A thread that could
+// not start says only "Resource temporarily unavailable" (found under a tight
+// ulimit -v: the communication thread's stack could not be mapped); memory
+// that could not be had says "std::bad_alloc".
+std::string describeFailure(const std::exception& e);
+
 }  // namespace ddp
 
 // Checks an internal invariant; throws InternalError naming the condition and file:line.
