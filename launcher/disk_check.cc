@@ -53,8 +53,7 @@ OutputFiles outputFiles(const Options& o, std::size_t firstStep, std::size_t las
   files.parameters = count.total;
   files.modelBytes = files.parameters * sizeof(float);
   if (o.checkpointDir.empty()) return files;
-  files.checkpointBytes =
-      files.modelBytes + optimizerStateCopies(o) * count.trainable * sizeof(float);
+  files.checkpointBytes = files.modelBytes + optimizerStateBytes(o);
   files.checkpoints = checkpointsWritten(firstStep, lastStep, stepsPerEpoch, o.checkpointEvery);
   if (o.keepCheckpoints == 0) {
     files.newAtOnce = files.checkpoints;

@@ -20,13 +20,13 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool ran
   need.weights = need.parameters * sizeof(float);
   if (device == trainer::Device::kCpu) {
     need.gradients = count.trainable * sizeof(float);
-    need.optimizerState = optimizerStateCopies(o) * count.trainable * sizeof(float);
+    need.optimizerState = optimizerStateBytes(o);
     const std::size_t widths =
         std::accumulate(o.hidden.begin(), o.hidden.end(), std::size_t{0}) + classes;
     need.outputs = o.batchSize * widths * sizeof(float);
   }
   if (rankZero && !o.checkpointDir.empty()) {
-    need.checkpointCopy = need.weights + optimizerStateCopies(o) * count.trainable * sizeof(float);
+    need.checkpointCopy = need.weights + optimizerStateBytes(o);
   }
   if (o.dataset == "synthetic") {
     need.data = (o.syntheticSamples + syntheticTestSamples(o)) *

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string_view>
 
@@ -486,6 +487,19 @@ Options parseOptions(int argc, const char* const argv[]) {
 
 namespace {
 
+// The whole of `text` as a number, or nullopt ("", "5x", "abc").
+std::optional<double> parseNumber(const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used == 0 || used != text.size()) return std::nullopt;
+  return value;
+}
+
 // Whether `key` was set by the user (command line, environment or --config)
 // rather than left at its default.
 bool given(const po::variables_map& vm, const char* key) {
@@ -514,21 +528,17 @@ void validateOptimizer(Options& o, const Raw& raw, const po::variables_map& vm) 
     }
   }
   const std::size_t comma = raw.betas.find(',');
-  double* const betas[] = {&o.beta1, &o.beta2};
-  const std::string items[] = {raw.betas.substr(0, comma),
-                               comma == std::string::npos ? "" : raw.betas.substr(comma + 1)};
-  for (int i = 0; i < 2; ++i) {
-    std::size_t used = 0;
-    try {
-      *betas[i] = std::stod(items[i], &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != items[i].size() || !(*betas[i] >= 0 && *betas[i] < 1)) {
+  const std::optional<double> beta1 = parseNumber(raw.betas.substr(0, comma));
+  const std::optional<double> beta2 =
+      comma == std::string::npos ? std::nullopt : parseNumber(raw.betas.substr(comma + 1));
+  for (const std::optional<double>& beta : {beta1, beta2}) {
+    if (!beta || !(*beta >= 0 && *beta < 1)) {
       throw UsageError(
           str("--betas takes two values B1,B2, each in [0, 1) (got '", raw.betas, "')"));
     }
   }
+  o.beta1 = *beta1;
+  o.beta2 = *beta2;
   if (!(static_cast<float>(o.eps) > 0 && std::isfinite(o.eps))) {
     throw UsageError(
         str("--eps must be positive and finite (within float32's range) (got ", o.eps, ")"));
@@ -549,16 +559,12 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
   if (raw.bucketCap == "auto") {
     o.bucketCapAuto = true;
   } else {
-    std::size_t used = 0;
-    try {
-      o.bucketCapMb = std::stod(raw.bucketCap, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != raw.bucketCap.size() || !(o.bucketCapMb >= 0)) {
+    const std::optional<double> cap = parseNumber(raw.bucketCap);
+    if (!cap || !(*cap >= 0)) {
       throw UsageError(
           str("--bucket-cap-mb must be >= 0, inf or auto (got '", raw.bucketCap, "')"));
     }
+    o.bucketCapMb = *cap;
   }
   o.freezeLayers = parseFreeze(raw.freeze, o.hidden.size());
   if (o.gradCompression != "none" && o.gradCompression != "bf16") {

@@ -60,9 +60,9 @@ std::unique_ptr<trainer::Optimizer> buildOptimizer(const Options& o,
       trainer::SgdOptions{lr, static_cast<float>(o.momentum), decay, false, !o.noBiasDecay});
 }
 
-std::size_t optimizerStateCopies(const Options& o) {
-  if (o.optimizer == "adamw") return 2;
-  return o.momentum > 0 ? 1 : 0;
+std::size_t optimizerStateBytes(const Options& o) {
+  const std::size_t copies = o.optimizer == "adamw" ? 2 : o.momentum > 0 ? 1 : 0;
+  return copies * countParameters(o).trainable * sizeof(float);
 }
 
 ParameterCount countParameters(const Options& o) {

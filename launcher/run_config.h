@@ -37,9 +37,10 @@ ParameterCount countParameters(const Options& o);
 std::unique_ptr<trainer::Optimizer> buildOptimizer(const Options& o,
                                                    std::vector<trainer::Parameter*> parameters);
 
-// The copies of the trainable parameters the optimizer keeps as state: SGD 1
-// with momentum (else 0), AdamW 2. For the memory and disk checks.
-std::size_t optimizerStateCopies(const Options& o);
+// The bytes of optimizer state the run keeps: a copy of the trainable
+// parameters for SGD with momentum (else none), two for AdamW (its step count
+// aside). For the memory and disk checks.
+std::size_t optimizerStateBytes(const Options& o);
 
 // The test set of --dataset synthetic: a quarter of the training set's size.
 std::size_t syntheticTestSamples(const Options& o);

@@ -178,8 +178,10 @@ TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& 
   for (Parameter* p : model.parameters())
     p->value.copyFrom(file.tensors.at(p->name));
   for (const OptimizerState& slot : slots) {
-    *slot.tensor = Tensor();
-    if (held == 0) continue;
+    if (held == 0) {
+      *slot.tensor = Tensor();  // none: the first step creates it
+      continue;
+    }
     *slot.tensor = Tensor(slot.shape, slot.device);
     slot.tensor->copyFrom(file.tensors.at(kOptimizerPrefix + slot.name));
   }

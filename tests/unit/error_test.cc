@@ -1,11 +1,11 @@
 // describeFailure: what the top-level handlers print for exceptions whose
 // own text says too little.
+#include "runtime/error.h"
+
 #include <gtest/gtest.h>
 
 #include <new>
 #include <system_error>
-
-#include "runtime/error.h"
 
 namespace ddp {
 namespace {

@@ -289,9 +289,10 @@ TEST(Options, AdamWTakesBetasAndEpsAndRecordsThem) {
   EXPECT_EQ(o.eps, 1e-6);
   EXPECT_EQ(checkpointOptions(o).at("ddp.option.optimizer"), "adamw betas 0.8,0.95 eps 1e-06");
   EXPECT_EQ(checkpointOptions(parse({})).at("ddp.option.optimizer"), "sgd");
-  EXPECT_EQ(optimizerStateCopies(o), 2u);
-  EXPECT_EQ(optimizerStateCopies(parse({})), 1u);
-  EXPECT_EQ(optimizerStateCopies(parse({"--momentum", "0"})), 0u);
+  const std::size_t weights = countParameters(o).trainable * sizeof(float);
+  EXPECT_EQ(optimizerStateBytes(o), 2 * weights);
+  EXPECT_EQ(optimizerStateBytes(parse({})), weights);
+  EXPECT_EQ(optimizerStateBytes(parse({"--momentum", "0"})), 0u);
   EXPECT_STREQ(buildOptimizer(o, {})->name(), "adamw");
   EXPECT_STREQ(buildOptimizer(parse({}), {})->name(), "sgd");
   EXPECT_EQ(checkpointOptions(parse({})).at("ddp.option.no-bias-decay"), "0");
