@@ -8,8 +8,8 @@ per rank, and reports the median step time, samples/s and the ratios:
   scaling cost   = step time at np / step time at np=1        (same framework)
 
   python3 benchmarks/compare_pytorch.py [--build build] [--np 1,2] [--models default]
-        [--caps 25] [--optimizers sgd] [--clip-grad-norm 0] [--batch-size 64] [--steps 300]
-        [--repeats 5] [--markdown FILE]
+        [--caps 25] [--optimizers sgd] [--clip-grad-norm 0] [--shard-optimizer off]
+        [--batch-size 64] [--steps 300] [--repeats 5] [--markdown FILE]
 
 --models: default (784-1024-1024-10) and/or large (784-4096-4096-4096-10), or
 --hidden W,W,... for one other MLP. --caps: bucket caps in MiB for both
@@ -18,7 +18,11 @@ large MLP runs --steps / 5 steps. --optimizers: sgd (momentum 0.9) and/or
 adamw (lr 0.001, weight decay 0.01) for both frameworks; "sgd,adamw" also prints what
 AdamW's step costs over SGD's. --clip-grad-norm: limits for both frameworks
 (ddp_train --clip-grad-norm X; PyTorch calls clip_grad_norm_ after backward);
-0 is no clipping, so "0,1" measures both side by side.
+0 is no clipping, so "0,1" measures both side by side. --shard-optimizer:
+off and/or on (ddp_train --shard-optimizer; PyTorch's ZeroRedundancyOptimizer
+around the same optimizer); "off,on" also prints what sharding does to the
+step and to rank 0's peak resident memory (ddp_train's own report, PyTorch's
+ru_maxrss).
 
 ddp_train trains on --dataset synthetic (in memory, like the PyTorch side) and
 its step time is taken from its --metrics file (training steps only, no
@@ -29,6 +33,7 @@ PyTorch side; ddp_train's first step is included in its mean (its effect at
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -61,7 +66,8 @@ def optimizer_args(optimizer):
     return ["--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.01"] if optimizer == "adamw" else []
 
 
-def run_ours(args, np_, hidden, steps, cap, optimizer, clip):
+def run_ours(args, np_, hidden, steps, cap, optimizer, clip, shard):
+    """Mean step (ms) and rank 0's peak resident memory (MiB)."""
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "m.jsonl")
         samples = max(4096, steps * args.batch_size * np_)
@@ -70,19 +76,24 @@ def run_ours(args, np_, hidden, steps, cap, optimizer, clip):
                "--batch-size", str(args.batch_size), "--max-steps", str(steps), "--epochs", "1",
                "--threads", "1", "--log-every", "1000000", "--metrics", metrics,
                "--bucket-cap-mb", cap, "--clip-grad-norm", clip] + optimizer_args(optimizer)
-        subprocess.run(cmd, env=mpi_env(), check=True, stdout=subprocess.DEVNULL, timeout=900)
+        if shard == "on":
+            cmd.append("--shard-optimizer")
+        out = subprocess.run(cmd, env=mpi_env(), check=True, capture_output=True, text=True, timeout=900).stdout
         m = json.loads(open(metrics).readline())
-        return m["train_time_s"] / m["steps"] * 1e3
+        peak = re.search(r"memory: peak resident ([0-9.]+) MiB", out)
+        return m["train_time_s"] / m["steps"] * 1e3, float(peak.group(1))
 
 
-def run_torch(args, np_, port, hidden, steps, cap, optimizer, clip):
+def run_torch(args, np_, port, hidden, steps, cap, optimizer, clip, shard):
+    """Mean step (ms) and rank 0's peak resident memory (MiB)."""
     torch_cap = "100000" if cap in ("inf", "single") else cap  # larger than any model here
     cmd = ["mpirun", "-q", "-np", str(np_), TORCH_PYTHON, os.path.join(HERE, "pytorch_ddp_mlp.py"),
            "--hidden", hidden, "--batch-size", str(args.batch_size), "--steps", str(steps),
            "--port", str(port), "--bucket-cap-mb", torch_cap, "--clip-grad-norm", clip,
-           "--optimizer", optimizer]
+           "--optimizer", optimizer] + (["--zero"] if shard == "on" else [])
     out = subprocess.run(cmd, env=mpi_env(), check=True, capture_output=True, text=True, timeout=900).stdout
-    return json.loads(out.strip().splitlines()[-1])["step_ms"]
+    result = json.loads(out.strip().splitlines()[-1])
+    return result["step_ms"], result["peak_rss_mib"]
 
 
 def main():
@@ -94,6 +105,7 @@ def main():
     parser.add_argument("--caps", default="25")
     parser.add_argument("--optimizers", default="sgd")
     parser.add_argument("--clip-grad-norm", default="0")
+    parser.add_argument("--shard-optimizer", default="off")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
@@ -104,49 +116,55 @@ def main():
     caps = args.caps.split(",")
     clips = args.clip_grad_norm.split(",")
     optimizers = args.optimizers.split(",")
-    # What each run trains with besides model and cap: (optimizer, clip).
-    variants = [(o, c) for o in optimizers for c in clips]
+    shards = args.shard_optimizer.split(",")
+    # What each run trains with besides model and cap: (optimizer, clip, sharded).
+    variants = [(o, c, z) for o in optimizers for c in clips for z in shards]
     steps_of = lambda model: args.steps // 5 if model == "large" else args.steps  # noqa: E731
 
     times = {}
+    memory = {}  # rank 0's peak resident MiB, per run
     port = 29600
     for r in range(args.repeats):
         for model, hidden in models.items():
             for cap in caps:
-                for opt, clip in variants:
+                for opt, clip, shard in variants:
                     for n in worlds:
-                        key = (model, cap, opt, clip, n)
-                        ours = run_ours(args, n, hidden, steps_of(model), cap, opt, clip)
+                        key = (model, cap, opt, clip, shard, n)
+                        ours, our_peak = run_ours(args, n, hidden, steps_of(model), cap, opt, clip, shard)
                         port += 1
-                        theirs = run_torch(args, n, port, hidden, steps_of(model), cap, opt, clip)
+                        theirs, their_peak = run_torch(args, n, port, hidden, steps_of(model), cap, opt, clip,
+                                                       shard)
                         times.setdefault(key, {"ddp": [], "torch": []})
                         times[key]["ddp"].append(ours)
                         times[key]["torch"].append(theirs)
-                        print(f"repeat {r + 1}/{args.repeats} {model} cap {cap} {opt} clip {clip} np={n}: "
-                              f"ddp_train {ours:.2f} ms, PyTorch DDP {theirs:.2f} ms",
-                              file=sys.stderr, flush=True)
+                        memory.setdefault(key, {"ddp": [], "torch": []})
+                        memory[key]["ddp"].append(our_peak)
+                        memory[key]["torch"].append(their_peak)
+                        print(f"repeat {r + 1}/{args.repeats} {model} cap {cap} {opt} clip {clip} shard {shard} "
+                              f"np={n}: ddp_train {ours:.2f} ms {our_peak:.0f} MiB, "
+                              f"PyTorch DDP {theirs:.2f} ms {their_peak:.0f} MiB", file=sys.stderr, flush=True)
 
     lines = [
         f"batch {args.batch_size} per rank, {args.steps} steps (large MLP: {args.steps // 5}), "
         f"1 BLAS thread per rank, median of {args.repeats} alternating runs",
         "",
-        "| model | cap (MiB) | optimizer | clip | np | ddp_train step (ms) | ddp_train samples/s "
+        "| model | cap (MiB) | optimizer | clip | sharded | np | ddp_train step (ms) | ddp_train samples/s "
         "| PyTorch DDP step (ms) | PyTorch samples/s | speed-up (ddp/PyTorch) | ddp_train step vs np=1 "
         "| PyTorch step vs np=1 |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for model, hidden in models.items():
         for cap in caps:
-            for opt, clip in variants:
+            for opt, clip, shard in variants:
                 base = worlds[0]
-                med = {n: {fw: statistics.median(times[(model, cap, opt, clip, n)][fw])
+                med = {n: {fw: statistics.median(times[(model, cap, opt, clip, shard, n)][fw])
                            for fw in ("ddp", "torch")} for n in worlds}
                 for n in worlds:
                     ours, theirs = med[n]["ddp"], med[n]["torch"]
                     sps = lambda ms: n * args.batch_size / ms * 1e3  # noqa: E731
                     lines.append(
                         f"| 784-{hidden.replace(',', '-')}-10 | {cap} | {opt} | {clip if clip != '0' else '-'} | "
-                        f"{n} | {ours:.2f} | {sps(ours):.0f} | {theirs:.2f} | {sps(theirs):.0f} | "
+                        f"{shard} | {n} | {ours:.2f} | {sps(ours):.0f} | {theirs:.2f} | {sps(theirs):.0f} | "
                         f"{theirs / ours:.2f}x | {ours / med[base]['ddp']:.2f}x | "
                         f"{theirs / med[base]['torch']:.2f}x |")
     def ratios(title, pairs):
@@ -162,21 +180,36 @@ def main():
     if "0" in clips and len(clips) > 1:
         ratios("What clipping adds to a step (median step with the limit / without):",
                [(f"{name(hidden)}, cap {cap}, {opt}, clip {clip}, np={n}",
-                 (model, cap, opt, clip, n), (model, cap, opt, "0", n))
+                 (model, cap, opt, clip, z, n), (model, cap, opt, "0", z, n))
                 for model, hidden in models.items() for cap in caps for opt in optimizers
-                for clip in clips if clip != "0" for n in worlds])
+                for clip in clips if clip != "0" for z in shards for n in worlds])
     if "sgd" in optimizers and "adamw" in optimizers:
         ratios("What AdamW's step costs over SGD's (median step with AdamW / with SGD):",
                [(f"{name(hidden)}, cap {cap}, clip {clip}, np={n}",
-                 (model, cap, "adamw", clip, n), (model, cap, "sgd", clip, n))
-                for model, hidden in models.items() for cap in caps for clip in clips for n in worlds])
+                 (model, cap, "adamw", clip, z, n), (model, cap, "sgd", clip, z, n))
+                for model, hidden in models.items() for cap in caps for clip in clips for z in shards
+                for n in worlds])
+    if "off" in shards and "on" in shards:
+        pairs = [(model, hidden, cap, opt, clip, n) for model, hidden in models.items() for cap in caps
+                 for opt in optimizers for clip in clips for n in worlds]
+        ratios("What sharding the optimizer state does to a step (median step sharded / not):",
+               [(f"{name(hidden)}, cap {cap}, {opt}, clip {clip}, np={n}",
+                 (model, cap, opt, clip, "on", n), (model, cap, opt, clip, "off", n))
+                for model, hidden, cap, opt, clip, n in pairs])
+        lines += ["", "Rank 0's peak resident memory (MiB, median), not sharded -> sharded:", ""]
+        for model, hidden, cap, opt, clip, n in pairs:
+            peak = {(z, fw): statistics.median(memory[(model, cap, opt, clip, z, n)][fw])
+                    for z in ("off", "on") for fw in ("ddp", "torch")}
+            lines.append(f"- {name(hidden)}, cap {cap}, {opt}, clip {clip}, np={n}: "
+                         f"ddp_train {peak[('off', 'ddp')]:.0f} -> {peak[('on', 'ddp')]:.0f}, "
+                         f"PyTorch DDP {peak[('off', 'torch')]:.0f} -> {peak[('on', 'torch')]:.0f}")
     table = "\n".join(lines)
     print(table)
     if args.markdown:
         with open(args.markdown, "a") as f:
             f.write(table + "\n")
-    raw = {f"{m} cap {c} {o} clip {k} np={n} {fw}": [round(t, 3) for t in v[fw]]
-           for (m, c, o, k, n), v in times.items() for fw in ("ddp", "torch")}
+    raw = {f"{m} cap {c} {o} clip {k} shard {z} np={n} {fw}": [round(t, 3) for t in v[fw]]
+           for (m, c, o, k, z, n), v in times.items() for fw in ("ddp", "torch")}
     print("raw step times (ms):", json.dumps(raw), file=sys.stderr)
 
 

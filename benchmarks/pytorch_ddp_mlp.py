@@ -4,13 +4,15 @@ Started by mpirun (one process per rank): reads the rank from Open MPI's
 environment and rendezvouses over loopback TCP. Trains an MLP of the given
 widths with SGD (momentum 0.9) or AdamW (weight decay 0.01) on in-memory random data, so that the data
 loader costs nothing, and prints one JSON line on rank 0 with the mean step
-time over the timed steps.
+time over the timed steps and rank 0's peak resident memory. --zero wraps the
+optimizer in ZeroRedundancyOptimizer (each rank keeps 1/world of its state).
 
   mpirun -np 2 /usr/bin/python3 pytorch_ddp_mlp.py --hidden 1024,1024 --batch-size 64 --steps 300
 """
 import argparse
 import json
 import os
+import resource
 import time
 
 import torch
@@ -30,6 +32,7 @@ def main():
     parser.add_argument("--port", type=int, default=29517)
     parser.add_argument("--clip-grad-norm", type=float, default=0.0, help="0: no clipping")
     parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    parser.add_argument("--zero", action="store_true", help="shard the optimizer state (ZeroRedundancyOptimizer)")
     args = parser.parse_args()
 
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
@@ -40,9 +43,15 @@ def main():
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(build_mlp(args.hidden), bucket_cap_mb=args.bucket_cap_mb)
     if args.optimizer == "adamw":
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        optimizer_class, settings = torch.optim.AdamW, dict(lr=1e-3, weight_decay=0.01)
     else:
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        optimizer_class, settings = torch.optim.SGD, dict(lr=0.01, momentum=0.9)
+    if args.zero:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=optimizer_class, **settings)
+    else:
+        optimizer = optimizer_class(model.parameters(), **settings)
     loss_fn = nn.CrossEntropyLoss()
     generator = torch.Generator().manual_seed(rank)
     x = torch.rand(args.batch_size * 16, 784, generator=generator)
@@ -67,7 +76,8 @@ def main():
     elapsed = time.perf_counter() - start
     if rank == 0:
         step_ms = elapsed / args.steps * 1e3
-        print(json.dumps({"step_ms": step_ms, "samples_per_s": world * args.batch_size * args.steps / elapsed}))
+        print(json.dumps({"step_ms": step_ms, "samples_per_s": world * args.batch_size * args.steps / elapsed,
+                          "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
     dist.destroy_process_group()
 
 

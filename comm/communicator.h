@@ -77,8 +77,17 @@ class Communicator {
                             ReduceOp op) = 0;
   // In place: every rank ends with `root`'s `count` elements.
   virtual WorkPtr broadcast(void* data, std::size_t count, DataType type, int root) = 0;
-  // `recv` (size() * count elements) ends with rank r's `count` elements at r * count.
+  // `recv` (size() * count elements) ends with rank r's `count` elements at
+  // r * count. In place when send == recv + rank() * count: this rank's part
+  // is already where it belongs (NCCL's in-place form; MPI_IN_PLACE on MPI),
+  // which is how a sharded optimizer shares its updated parameters.
   virtual WorkPtr allgather(const void* send, void* recv, std::size_t count, DataType type) = 0;
+  // On `root`, `recv` (size() * count elements) ends with rank r's `count`
+  // elements at r * count; elsewhere `recv` is unused (may be null). Host
+  // memory on every backend: it serves checkpoints, which rank 0 writes from
+  // host memory (a sharded optimizer's state: trainer/sharded_optimizer.h).
+  virtual WorkPtr gather(const void* send, void* recv, std::size_t count, DataType type,
+                         int root) = 0;
   virtual WorkPtr barrier() = 0;
 
   // Zero-filled, 64-byte aligned memory for `bytes` bytes that this backend

@@ -179,7 +179,8 @@ int train(const Options& o) {
     comm.setContext("start-up: moving the model to its device");
     model->to(placement.device);  // rank 0's --init-from weights go with it, then broadcast
 
-    const std::unique_ptr<trainer::Optimizer> optimizer = buildOptimizer(o, model->parameters());
+    const std::unique_ptr<trainer::Optimizer> optimizer =
+        buildOptimizer(o, model->parameters(), &comm);
     trainer::TrainOptions trainOptions = trainOptionsFrom(o);
     trainOptions.onBucketCapChosen = reportBucketCapChoice;
     // Rank 0 writes checkpoints in the background (Note [Checkpoints written
@@ -190,11 +191,13 @@ int train(const Options& o) {
     }
     if (!o.checkpointDir.empty()) {
       trainOptions.onCheckpoint = [&](const trainer::TrainPosition& at) {
+        optimizer->gatherState(0);  // sharded: rank 0 gets everyone's part
         comm::agree(comm, [&] {
           if (!checkpointWriter) return;
           checkpointWriter->write(trainer::checkpointPath(o.checkpointDir, at.globalStep), *model,
                                   *optimizer, at, checkpointOptions(o));
         });
+        optimizer->releaseGatheredState();
       };
     }
     trainOptions.stopRequested = [] { return stopSignal(); };

@@ -11,7 +11,7 @@
 
 namespace ddp::launcher {
 
-HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool rankZero) {
+HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool rankZero, int world) {
   const std::size_t inputDim = trainer::kFashionMnistFeatures;
   const std::size_t classes = trainer::kFashionMnistClasses;
   const ParameterCount count = countParameters(o);
@@ -20,13 +20,16 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool ran
   need.weights = need.parameters * sizeof(float);
   if (device == trainer::Device::kCpu) {
     need.gradients = count.trainable * sizeof(float);
-    need.optimizerState = optimizerStateBytes(o);
+    need.optimizerState = optimizerStateBytesPerRank(o, world);
     const std::size_t widths =
         std::accumulate(o.hidden.begin(), o.hidden.end(), std::size_t{0}) + classes;
     need.outputs = o.batchSize * widths * sizeof(float);
   }
   if (rankZero && !o.checkpointDir.empty()) {
     need.checkpointCopy = need.weights + optimizerStateBytes(o);
+    // Sharded: the state gathered from every rank sits beside that copy
+    // while it is taken (Note [Sharded optimizer state]).
+    if (o.shardOptimizer) need.checkpointCopy += optimizerStateBytes(o);
   }
   if (o.dataset == "synthetic") {
     need.data = (o.syntheticSamples + syntheticTestSamples(o)) *
@@ -97,7 +100,7 @@ std::optional<std::string> processLimitWarning(const ProcessMemoryLimit& limit,
 void checkNodeMemory(const Options& o, const World& world, trainer::Device device) {
   if (world.localRank() != 0) return;  // one report per node
   // Rank 0 is its node's local rank 0 (World orders the node by global rank).
-  const HostMemoryNeed need = hostMemoryNeed(o, device, world.rank() == 0);
+  const HostMemoryNeed need = hostMemoryNeed(o, device, world.rank() == 0, world.size());
   if (const std::optional<std::size_t> available = availableBytes()) {
     const auto shortfall = memoryShortfall(need, world.localSize(), *available, world.hostname());
     if (shortfall) throw UsageError(*shortfall);

@@ -73,7 +73,9 @@ struct HostMemoryNeed {
 // On a GPU the model is built on the host, then moved: the host holds the
 // weights once; the rest lives on the device. `rankZero`: the rank that
 // writes checkpoints (checkpointCopy).
-HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool rankZero = false);
+// `world`: the ranks that share the optimizer state (--shard-optimizer).
+HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool rankZero = false,
+                              int world = 1);
 
 // The refusal for `ranks` ranks of `need` each against `available` bytes, or
 // nullopt when they fit.

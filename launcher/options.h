@@ -51,6 +51,7 @@ struct Options {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
   double weightDecay = 0.0;                       // adamw: kAdamWDefaultWeightDecay unless given
   bool noBiasDecay = false;                       // weight decay on the weight matrices only
+  bool shardOptimizer = false;  // each rank keeps 1/world of the optimizer state (ZeRO-1)
   double clipGradNorm = 0.0;                      // 0: off; inf: measure the norm, never clip
   std::uint64_t seed = 42;
   std::size_t gradAccum = 1;

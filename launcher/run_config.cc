@@ -14,6 +14,7 @@
 #include "trainer/mlp.h"
 #include "trainer/safetensors.h"
 #include "trainer/sgd.h"
+#include "trainer/sharded_optimizer.h"
 #include "trainer/synthetic_dataset.h"
 
 namespace ddp::launcher {
@@ -44,9 +45,7 @@ std::vector<std::pair<std::string, std::string>> computationOptions(const Option
           {"drop-last", str(o.dropLast)}};
 }
 
-}  // namespace
-
-std::unique_ptr<trainer::Optimizer> buildOptimizer(const Options& o,
+std::unique_ptr<trainer::Optimizer> buildUnsharded(const Options& o,
                                                    std::vector<trainer::Parameter*> parameters) {
   const auto lr = static_cast<float>(o.lr), decay = static_cast<float>(o.weightDecay);
   if (o.optimizer == "adamw") {
@@ -60,9 +59,34 @@ std::unique_ptr<trainer::Optimizer> buildOptimizer(const Options& o,
       trainer::SgdOptions{lr, static_cast<float>(o.momentum), decay, false, !o.noBiasDecay});
 }
 
+// Copies of the trainable parameters the optimizer keeps as state.
+std::size_t optimizerStateCopies(const Options& o) {
+  return o.optimizer == "adamw" ? 2 : o.momentum > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+std::unique_ptr<trainer::Optimizer> buildOptimizer(const Options& o,
+                                                   std::vector<trainer::Parameter*> parameters,
+                                                   comm::Communicator* comm) {
+  if (!o.shardOptimizer) return buildUnsharded(o, std::move(parameters));
+  DDP_CHECK(comm != nullptr, "a sharded optimizer needs its communicator");
+  return std::make_unique<trainer::ShardedOptimizer>(*comm, std::move(parameters),
+                                                     [&o](std::vector<trainer::Parameter*> slices) {
+                                                       return buildUnsharded(o, std::move(slices));
+                                                     });
+}
+
 std::size_t optimizerStateBytes(const Options& o) {
-  const std::size_t copies = o.optimizer == "adamw" ? 2 : o.momentum > 0 ? 1 : 0;
-  return copies * countParameters(o).trainable * sizeof(float);
+  return optimizerStateCopies(o) * countParameters(o).trainable * sizeof(float);
+}
+
+std::size_t optimizerStateBytesPerRank(const Options& o, int world) {
+  if (!o.shardOptimizer) return optimizerStateBytes(o);
+  const auto ranks = static_cast<std::size_t>(world);
+  // Note [Sharded optimizer state]: ceil(trainable / world) per kind of state.
+  const std::size_t shard = (countParameters(o).trainable + ranks - 1) / ranks;
+  return optimizerStateCopies(o) * shard * sizeof(float);
 }
 
 ParameterCount countParameters(const Options& o) {
@@ -150,6 +174,7 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
                                  {"warmup-steps", str(o.warmupSteps)},
                                  {"clip-grad-norm", str(o.clipGradNorm)},
                                  {"max-steps", str(o.maxSteps)},
+                                 {"shard-optimizer", str(o.shardOptimizer)},
                                  {"device", o.device}});
   for (const auto& [name, value] : options)
     items.emplace_back(str("option --", name), value);

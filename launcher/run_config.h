@@ -33,14 +33,20 @@ struct ParameterCount {
 };
 ParameterCount countParameters(const Options& o);
 
-// The optimizer --optimizer names, over `parameters`.
+// The optimizer --optimizer names, over `parameters`; with --shard-optimizer
+// wrapped in a ShardedOptimizer over `comm` (which moves the trainable
+// parameters' values into its buffer: build it after the model is on its
+// device).
 std::unique_ptr<trainer::Optimizer> buildOptimizer(const Options& o,
-                                                   std::vector<trainer::Parameter*> parameters);
+                                                   std::vector<trainer::Parameter*> parameters,
+                                                   comm::Communicator* comm = nullptr);
 
 // The bytes of optimizer state the run keeps: a copy of the trainable
 // parameters for SGD with momentum (else none), two for AdamW (its step count
 // aside). For the memory and disk checks.
 std::size_t optimizerStateBytes(const Options& o);
+// What one rank of `world` keeps of it: 1/world with --shard-optimizer.
+std::size_t optimizerStateBytesPerRank(const Options& o, int world);
 
 // The test set of --dataset synthetic: a quarter of the training set's size.
 std::size_t syntheticTestSamples(const Options& o);

@@ -54,6 +54,7 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
       o.optimizer == "adamw" ? str("adamw (betas ", o.beta1, ", ", o.beta2, ", eps ", o.eps, ")")
                              : str("sgd (momentum ", o.momentum, ")"),
       ", weight decay ", o.weightDecay, o.noBiasDecay ? " (not on biases)" : "",
+      o.shardOptimizer ? str(", state sharded over ", world.size(), " ranks") : std::string(),
       o.clipGradNorm == 0          ? std::string()
       : std::isinf(o.clipGradNorm) ? ", gradient norm measured (not clipped)"
                                    : str(", gradient norm clipped to ", o.clipGradNorm),

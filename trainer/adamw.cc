@@ -23,8 +23,9 @@ std::vector<OptimizerState> AdamW::state() {
     const Parameter& param = *parameters_[i];
     if (!param.trainable) continue;
     device = param.value.device();
-    slots.push_back({"exp_avg." + param.name, &expAvg_[i], param.value.shape(), device});
-    slots.push_back({"exp_avg_sq." + param.name, &expAvgSq_[i], param.value.shape(), device});
+    slots.push_back({"exp_avg." + param.name, &expAvg_[i], param.value.shape(), device, &param});
+    slots.push_back(
+        {"exp_avg_sq." + param.name, &expAvgSq_[i], param.value.shape(), device, &param});
   }
   slots.push_back({"step", &step_, {1}, device});
   return slots;

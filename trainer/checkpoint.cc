@@ -185,6 +185,7 @@ TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& 
     *slot.tensor = Tensor(slot.shape, slot.device);
     slot.tensor->copyFrom(file.tensors.at(kOptimizerPrefix + slot.name));
   }
+  optimizer.adoptRestoredState();  // a sharded optimizer keeps its part
   return position;
 }
 

@@ -25,6 +25,10 @@ struct Parameter {
   Tensor value;
   Tensor grad;  // same shape as value; may be a view into a bucket
   bool trainable = true;
+  // Set on a slice of another parameter (a sharded optimizer's part of it:
+  // trainer/sharded_optimizer.h): rules that depend on the whole parameter,
+  // such as --no-bias-decay's, ask that one.
+  const Parameter* sliceOf = nullptr;
 };
 
 enum class GradMode { kOverwrite, kAccumulate };

@@ -66,6 +66,9 @@ struct OptimizerState {
   Tensor* tensor;
   Shape shape;
   Device device;
+  // The parameter this state belongs to ("exp_avg.<parameter>"); null for
+  // state of the optimizer as a whole (AdamW's "step").
+  const Parameter* parameter = nullptr;
 };
 
 // The weight decay `p` gets: `weightDecay`, except that without
@@ -73,7 +76,8 @@ struct OptimizerState {
 // --no-bias-decay, how GPT-2, llm.c and Megatron-Core train; PyTorch users
 // get it from a second parameter group with weight_decay=0.
 inline float weightDecayOf(const Parameter& p, float weightDecay, bool decayBiases) {
-  return decayBiases || p.value.shape().size() != 1 ? weightDecay : 0.0f;
+  const Parameter& whole = p.sliceOf != nullptr ? *p.sliceOf : p;
+  return decayBiases || whole.value.shape().size() != 1 ? weightDecay : 0.0f;
 }
 
 class Optimizer {
@@ -88,6 +92,17 @@ class Optimizer {
   virtual std::vector<OptimizerState> state() = 0;
   // "sgd" or "adamw", for messages.
   virtual const char* name() const = 0;
+
+  // A sharded optimizer (trainer/sharded_optimizer.h) keeps only this rank's
+  // part of its state. Its state() is then the checkpoint form, whose tensors
+  // hold data only between gatherState(root), a collective after which
+  // `root` holds all of it, and releaseGatheredState(); or after a restore
+  // filled them, until adoptRestoredState() (restoreCheckpoint calls it)
+  // keeps this rank's part. For the others these do nothing.
+  virtual bool sharded() const { return false; }
+  virtual void gatherState(int /*root*/) {}
+  virtual void releaseGatheredState() {}
+  virtual void adoptRestoredState() {}
 };
 
 }  // namespace ddp::trainer

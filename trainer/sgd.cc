@@ -20,7 +20,7 @@ std::vector<OptimizerState> Sgd::state() {
     const Parameter& param = *parameters_[i];
     if (!param.trainable) continue;
     slots.push_back(
-        {"momentum." + param.name, &buffers_[i], param.value.shape(), param.value.device()});
+        {"momentum." + param.name, &buffers_[i], param.value.shape(), param.value.device(), &param});
   }
   return slots;
 }

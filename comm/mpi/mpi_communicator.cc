@@ -193,9 +193,21 @@ WorkPtr MpiCommunicator::broadcast(void* data, std::size_t count, DataType type,
 
 WorkPtr MpiCommunicator::allgather(const void* send, void* recv, std::size_t count, DataType type) {
   const int n = mpiCount(count);
+  const bool inPlace = send == static_cast<const char*>(recv) + rank_ * count * sizeOf(type);
   return enqueue(str("allgather(", dataTypeName(type), " x ", count, ")"), [=, this](Work&) {
-    DDP_MPI_CHECK(MPI_Allgather(send, n, mpiType(type), recv, n, mpiType(type), comm_));
+    DDP_MPI_CHECK(MPI_Allgather(inPlace ? MPI_IN_PLACE : send, n, mpiType(type), recv, n,
+                                mpiType(type), comm_));
   });
+}
+
+WorkPtr MpiCommunicator::gather(const void* send, void* recv, std::size_t count, DataType type,
+                                int root) {
+  const int n = mpiCount(count);
+  return enqueue(str("gather(", dataTypeName(type), " x ", count, ", root ", root, ")"),
+                 [=, this](Work&) {
+                   DDP_MPI_CHECK(MPI_Gather(send, n, mpiType(type), recv, n, mpiType(type), root,
+                                            comm_));
+                 });
 }
 
 std::shared_ptr<SharedRegion> MpiCommunicator::findRegion(const void* data, std::size_t bytes) {

@@ -42,6 +42,8 @@ class MpiCommunicator final : public Communicator {
                     ReduceOp op) override;
   WorkPtr broadcast(void* data, std::size_t count, DataType type, int root) override;
   WorkPtr allgather(const void* send, void* recv, std::size_t count, DataType type) override;
+  WorkPtr gather(const void* send, void* recv, std::size_t count, DataType type,
+                 int root) override;
   WorkPtr barrier() override;
   // Node-shared memory when every rank of this communicator is on one node
   // (Note [Node shared-memory all-reduce]); plain host memory otherwise.

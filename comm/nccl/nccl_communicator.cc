@@ -298,6 +298,15 @@ WorkPtr NcclCommunicator::allgather(const void* send, void* recv, std::size_t co
       });
 }
 
+WorkPtr NcclCommunicator::gather(const void* send, void* recv, std::size_t count, DataType type,
+                                 int root) {
+  if (cuda::isDevicePointer(send) || (recv != nullptr && cuda::isDevicePointer(recv))) {
+    throw UsageError("gather: host memory only (copy device buffers to the host first)");
+  }
+  host_->setContext(context());
+  return host_->gather(send, recv, count, type, root);
+}
+
 WorkPtr NcclCommunicator::barrier() {
   throwIfFailed();
   return host_->barrier();

@@ -74,6 +74,9 @@ class NcclCommunicator final : public Communicator {
                     ReduceOp op) override;
   WorkPtr broadcast(void* data, std::size_t count, DataType type, int root) override;
   WorkPtr allgather(const void* send, void* recv, std::size_t count, DataType type) override;
+  // Host memory only, through the owned MPI communicator.
+  WorkPtr gather(const void* send, void* recv, std::size_t count, DataType type,
+                 int root) override;
   WorkPtr barrier() override;  // every rank reached it (through MPI)
   // Zeroed device memory on this rank's GPU.
   std::shared_ptr<void> allocate(std::size_t bytes) override;

@@ -111,6 +111,18 @@ run 1 "${adamw[@]}" --max-steps 30 --device cuda --checkpoint-dir "$WORK/ck_adam
 run 1 "${adamw[@]}" --max-steps 30 --device cuda --save-model "$WORK/gpu_adamw_straight.safetensors" > /dev/null
 "$COMPARE_WEIGHTS" "$WORK/gpu_adamw_straight.safetensors" "$WORK/gpu_adamw_resumed.safetensors" --exact ||
   fail "a GPU AdamW run resumed from its checkpoint differs from the uninterrupted one"
+# Sharded state (a world of one: the in-place ncclAllGather, the device
+# slices, the gather of the moments to the host for checkpoints) changes
+# nothing: the same weights, and the same checkpoint resumes exactly.
+run 1 "${adamw[@]}" --max-steps 30 --device cuda --shard-optimizer \
+  --save-model "$WORK/gpu_adamw_sharded.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/gpu_adamw_straight.safetensors" "$WORK/gpu_adamw_sharded.safetensors" --exact ||
+  fail "a sharded GPU AdamW run differs from the unsharded one"
+run 1 "${adamw[@]}" --max-steps 30 --device cuda --shard-optimizer \
+  --resume "$WORK/ck_adamw/checkpoint-000000015.safetensors" \
+  --save-model "$WORK/gpu_adamw_sharded_resumed.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/gpu_adamw_straight.safetensors" "$WORK/gpu_adamw_sharded_resumed.safetensors" --exact ||
+  fail "a sharded GPU AdamW run resumed from a checkpoint differs from the uninterrupted one"
 
 # More ranks on the node than GPUs: a usage error naming both counts.
 if command -v nvidia-smi > /dev/null; then

@@ -98,6 +98,35 @@ TEST_P(CollectivesTest, AllgatherPlacesEachRankAtItsOffset) {
   }
 }
 
+TEST_P(CollectivesTest, InPlaceAllgatherKeepsThisRanksPartAndFillsTheOthers) {
+  const std::size_t count = GetParam();
+  const int n = comm_->size(), r = comm_->rank();
+  std::vector<float> all(count * static_cast<std::size_t>(n), -1.0f);
+  float* mine = all.data() + static_cast<std::size_t>(r) * count;
+  for (std::size_t i = 0; i < count; ++i)
+    mine[i] = static_cast<float>(100 * r) + static_cast<float>(i % 5);
+  comm_->allgather(mine, all.data(), count, DataType::kFloat32)->wait(timeout_);
+  for (int q = 0; q < n; ++q) {
+    for (std::size_t i = 0; i < count; ++i)
+      ASSERT_EQ(all[q * count + i], static_cast<float>(100 * q) + static_cast<float>(i % 5))
+          << "rank " << q << ", element " << i;
+  }
+}
+
+TEST_P(CollectivesTest, GatherFillsTheRootOnly) {
+  const std::size_t count = GetParam();
+  const int n = comm_->size(), r = comm_->rank();
+  for (int root = 0; root < n; ++root) {
+    std::vector<double> mine(count, static_cast<double>(r) + 0.5);
+    std::vector<double> all(count * static_cast<std::size_t>(n), -1.0);
+    comm_->gather(mine.data(), all.data(), count, DataType::kFloat64, root)->wait(timeout_);
+    for (int q = 0; q < n; ++q) {
+      for (std::size_t i = 0; i < count; ++i)
+        ASSERT_EQ(all[q * count + i], r == root ? static_cast<double>(q) + 0.5 : -1.0);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, CollectivesTest, ::testing::Values(1, 7, 1000, 1 << 20),
                          [](const auto& info) { return "n" + std::to_string(info.param); });
 

@@ -65,6 +65,20 @@ TEST(MemoryCheck, AdamWKeepsTwoMomentsPerTrainableParameter) {
   EXPECT_EQ(need.optimizerState, 2 * 4 * (kLayer2 + kLayer4));
 }
 
+// Note [Sharded optimizer state]: each of `world` ranks keeps 1/world of it
+// (rounded up to whole elements); rank 0, writing checkpoints, gathers the
+// whole of it beside its copy.
+TEST(MemoryCheck, ShardedStateIsAWorldsPartPerRankAndWholeAgainForCheckpoints) {
+  const Options o = parseArgs({"--optimizer", "adamw", "--freeze", "0", "--shard-optimizer",
+                               "--checkpoint-dir", "ck"});
+  const std::size_t trainable = kLayer2 + kLayer4;
+  EXPECT_EQ(hostMemoryNeed(o, trainer::Device::kCpu, false, 3).optimizerState,
+            2 * 4 * ((trainable + 2) / 3));
+  EXPECT_EQ(hostMemoryNeed(o, trainer::Device::kCpu, false, 1).optimizerState, 2 * 4 * trainable);
+  EXPECT_EQ(hostMemoryNeed(o, trainer::Device::kCpu, true, 3).checkpointCopy,
+            4 * kParameters + 2 * (2 * 4 * trainable));
+}
+
 TEST(MemoryCheck, GpuRankHoldsOnlyTheWeightsOnTheHost) {
   const HostMemoryNeed need = hostMemoryNeed(parseArgs({}), trainer::Device::kCuda);
   EXPECT_EQ(need.total(), 4 * kParameters);

@@ -158,6 +158,13 @@ TEST(Options, TheBuildIsTheFirstItemRanksCompare) {
   ASSERT_FALSE(items.empty());
   EXPECT_EQ(items[0], (std::pair<std::string, std::string>{"ddp_train version", ddpVersion()}));
   EXPECT_EQ(ddpVersion().rfind(DDP_VERSION, 0), 0u) << ddpVersion();  // meson.build's version
+  // A rank that shards while another does not would wait in an all-gather
+  // the other never issues: the ranks compare the choice first.
+  const comm::ConsistencyItems sharded =
+      consistencyItems(parse({"--hidden", "4", "--shard-optimizer"}), *model, data);
+  EXPECT_NE(std::find(sharded.begin(), sharded.end(),
+                      std::pair<std::string, std::string>{"option --shard-optimizer", "1"}),
+            sharded.end());
 }
 
 TEST(Options, ABatchLargerThanARanksShardIsWarnedAbout) {
@@ -295,6 +302,12 @@ TEST(Options, AdamWTakesBetasAndEpsAndRecordsThem) {
   EXPECT_EQ(optimizerStateBytes(parse({"--momentum", "0"})), 0u);
   EXPECT_STREQ(buildOptimizer(o, {})->name(), "adamw");
   EXPECT_STREQ(buildOptimizer(parse({}), {})->name(), "sgd");
+  // --shard-optimizer: ceil(trainable / world) elements of each kind per rank.
+  const Options sharded = parse({"--optimizer", "adamw", "--shard-optimizer"});
+  const std::size_t trainable = countParameters(sharded).trainable;
+  EXPECT_EQ(optimizerStateBytesPerRank(sharded, 4), 2 * sizeof(float) * ((trainable + 3) / 4));
+  EXPECT_EQ(optimizerStateBytesPerRank(o, 4), 2 * weights);  // unsharded: all of it
+  EXPECT_EQ(optimizerStateBytes(sharded), 2 * weights);      // the checkpoint holds all of it
   EXPECT_EQ(checkpointOptions(parse({})).at("ddp.option.no-bias-decay"), "0");
   EXPECT_EQ(checkpointOptions(parse({"--weight-decay", "0.1", "--no-bias-decay"}))
                 .at("ddp.option.no-bias-decay"),

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# --shard-optimizer (Note [Sharded optimizer state] in
+# trainer/sharded_optimizer.h): each rank updates its part of the weights
+# with its part of the state, and the ranks all-gather the result. Updates
+# are element-wise, so a sharded run must equal the unsharded one bit for bit;
+# its checkpoints must be the same files; and either kind of run must resume
+# from the other's.
+. "$(dirname "$0")/lib.sh"
+# np=3 over 52,650 trainable elements: shards of 17,550, the first two inside
+# layers.0.weight, the last holding its end and every other parameter.
+base=(--dataset synthetic --synthetic-samples 2000 --batch-size 16 --hidden 64,32 --threads 1
+      --lr-schedule constant)
+
+# 1. The same weights as unsharded: SGD with momentum, weight decay off the
+#    biases and clipping at np=3; AdamW with a frozen layer at np=2.
+sgd=("${base[@]}" --epochs 1 --max-steps 30 --weight-decay 0.01 --no-bias-decay --clip-grad-norm 0.5)
+adamw=("${base[@]}" --epochs 1 --max-steps 30 --optimizer adamw --freeze 0)
+for np_args in "3 sgd" "2 adamw"; do
+  set -- $np_args
+  declare -n args=$2
+  run "$1" "${args[@]}" --save-model "$WORK/$2.safetensors" > /dev/null
+  run "$1" "${args[@]}" --shard-optimizer --save-model "$WORK/$2-sharded.safetensors" \
+    > "$WORK/$2-sharded.log"
+  grep -q "state sharded over $1 ranks" "$WORK/$2-sharded.log" ||
+    fail "$2: the start-up summary does not say the state is sharded: $(head -5 "$WORK/$2-sharded.log")"
+  "$COMPARE_WEIGHTS" "$WORK/$2.safetensors" "$WORK/$2-sharded.safetensors" --exact > /dev/null ||
+    fail "$2 at np=$1: the sharded run's weights differ from the unsharded run's"
+done
+
+# 2. Checkpoints: a sharded run's checkpoint is the unsharded run's file, its
+#    optimizer state gathered whole (AdamW: both moments and the step count).
+ck=("${base[@]}" --epochs 2 --optimizer adamw)
+run 3 "${ck[@]}" --max-steps 20 --checkpoint-dir "$WORK/plain" > /dev/null
+run 3 "${ck[@]}" --max-steps 20 --checkpoint-dir "$WORK/sharded" --shard-optimizer > /dev/null
+at20=checkpoint-000000020.safetensors
+"$COMPARE_WEIGHTS" "$WORK/plain/$at20" "$WORK/sharded/$at20" --exact > "$WORK/ck.cmp" ||
+  fail "the sharded run's checkpoint differs from the unsharded run's: $(grep -v ' ok$' "$WORK/ck.cmp")"
+grep -q '^optimizer.exp_avg_sq.layers.0.weight .* ok$' "$WORK/ck.cmp" ||
+  fail "the checkpoints hold no optimizer state: $(cat "$WORK/ck.cmp")"
+
+# 3. Resuming across the two: sharded from the unsharded checkpoint, and
+#    unsharded from the sharded one, both end where the uninterrupted
+#    unsharded run does.
+run 3 "${ck[@]}" --max-steps 40 --save-model "$WORK/full.safetensors" > /dev/null
+run 3 "${ck[@]}" --max-steps 40 --resume "$WORK/plain/$at20" --shard-optimizer \
+  --save-model "$WORK/sharded-resumed.safetensors" > /dev/null
+run 3 "${ck[@]}" --max-steps 40 --resume "$WORK/sharded/$at20" \
+  --save-model "$WORK/plain-resumed.safetensors" > /dev/null
+for resumed in sharded-resumed plain-resumed; do
+  "$COMPARE_WEIGHTS" "$WORK/full.safetensors" "$WORK/$resumed.safetensors" --exact > /dev/null ||
+    fail "$resumed: differs from the uninterrupted run"
+done
+echo "ok: sharded runs equal unsharded ones, checkpoints included"

@@ -1,0 +1,191 @@
+// ShardedOptimizer (Note [Sharded optimizer state]): the layout in closed
+// form, and at the world size mpirun gave (1, 2, 3), one rank's sharded
+// update against the unsharded one on the same gradients, the state gathered
+// to a root and a restored state taken apart again.
+#include "trainer/sharded_optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "runtime/error.h"
+#include "runtime/str.h"
+#include "test_comm.h"
+#include "trainer/adamw.h"
+#include "trainer/sgd.h"
+
+namespace ddp::trainer {
+namespace {
+
+TEST(ShardLayout, CutsTheParametersEndToEndIntoEqualShards) {
+  const std::vector<std::size_t> numels = {10, 4, 7};  // E = 21, offsets 0, 10, 14
+  // world 3: S = 7; rank 0 [0, 7), rank 1 [7, 14), rank 2 [14, 21)
+  const ShardLayout r0 = computeShardLayout(numels, 3, 0);
+  EXPECT_EQ(r0.elements, 21u);
+  EXPECT_EQ(r0.shardElements, 7u);
+  EXPECT_EQ(r0.offsets, (std::vector<std::size_t>{0, 10, 14}));
+  ASSERT_EQ(r0.slices.size(), 1u);
+  EXPECT_EQ(r0.slices[0].parameter, 0u);
+  EXPECT_EQ(r0.slices[0].count, 7u);
+  const ShardLayout r1 = computeShardLayout(numels, 3, 1);
+  ASSERT_EQ(r1.slices.size(), 2u);  // the end of the first parameter, all of the second
+  EXPECT_EQ(r1.slices[0].begin, 7u);
+  EXPECT_EQ(r1.slices[0].count, 3u);
+  EXPECT_EQ(r1.slices[0].shardOffset, 0u);
+  EXPECT_EQ(r1.slices[1].parameter, 1u);
+  EXPECT_EQ(r1.slices[1].begin, 0u);
+  EXPECT_EQ(r1.slices[1].count, 4u);
+  EXPECT_EQ(r1.slices[1].shardOffset, 3u);
+  const ShardLayout r2 = computeShardLayout(numels, 3, 2);
+  ASSERT_EQ(r2.slices.size(), 1u);
+  EXPECT_EQ(r2.slices[0].parameter, 2u);
+  EXPECT_EQ(r2.slices[0].count, 7u);
+  // world 4: S = ceil(21/4) = 6, the last shard 3 elements
+  const ShardLayout last = computeShardLayout(numels, 4, 3);
+  ASSERT_EQ(last.slices.size(), 1u);
+  EXPECT_EQ(last.slices[0].begin, 4u);
+  EXPECT_EQ(last.slices[0].count, 3u);
+}
+
+TEST(ShardLayout, EveryElementIsOwnedOnce) {
+  const std::vector<std::size_t> numels = {1000, 1, 33, 500, 2};
+  for (int world : {1, 2, 3, 7, 16}) {
+    std::vector<int> owners(1536, 0);
+    for (int rank = 0; rank < world; ++rank) {
+      const ShardLayout layout = computeShardLayout(numels, world, rank);
+      for (const ShardSlice& s : layout.slices) {
+        ASSERT_LE(s.shardOffset + s.count, layout.shardElements);
+        for (std::size_t i = 0; i < s.count; ++i)
+          ++owners[layout.offsets[s.parameter] + s.begin + i];
+      }
+    }
+    for (int count : owners)
+      ASSERT_EQ(count, 1) << "world " << world;
+  }
+}
+
+TEST(ShardLayout, RefusesARankWithNothing) {
+  // 5 elements over 4 ranks: S = 2, and the last rank would own none.
+  const std::vector<std::size_t> numels = {3, 2};
+  EXPECT_THROW(computeShardLayout(numels, 4, 0), UsageError);
+  EXPECT_NO_THROW(computeShardLayout(numels, 3, 2));  // S = 2: 2, 2, 1
+}
+
+// A model of three parameters whose sizes do not divide by 2 or 3, values
+// and gradients seeded by position only (the same on every rank).
+struct Model {
+  std::vector<std::unique_ptr<Parameter>> owned;
+  std::vector<Tensor> grads;
+  Model() {
+    const std::vector<Shape> shapes = {{7, 5}, {5}, {3, 5}};
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      auto p = std::make_unique<Parameter>();
+      p->name = str("p", i);
+      p->value = Tensor(shapes[i]);
+      p->grad = Tensor(shapes[i]);
+      for (std::size_t j = 0; j < p->value.numel(); ++j)
+        p->value.data()[j] = 0.01f * static_cast<float>((j * 7 + i) % 13) - 0.05f;
+      owned.push_back(std::move(p));
+    }
+  }
+  std::vector<Parameter*> parameters() {
+    std::vector<Parameter*> all;
+    for (auto& p : owned)
+      all.push_back(p.get());
+    return all;
+  }
+  void setGradients(int step) {
+    for (std::size_t i = 0; i < owned.size(); ++i) {
+      for (std::size_t j = 0; j < owned[i]->grad.numel(); ++j)
+        owned[i]->grad.data()[j] =
+            0.1f * static_cast<float>((j * 3 + i + static_cast<std::size_t>(step)) % 11) - 0.4f;
+    }
+  }
+};
+
+void expectSameValues(const Tensor& a, const Tensor& b, const std::string& what) {
+  ASSERT_EQ(a.numel(), b.numel()) << what;
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.numel() * sizeof(float)), 0) << what;
+}
+
+const AdamWOptions kAdamW{0.01f, 0.9f, 0.999f, 1e-8f, 0.1f, false};
+
+std::unique_ptr<Optimizer> makeAdamW(std::vector<Parameter*> parameters) {
+  return std::make_unique<AdamW>(std::move(parameters), kAdamW);
+}
+
+TEST(ShardedOptimizer, UpdatesEqualTheUnshardedOnesBitForBit) {
+  auto comm = comm::makeTestComm();
+  Model plain, sharded;
+  AdamW reference(plain.parameters(), kAdamW);  // no bias decay: the 1-D p1 keeps its weights
+  ShardedOptimizer optimizer(*comm, sharded.parameters(), makeAdamW);
+  EXPECT_STREQ(optimizer.name(), "adamw");
+  for (int step = 0; step < 3; ++step) {
+    plain.setGradients(step);
+    sharded.setGradients(step);
+    reference.step({0.5f});  // with a clipping scale
+    optimizer.step({0.5f});
+  }
+  for (std::size_t i = 0; i < plain.owned.size(); ++i)
+    expectSameValues(plain.owned[i]->value, sharded.owned[i]->value, plain.owned[i]->name);
+}
+
+TEST(ShardedOptimizer, GathersTheWholeStateToTheRootAndTakesARestoreApart) {
+  auto comm = comm::makeTestComm();
+  Model plain, sharded;
+  Sgd reference(plain.parameters(), {0.1f, 0.9f, 0.01f, false, true});
+  const auto makeSgd = [](std::vector<Parameter*> parameters) -> std::unique_ptr<Optimizer> {
+    return std::make_unique<Sgd>(std::move(parameters), SgdOptions{0.1f, 0.9f, 0.01f, false, true});
+  };
+  ShardedOptimizer optimizer(*comm, sharded.parameters(), makeSgd);
+  // Before any step there is no state: nothing is gathered.
+  optimizer.gatherState(0);
+  for (const OptimizerState& slot : optimizer.state())
+    EXPECT_TRUE(slot.tensor->empty()) << slot.name;
+  for (int step = 0; step < 2; ++step) {
+    plain.setGradients(step);
+    sharded.setGradients(step);
+    reference.step();
+    optimizer.step();
+  }
+  const int root = comm->size() - 1;
+  optimizer.gatherState(root);
+  const std::vector<OptimizerState> expected = reference.state(), gathered = optimizer.state();
+  ASSERT_EQ(gathered.size(), expected.size());
+  for (std::size_t i = 0; i < gathered.size(); ++i) {
+    EXPECT_EQ(gathered[i].name, expected[i].name);
+    EXPECT_EQ(gathered[i].shape, expected[i].shape);
+    if (comm->rank() == root) {
+      expectSameValues(*gathered[i].tensor, *expected[i].tensor, gathered[i].name);
+    } else {
+      EXPECT_TRUE(gathered[i].tensor->empty()) << gathered[i].name;
+    }
+  }
+  optimizer.releaseGatheredState();
+  for (const OptimizerState& slot : optimizer.state())
+    EXPECT_TRUE(slot.tensor->empty()) << slot.name;
+
+  // A restore of no state leaves none (the next step would start afresh)...
+  optimizer.adoptRestoredState();
+  optimizer.gatherState(root);
+  for (const OptimizerState& slot : optimizer.state())
+    EXPECT_TRUE(slot.tensor->empty()) << slot.name;
+  // ...and a restore of the whole state (here the reference's, handed to
+  // every rank) keeps each rank's part: the next step equals the reference's.
+  for (std::size_t i = 0; i < gathered.size(); ++i)
+    *gathered[i].tensor = expected[i].tensor->clone();
+  optimizer.adoptRestoredState();
+  for (const OptimizerState& slot : optimizer.state())
+    EXPECT_TRUE(slot.tensor->empty()) << slot.name;  // released once adopted
+  plain.setGradients(7);
+  sharded.setGradients(7);
+  reference.step();
+  optimizer.step();
+  for (std::size_t i = 0; i < plain.owned.size(); ++i)
+    expectSameValues(plain.owned[i]->value, sharded.owned[i]->value, plain.owned[i]->name);
+}
+
+}  // namespace
+}  // namespace ddp::trainer

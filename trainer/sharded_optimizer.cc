@@ -1,0 +1,179 @@
+#include "trainer/sharded_optimizer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace ddp::trainer {
+
+ShardLayout computeShardLayout(std::span<const std::size_t> numels, int world, int rank) {
+  DDP_CHECK(world > 0 && rank >= 0 && rank < world, "a rank outside its world");
+  ShardLayout layout;
+  for (std::size_t numel : numels) {
+    layout.offsets.push_back(layout.elements);
+    layout.elements += numel;
+  }
+  const auto ranks = static_cast<std::size_t>(world);
+  layout.shardElements = (layout.elements + ranks - 1) / ranks;
+  // The last rank owns E - (world-1) S elements; it must own one at least.
+  if (layout.elements == 0 || (ranks - 1) * layout.shardElements >= layout.elements) {
+    throw UsageError(str("cannot shard the optimizer state of ", layout.elements,
+                         " trainable elements over ", world,
+                         " ranks: some rank would own none of it"));
+  }
+  const std::size_t first = static_cast<std::size_t>(rank) * layout.shardElements;
+  const std::size_t last = std::min(layout.elements, first + layout.shardElements);
+  for (std::size_t p = 0; p < numels.size(); ++p) {
+    const std::size_t begin = std::max(first, layout.offsets[p]);
+    const std::size_t end = std::min(last, layout.offsets[p] + numels[p]);
+    if (begin >= end) continue;
+    layout.slices.push_back({p, begin - layout.offsets[p], end - begin, begin - first});
+  }
+  return layout;
+}
+
+ShardedOptimizer::ShardedOptimizer(comm::Communicator& comm, std::vector<Parameter*> parameters,
+                                   const Factory& makeOptimizer)
+    : comm_(comm) {
+  std::vector<std::size_t> numels;
+  for (Parameter* p : parameters) {
+    if (!p->trainable) continue;
+    trainable_.push_back(p);
+    numels.push_back(p->value.numel());
+  }
+  layout_ = computeShardLayout(numels, comm.size(), comm.rank());
+  device_ = trainable_.front()->value.device();
+  const std::size_t world = static_cast<std::size_t>(comm.size());
+  flat_ = std::make_shared<Tensor>(Shape{world * layout_.shardElements}, device_);
+  for (std::size_t t = 0; t < trainable_.size(); ++t) {
+    Parameter& p = *trainable_[t];
+    DDP_CHECK(p.value.device() == device_, "a model on more than one device");
+    Tensor moved =
+        Tensor::view(flat_->data() + layout_.offsets[t], p.value.shape(), flat_, device_);
+    moved.copyFrom(p.value);
+    p.value = std::move(moved);
+  }
+  slices_.reserve(layout_.slices.size());  // the wrapped optimizer keeps pointers
+  std::vector<Parameter*> slices;
+  for (const ShardSlice& s : layout_.slices) {
+    const Parameter& whole = *trainable_[s.parameter];
+    Parameter slice;
+    slice.name = whole.name;
+    slice.value =
+        Tensor::view(trainable_[s.parameter]->value.data() + s.begin, {s.count}, flat_, device_);
+    slice.sliceOf = &whole;
+    slices_.push_back(std::move(slice));
+    slices.push_back(&slices_.back());
+  }
+  inner_ = makeOptimizer(std::move(slices));
+  for (const OptimizerState& slot : inner_->state()) {
+    if (slot.parameter == nullptr) continue;
+    const std::string kind =
+        slot.name.substr(0, slot.name.size() - slot.parameter->name.size() - 1);
+    if (std::find(kinds_.begin(), kinds_.end(), kind) == kinds_.end()) kinds_.push_back(kind);
+  }
+  full_.resize(kinds_.size() * trainable_.size());
+}
+
+std::vector<Tensor*> ShardedOptimizer::sliceState(std::size_t kind) {
+  std::vector<Tensor*> tensors(slices_.size(), nullptr);
+  for (const OptimizerState& slot : inner_->state()) {
+    if (slot.parameter == nullptr || !slot.name.starts_with(kinds_[kind] + ".")) continue;
+    const auto s = static_cast<std::size_t>(slot.parameter - slices_.data());
+    DDP_CHECK(
+        s < slices_.size() && slot.name.size() == kinds_[kind].size() + 1 + slices_[s].name.size(),
+        "optimizer state of a parameter the sharded optimizer does not know");
+    tensors[s] = slot.tensor;
+  }
+  for (Tensor* t : tensors)
+    DDP_CHECK(t != nullptr, "a slice without state of one of its optimizer's kinds");
+  return tensors;
+}
+
+void ShardedOptimizer::step(const StepInputs& inputs) {
+  for (std::size_t i = 0; i < slices_.size(); ++i) {
+    const ShardSlice& s = layout_.slices[i];
+    Tensor& grad = trainable_[s.parameter]->grad;
+    DDP_CHECK(grad.numel() == trainable_[s.parameter]->value.numel(),
+              "a sharded optimizer step before the gradients exist");
+    slices_[i].grad = Tensor::view(grad.data() + s.begin, {s.count}, nullptr, device_);
+  }
+  inner_->step(inputs);
+  // Note [Sharded optimizer state]: this rank's shard is already in place.
+  float* all = flat_->data();
+  const std::size_t count = layout_.shardElements;
+  const comm::WorkPtr work = comm_.allgather(all + static_cast<std::size_t>(comm_.rank()) * count,
+                                             all, count, comm::DataType::kFloat32);
+  if (device_ == Device::kCuda) {
+    work->synchronize(comm_.options().timeout);  // the compute stream waits, not the host
+  } else {
+    work->wait(comm_.options().timeout);
+  }
+}
+
+std::vector<OptimizerState> ShardedOptimizer::state() {
+  std::vector<OptimizerState> slots;
+  for (std::size_t k = 0; k < kinds_.size(); ++k) {
+    for (std::size_t t = 0; t < trainable_.size(); ++t) {
+      slots.push_back({kinds_[k] + "." + trainable_[t]->name, &full(k, t),
+                       trainable_[t]->value.shape(), Device::kCpu, trainable_[t]});
+    }
+  }
+  for (const OptimizerState& slot : inner_->state()) {
+    if (slot.parameter == nullptr) slots.push_back(slot);
+  }
+  return slots;
+}
+
+void ShardedOptimizer::gatherState(int root) {
+  releaseGatheredState();
+  const bool atRoot = comm_.rank() == root;
+  const std::size_t count = layout_.shardElements;
+  Tensor mine({count});  // padding past E stays zero
+  Tensor all;
+  if (atRoot) all = Tensor({count * static_cast<std::size_t>(comm_.size())});
+  for (std::size_t k = 0; k < kinds_.size(); ++k) {
+    const std::vector<Tensor*> tensors = sliceState(k);
+    // State is created by the first step, for every slice at once, and every
+    // rank has taken the same steps: all ranks skip a kind, or none does.
+    if (tensors.front()->empty()) continue;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const ShardSlice& s = layout_.slices[i];
+      Tensor::view(mine.data() + s.shardOffset, {s.count}, nullptr).copyFrom(*tensors[i]);
+    }
+    comm_.gather(mine.data(), atRoot ? all.data() : nullptr, count, comm::DataType::kFloat32, root)
+        ->wait(comm_.options().timeout);
+    if (!atRoot) continue;
+    for (std::size_t t = 0; t < trainable_.size(); ++t) {
+      Tensor& whole = full(k, t);
+      whole = Tensor(trainable_[t]->value.shape());
+      std::memcpy(whole.data(), all.data() + layout_.offsets[t], whole.numel() * sizeof(float));
+    }
+  }
+}
+
+void ShardedOptimizer::releaseGatheredState() {
+  for (Tensor& t : full_)
+    t = Tensor();
+}
+
+void ShardedOptimizer::adoptRestoredState() {
+  for (std::size_t k = 0; k < kinds_.size(); ++k) {
+    const std::vector<Tensor*> tensors = sliceState(k);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const ShardSlice& s = layout_.slices[i];
+      Tensor& whole = full(k, s.parameter);
+      if (whole.empty()) {  // restoreCheckpoint restores all of the state or none
+        *tensors[i] = Tensor();
+        continue;
+      }
+      Tensor part({s.count}, device_);
+      part.copyFrom(Tensor::view(whole.data() + s.begin, {s.count}, nullptr));
+      *tensors[i] = std::move(part);
+    }
+  }
+  releaseGatheredState();
+}
+
+}  // namespace ddp::trainer

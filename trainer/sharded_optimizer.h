@@ -1,0 +1,122 @@
+// ShardedOptimizer: each rank keeps and updates only its own part of the
+// optimizer state (--shard-optimizer; ZeRO stage 1, PyTorch's
+// ZeroRedundancyOptimizer, Megatron-Core's distributed optimizer).
+//
+// Note [Sharded optimizer state]
+// Plain data parallelism keeps the whole optimizer state on every rank:
+// AdamW's two moments are twice the model, on every GPU, the same numbers
+// everywhere. Here the trainable parameters are laid end to end in
+// registration order (E elements) and cut into world-size shards of
+// S = ceil(E / world) elements; rank r owns elements [r S, (r+1) S). Each
+// step, after the gradient all-reduce has left the whole averaged gradient on
+// every rank (so non-finite checks and clipping are unchanged), rank r runs
+// the wrapped optimizer (Sgd, AdamW) on its slices only, then one in-place
+// all-gather hands every rank everyone's updated slices. State memory per
+// rank falls from k E to about k E / world floats (k: 1 for SGD with
+// momentum, 2 for AdamW); communication grows by the all-gather, (world-1)/world
+// E floats per rank and step, half of what the all-reduce moves (PyTorch's
+// ZeroRedundancyOptimizer pays the same, as broadcasts).
+//
+// Updates are element-wise, so each weight gets exactly the update the
+// unsharded optimizer would give it: a sharded run equals an unsharded one
+// bit for bit (tests/e2e/sharded_optimizer.sh). For the all-gather to land in
+// place, the parameters' values are moved into one flat buffer of world x S
+// floats and become views of it; nothing is copied per step.
+//
+// Checkpoints keep their format (one file, whole tensors, the same names), so
+// a checkpoint resumes sharded or not, at any world size. Writing one, the
+// ranks gather each kind of state to rank 0, one kind at a time
+// (gatherState); restoring, every rank reads the whole file and keeps its part
+// (adoptRestoredState). The replica check (Note [Checking that the replicas
+// agree]) covers the weights and the replicated state (AdamW's step count):
+// sharded state has one copy, so there is nothing to compare it with.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "trainer/optimizer.h"
+
+namespace ddp::trainer {
+
+// One rank's part of one parameter: its elements [begin, begin + count),
+// at shardOffset in the rank's shard.
+struct ShardSlice {
+  std::size_t parameter = 0;  // index among the trainable parameters
+  std::size_t begin = 0;
+  std::size_t count = 0;
+  std::size_t shardOffset = 0;
+};
+
+struct ShardLayout {
+  std::size_t elements = 0;          // E: every trainable element
+  std::size_t shardElements = 0;     // S = ceil(E / world)
+  std::vector<std::size_t> offsets;  // per trainable parameter: its first element of E
+  std::vector<ShardSlice> slices;    // this rank's, in order
+};
+
+// The layout for trainable parameters of `numels` elements (a pure
+// function). Throws UsageError when some rank would own nothing (fewer
+// elements than that needs).
+ShardLayout computeShardLayout(std::span<const std::size_t> numels, int world, int rank);
+
+class ShardedOptimizer final : public Optimizer {
+ public:
+  using Factory = std::function<std::unique_ptr<Optimizer>(std::vector<Parameter*>)>;
+  // `makeOptimizer` builds the wrapped optimizer over this rank's slices (1-D
+  // parameters whose sliceOf is the whole). Moves the trainable parameters'
+  // values into the flat buffer (on their device); frozen ones are left alone.
+  // Every rank must build it with the same parameters.
+  ShardedOptimizer(comm::Communicator& comm, std::vector<Parameter*> parameters,
+                   const Factory& makeOptimizer);
+
+  // Updates this rank's slices, then all-gathers every rank's: afterwards
+  // every parameter holds the step's values on every rank. Collective (the
+  // training thread, like every step); on a GPU the compute stream waits for
+  // the all-gather, the host does not.
+  void step(const StepInputs& inputs = {}) override;
+  float learningRate() const override { return inner_->learningRate(); }
+  void setLearningRate(float lr) override { inner_->setLearningRate(lr); }
+  // The checkpoint form: every kind of the wrapped optimizer's per-parameter
+  // state for every trainable parameter (host tensors of the parameter's
+  // shape, empty except as Optimizer::sharded() describes), then its other
+  // state (replicated: AdamW's step), as it is.
+  std::vector<OptimizerState> state() override;
+  const char* name() const override { return inner_->name(); }
+
+  bool sharded() const override { return true; }
+  // Collective: one gather per kind of state that exists yet.
+  void gatherState(int root) override;
+  void releaseGatheredState() override;
+  void adoptRestoredState() override;
+
+  const ShardLayout& layout() const { return layout_; }
+  Optimizer& inner() { return *inner_; }
+
+ private:
+  // The wrapped optimizer's tensors of per-parameter state kind `kind`, one
+  // per slice.
+  std::vector<Tensor*> sliceState(std::size_t kind);
+  Tensor& full(std::size_t kind, std::size_t parameter) {
+    return full_[kind * trainable_.size() + parameter];
+  }
+
+  comm::Communicator& comm_;
+  std::vector<Parameter*> trainable_;
+  ShardLayout layout_;
+  Device device_ = Device::kCpu;
+  // world x S floats: trainable parameter t's values at layout_.offsets[t],
+  // rank r's shard at r x S (the all-gather's buffer).
+  std::shared_ptr<Tensor> flat_;
+  std::vector<Parameter> slices_;  // this rank's parts, as layout_.slices
+  std::unique_ptr<Optimizer> inner_;
+  std::vector<std::string> kinds_;  // the wrapped optimizer's: "exp_avg", "exp_avg_sq"
+  std::vector<Tensor> full_;        // kinds x trainable parameters: the checkpoint form
+};
+
+}  // namespace ddp::trainer
