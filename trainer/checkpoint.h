@@ -49,7 +49,8 @@ using CheckpointOptions = std::map<std::string, std::string>;
 std::string checkpointPath(const std::string& dir, std::size_t globalStep);
 
 // What a checkpoint holds: the live tensors (on their device) under their
-// names, parameters first, then the optimizer state that exists...
+// names, parameters first, then the optimizer state that exists (a sharded
+// optimizer's only on the root of its gatherState(): Optimizer::sharded())...
 std::vector<std::pair<std::string, const Tensor*>> checkpointTensors(Sequential& model,
                                                                      Optimizer& optimizer);
 // ... and its metadata: the position and `options`.

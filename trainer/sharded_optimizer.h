@@ -29,7 +29,11 @@
 // (gatherState); restoring, every rank reads the whole file and keeps its part
 // (adoptRestoredState). The replica check (Note [Checking that the replicas
 // agree]) covers the weights and the replicated state (AdamW's step count):
-// sharded state has one copy, so there is nothing to compare it with.
+// sharded state has one copy, so there is nothing to compare it with. And the
+// all-gather re-synchronises the weights every step: a weight corrupted on
+// one rank is overwritten by its owner's copy, or, corrupted on its owner,
+// handed to every rank. The replicas then agree, corrupted or not: in a
+// sharded run the check sees only what changed since the last all-gather.
 #pragma once
 
 #include <cstddef>

@@ -15,7 +15,10 @@ base=(--dataset synthetic --synthetic-samples 2000 --batch-size 16 --hidden 64,3
 #    biases and clipping at np=3; AdamW with a frozen layer at np=2.
 sgd=("${base[@]}" --epochs 1 --max-steps 30 --weight-decay 0.01 --no-bias-decay --clip-grad-norm 0.5)
 adamw=("${base[@]}" --epochs 1 --max-steps 30 --optimizer adamw --freeze 0)
-for np_args in "3 sgd" "2 adamw"; do
+# ...and with bf16 gradients and a step skipped for a NaN gradient on rank 1.
+skip=("${base[@]}" --epochs 1 --max-steps 30 --grad-compression bf16 --skip-nonfinite
+      --inject-fault nonfinite:1:5)
+for np_args in "3 sgd" "2 adamw" "2 skip"; do
   set -- $np_args
   declare -n args=$2
   run "$1" "${args[@]}" --save-model "$WORK/$2.safetensors" > /dev/null
@@ -50,4 +53,13 @@ for resumed in sharded-resumed plain-resumed; do
   "$COMPARE_WEIGHTS" "$WORK/full.safetensors" "$WORK/$resumed.safetensors" --exact > /dev/null ||
     fail "$resumed: differs from the uninterrupted run"
 done
+# 4. Another world size: np=3's sharded checkpoint continues on 2 ranks, each
+#    keeping half of the state, as an unsharded np=2 resume does.
+run 2 "${ck[@]}" --max-steps 40 --resume "$WORK/sharded/$at20" --shard-optimizer \
+  --save-model "$WORK/np2-sharded.safetensors" > "$WORK/np2.log"
+grep -q "re-sharded over 2" "$WORK/np2.log" || fail "no re-shard: $(grep resume "$WORK/np2.log")"
+run 2 "${ck[@]}" --max-steps 40 --resume "$WORK/sharded/$at20" \
+  --save-model "$WORK/np2-plain.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/np2-plain.safetensors" "$WORK/np2-sharded.safetensors" --exact > /dev/null ||
+  fail "resumed at np=2, the sharded run differs from the unsharded one"
 echo "ok: sharded runs equal unsharded ones, checkpoints included"
