@@ -1,9 +1,11 @@
-// allreduce_bench: float32 sum all-reduce through ddp's Communicator, swept
-// over sizes, in the table format of nccl-tests, with the library's own call
-// measured in the same run so the cost of our layer is a ratio.
+// allreduce_bench: float32 sum all-reduce (or all-gather) through ddp's
+// Communicator, swept over sizes, in the table format of nccl-tests, with the
+// library's own call measured in the same run so the cost of our layer is a
+// ratio.
 //
 //   mpirun -np N allreduce_bench [-b 8] [-e 256M] [-f 2] [-n 20] [-w 5]
-//       [--backend mpi|nccl] [--memory shared|plain] [--csv FILE]
+//       [--backend mpi|nccl] [--memory shared|plain] [--collective allreduce|allgather]
+//       [--csv FILE]
 //
 // Per size: out-of-place and in-place Communicator::allreduce (issue, then
 // Work::wait), and the raw call (MPI_Allreduce in place on MPI_COMM_WORLD,
@@ -31,6 +33,15 @@
 // from the raw call. `plain` uses ordinary memory, so ours and raw run the
 // same MPI_Allreduce and the ratio is the cost of the layer alone (the
 // communication thread's hand-off and the Work).
+//
+// --collective allgather: Communicator::allgather, what --shard-optimizer
+// does every step, against MPI_Allgather or ncclAllGather. As in nccl-tests'
+// all_gather_perf, size is the whole gathered buffer (each rank sends
+// size/N), busbw = algbw x (N-1)/N, and in place means each rank's part
+// already sits at its offset. Before each call the other ranks' parts are
+// poisoned, so a part that does not arrive is counted wrong. In shared
+// memory (Note [Node shared-memory all-gather]) each rank copies the others'
+// parts straight out of their segments.
 #include <mpi.h>
 
 #include <algorithm>
@@ -85,14 +96,26 @@ std::size_t parseSize(const char* text) {
   return static_cast<std::size_t>(value);
 }
 
-// Rank r contributes r + (i % 7) at element i: the sum has a closed form.
+enum class Collective { kAllreduce, kAllgather };
+
+// Rank r contributes r + (i % 7) at element i of what it sends: the sum
+// has a closed form, and so has each gathered part.
 void fillHost(float* data, std::size_t count, int rank) {
   for (std::size_t i = 0; i < count; ++i)
     data[i] = static_cast<float>(rank + static_cast<int>(i % 7));
 }
 
-int countWrong(const float* data, std::size_t count, int n) {
+// Wrong elements of a result of `count` elements (all-gather: per rank).
+int countWrong(Collective collective, const float* data, std::size_t count, int n) {
   int wrong = 0;
+  if (collective == Collective::kAllgather) {
+    for (int q = 0; q < n; ++q) {
+      const float* part = data + static_cast<std::size_t>(q) * count;
+      for (std::size_t i = 0; i < count; ++i)
+        wrong += part[i] != static_cast<float>(q + static_cast<int>(i % 7));
+    }
+    return wrong;
+  }
   for (std::size_t i = 0; i < count; ++i)
     wrong += data[i] != static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(i % 7));
   return wrong;
@@ -150,26 +173,33 @@ class ThreadFloor {
   std::thread thread_;
 };
 
-// One backend's buffers and calls.
+// One backend's buffers and calls. `count`: the all-reduce's elements, or
+// what each rank contributes to the all-gather.
 class Bench {
  public:
+  explicit Bench(Collective collective) : collective_(collective) {}
   virtual ~Bench() = default;
   virtual float* send() = 0;
   virtual float* recv() = 0;
-  virtual void fill(float* buffer, std::size_t count, int rank) = 0;
-  virtual int check(const float* buffer, std::size_t count, int n) = 0;
+  // `count` elements between host memory and a buffer of send() or recv().
+  virtual void upload(float* buffer, const float* host, std::size_t count) = 0;
+  virtual void download(float* host, const float* buffer, std::size_t count) = 0;
   virtual void ours(const float* send, float* recv, std::size_t count) = 0;
   virtual void raw(float* data, std::size_t count) = 0;
   // The raw call on a bare worker thread (--thread-floor, which main() allows
   // for the MPI backend only).
   virtual void rawOnThread(float*, std::size_t) {}
   virtual std::string describe() const = 0;
+  Collective collective() const { return collective_; }
+
+ private:
+  Collective collective_;
 };
 
 class MpiBench final : public Bench {
  public:
-  MpiBench(const ddp::World& world, std::size_t bytes, bool shared)
-      : comm_(world.comm(), {}), shared_(shared) {
+  MpiBench(const ddp::World& world, Collective collective, std::size_t bytes, bool shared)
+      : Bench(collective), comm_(world.comm(), {}), shared_(shared) {
     if (shared) {
       sharedSend_ = comm_.allocate(bytes);
       sharedRecv_ = comm_.allocate(bytes);
@@ -184,15 +214,25 @@ class MpiBench final : public Bench {
   float* recv() override {
     return shared_ ? static_cast<float*>(sharedRecv_.get()) : plainRecv_.data();
   }
-  void fill(float* buffer, std::size_t count, int rank) override { fillHost(buffer, count, rank); }
-  int check(const float* buffer, std::size_t count, int n) override {
-    return countWrong(buffer, count, n);
+  void upload(float* buffer, const float* host, std::size_t count) override {
+    std::memcpy(buffer, host, count * sizeof(float));
+  }
+  void download(float* host, const float* buffer, std::size_t count) override {
+    std::memcpy(host, buffer, count * sizeof(float));
   }
   void ours(const float* send, float* recv, std::size_t count) override {
-    comm_.allreduce(send, recv, count, DataType::kFloat32, ReduceOp::kSum)
-        ->wait(std::chrono::minutes(5));
+    const ddp::comm::WorkPtr work =
+        collective() == Collective::kAllgather
+            ? comm_.allgather(send, recv, count, DataType::kFloat32)
+            : comm_.allreduce(send, recv, count, DataType::kFloat32, ReduceOp::kSum);
+    work->wait(std::chrono::minutes(5));
   }
   void raw(float* data, std::size_t count) override {
+    if (collective() == Collective::kAllgather) {
+      MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(count), MPI_FLOAT,
+                    MPI_COMM_WORLD);
+      return;
+    }
     MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   }
   void rawOnThread(float* data, std::size_t count) override {
@@ -209,8 +249,10 @@ class MpiBench final : public Bench {
     if (floorComm_ != MPI_COMM_NULL) MPI_Comm_free(&floorComm_);
   }
   std::string describe() const override {
-    return shared_ ? "mpi, node shared memory from Communicator::allocate (raw: MPI_Allreduce)"
-                   : "mpi, plain memory (ours and raw both MPI_Allreduce)";
+    const char* call = collective() == Collective::kAllgather ? "MPI_Allgather" : "MPI_Allreduce";
+    return shared_ ? std::string("mpi, node shared memory from Communicator::allocate (raw: ") +
+                         call + ")"
+                   : std::string("mpi, plain memory (ours and raw both ") + call + ")";
   }
 
  private:
@@ -240,10 +282,11 @@ int useDevice(const ddp::World& world) {
 
 class NcclBench final : public Bench {
  public:
-  NcclBench(const ddp::World& world, std::size_t bytes)
-      : device_(useDevice(world)),
-        comm_(world.comm(), device_, ddp::cuda::computeStream(), {}),
-        host_(bytes / 4 + 1) {
+  NcclBench(const ddp::World& world, Collective collective, std::size_t bytes)
+      : Bench(collective),
+        rank_(world.rank()),
+        device_(useDevice(world)),
+        comm_(world.comm(), device_, ddp::cuda::computeStream(), {}) {
     send_ = comm_.allocate(bytes);
     recv_ = comm_.allocate(bytes);
     ncclUniqueId id;
@@ -257,31 +300,38 @@ class NcclBench final : public Bench {
   ~NcclBench() override { ncclCommDestroy(raw_); }
   float* send() override { return static_cast<float*>(send_.get()); }
   float* recv() override { return static_cast<float*>(recv_.get()); }
-  void fill(float* buffer, std::size_t count, int rank) override {
-    fillHost(host_.data(), count, rank);
-    cudaCheck(cudaMemcpy(buffer, host_.data(), count * 4, cudaMemcpyHostToDevice), "fill");
+  void upload(float* buffer, const float* host, std::size_t count) override {
+    cudaCheck(cudaMemcpy(buffer, host, count * 4, cudaMemcpyHostToDevice), "upload");
   }
-  int check(const float* buffer, std::size_t count, int n) override {
-    cudaCheck(cudaMemcpy(host_.data(), buffer, count * 4, cudaMemcpyDeviceToHost), "check");
-    return countWrong(host_.data(), count, n);
+  void download(float* host, const float* buffer, std::size_t count) override {
+    cudaCheck(cudaMemcpy(host, buffer, count * 4, cudaMemcpyDeviceToHost), "download");
   }
   void ours(const float* send, float* recv, std::size_t count) override {
-    comm_.allreduce(send, recv, count, DataType::kFloat32, ReduceOp::kSum)
-        ->wait(std::chrono::minutes(5));
+    const ddp::comm::WorkPtr work =
+        collective() == Collective::kAllgather
+            ? comm_.allgather(send, recv, count, DataType::kFloat32)
+            : comm_.allreduce(send, recv, count, DataType::kFloat32, ReduceOp::kSum);
+    work->wait(std::chrono::minutes(5));
   }
   void raw(float* data, std::size_t count) override {
     const cudaStream_t stream = ddp::cuda::computeStream();
-    ncclAllReduce(data, data, count, ncclFloat32, ncclSum, raw_, stream);
+    if (collective() == Collective::kAllgather) {
+      ncclAllGather(data + static_cast<std::size_t>(rank_) * count, data, count, ncclFloat32, raw_,
+                    stream);
+    } else {
+      ncclAllReduce(data, data, count, ncclFloat32, ncclSum, raw_, stream);
+    }
     cudaCheck(cudaStreamSynchronize(stream), "raw");
   }
   std::string describe() const override {
-    return "nccl " + ddp::comm::NcclCommunicator::version() + " (raw: ncclAllReduce)";
+    return "nccl " + ddp::comm::NcclCommunicator::version() + " (raw: " +
+           (collective() == Collective::kAllgather ? "ncclAllGather" : "ncclAllReduce") + ")";
   }
 
  private:
+  int rank_;
   int device_;
   ddp::comm::NcclCommunicator comm_;
-  std::vector<float> host_;
   std::shared_ptr<void> send_, recv_;
   ncclComm_t raw_ = nullptr;
 };
@@ -320,7 +370,8 @@ Measured measure(int iterations, int warmup, const std::function<void()>& prepar
 int usage() {
   std::fprintf(stderr,
                "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] "
-               "[--backend mpi|nccl] [--memory shared|plain] [--thread-floor] [--csv FILE]\n");
+               "[--backend mpi|nccl] [--memory shared|plain] [--collective allreduce|allgather] "
+               "[--thread-floor] [--csv FILE]\n");
   return 2;
 }
 
@@ -329,6 +380,7 @@ struct Options {
   std::size_t begin = 8, end = 256 << 20, factor = 2;
   int iterations = 20, warmup = 5;
   std::string backend = "mpi", memory = "shared", csvPath;
+  Collective collective = Collective::kAllreduce;
   bool threadFloor = false;
 };
 
@@ -358,6 +410,10 @@ std::optional<Options> parse(int argc, char** argv) {
       o.backend = value;
     } else if (flag == "--memory") {
       o.memory = value;
+    } else if (flag == "--collective") {
+      const std::string name = value;
+      if (name != "allreduce" && name != "allgather") return std::nullopt;
+      o.collective = name == "allgather" ? Collective::kAllgather : Collective::kAllreduce;
     } else if (flag == "--csv") {
       o.csvPath = value;
     } else {
@@ -367,7 +423,8 @@ std::optional<Options> parse(int argc, char** argv) {
   if (o.begin < 4 || o.end < o.begin || o.factor < 2 || o.iterations < 1 || o.warmup < 0 ||
       (o.backend != "mpi" && o.backend != "nccl") ||
       (o.memory != "shared" && o.memory != "plain") ||
-      (o.threadFloor && (o.backend != "mpi" || o.memory != "plain"))) {
+      (o.threadFloor &&
+       (o.backend != "mpi" || o.memory != "plain" || o.collective != Collective::kAllreduce))) {
     return std::nullopt;
   }
   return o;
@@ -378,7 +435,9 @@ std::FILE* printHeader(const Options& o, const ddp::World& world, const Bench& b
   std::printf("# allreduce_bench: %d ranks on %d node(s), %s\n", world.size(), world.nodeCount(),
               bench.describe().c_str());
   if (world.nodeCount() > 1) std::printf("# nodes: %s\n", describeNodes(world.nodes()).c_str());
-  std::printf("# float32 sum, median of %d iterations (after %d warm-up) of the slowest rank\n",
+  std::printf("# float32 %s, median of %d iterations (after %d warm-up) of the slowest rank\n",
+              o.collective == Collective::kAllgather ? "all-gather (size: the gathered buffer)"
+                                                     : "sum all-reduce",
               o.iterations, o.warmup);
   std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n", "", "",
               "", "", "out-of-place", "", "", "", "in-place", "", "", "", "raw", "", "",
@@ -395,7 +454,7 @@ std::FILE* printHeader(const Options& o, const ddp::World& world, const Bench& b
   }
   std::fprintf(csv,
                "backend,memory,ranks,bytes,count,oop_us,oop_algbw,oop_busbw,oop_wrong,ip_us,"
-               "ip_algbw,ip_busbw,ip_wrong,raw_us,raw_busbw,raw_wrong%s\n",
+               "ip_algbw,ip_busbw,ip_wrong,raw_us,raw_busbw,raw_wrong%s,collective\n",
                o.threadFloor ? ",thread_us,thread_wrong" : "");
   return csv;
 }
@@ -408,16 +467,20 @@ struct Row {
 
 // The row on stdout and, with --csv, in `csv`.
 void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
-  const double busFactor = ranks > 1 ? 2.0 * (ranks - 1) / ranks : 1.0;
+  const bool gather = o.collective == Collective::kAllgather;
+  // nccl-tests' factors: what each rank's links carry, over the size.
+  const double busFactor =
+      ranks == 1 ? 1.0 : (gather ? 1.0 : 2.0) * (ranks - 1) / static_cast<double>(ranks);
   const std::size_t count = r.bytes / sizeof(float);
   const auto algbw = [&](double us) { return static_cast<double>(r.bytes) / us / 1e3; };  // GB/s
   const Measured &oop = r.outOfPlace, &ip = r.inPlace, &raw = r.raw;
   std::printf(
       "%12zu %12zu %6s %6s   %10.1f %8.2f %8.2f %6d   %10.1f %8.2f %8.2f %6d   %10.1f "
       "%8.2f %7.2f",
-      r.bytes, count, "float", "sum", oop.micros, algbw(oop.micros), algbw(oop.micros) * busFactor,
-      oop.wrong, ip.micros, algbw(ip.micros), algbw(ip.micros) * busFactor, ip.wrong, raw.micros,
-      algbw(raw.micros) * busFactor, ip.micros / raw.micros);
+      r.bytes, count, "float", gather ? "none" : "sum", oop.micros, algbw(oop.micros),
+      algbw(oop.micros) * busFactor, oop.wrong, ip.micros, algbw(ip.micros),
+      algbw(ip.micros) * busFactor, ip.wrong, raw.micros, algbw(raw.micros) * busFactor,
+      ip.micros / raw.micros);
   if (o.threadFloor)
     std::printf("   %10.1f %11.2f", r.onThread.micros, ip.micros / r.onThread.micros);
   std::printf("\n");
@@ -429,7 +492,7 @@ void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
                ip.micros, algbw(ip.micros), algbw(ip.micros) * busFactor, ip.wrong, raw.micros,
                algbw(raw.micros) * busFactor, raw.wrong);
   if (o.threadFloor) std::fprintf(csv, ",%.3f,%d", r.onThread.micros, r.onThread.wrong);
-  std::fprintf(csv, "\n");
+  std::fprintf(csv, ",%s\n", gather ? "allgather" : "allreduce");
 }
 
 }  // namespace
@@ -447,36 +510,51 @@ int main(int argc, char** argv) {
       if (rank == 0) std::fprintf(stderr, "allreduce_bench: --backend nccl needs a GPU\n");
       return 77;
     }
-    bench = std::make_unique<NcclBench>(world, o.end);
+    bench = std::make_unique<NcclBench>(world, o.collective, o.end);
 #else
     if (rank == 0) std::fprintf(stderr, "allreduce_bench: built without CUDA: no --backend nccl\n");
     return 2;
 #endif
   } else {
-    bench = std::make_unique<MpiBench>(world, o.end, o.memory == "shared");
+    bench = std::make_unique<MpiBench>(world, o.collective, o.end, o.memory == "shared");
   }
   std::FILE* csv = rank == 0 ? printHeader(o, world, *bench) : nullptr;
   int anyWrong = 0;
+  const bool gather = o.collective == Collective::kAllgather;
   for (std::size_t bytes = o.begin; bytes <= o.end; bytes *= o.factor) {
-    const std::size_t count = bytes / sizeof(float);
+    // What each call passes (an all-gather: each rank's part), and the result.
+    const std::size_t count = bytes / sizeof(float) / (gather ? static_cast<std::size_t>(n) : 1);
+    if (count == 0) continue;  // an all-gather smaller than one float per rank
+    const std::size_t elements = gather ? count * static_cast<std::size_t>(n) : count;
     float* send = bench->send();
     float* recv = bench->recv();
-    const auto checkRecv = [&] { return bench->check(recv, count, n); };
-    const auto refill = [&](float* buffer) {
-      return [&, buffer] { bench->fill(buffer, count, rank); };
+    float* mineInRecv = gather ? recv + static_cast<std::size_t>(rank) * count : recv;
+    std::vector<float> mine(count), poison(elements, -1.0f), result(elements);
+    fillHost(mine.data(), count, rank);
+    // Every part that is not this rank's own is poisoned before each call.
+    const auto outOfPlace = [&] {
+      bench->upload(send, mine.data(), count);
+      bench->upload(recv, poison.data(), elements);
+    };
+    const auto inPlace = [&] {
+      bench->upload(recv, poison.data(), elements);
+      bench->upload(mineInRecv, mine.data(), count);
+    };
+    const auto checkRecv = [&] {
+      bench->download(result.data(), recv, elements);
+      return countWrong(o.collective, result.data(), count, n);
     };
     Row row;
-    row.bytes = count * sizeof(float);
+    row.bytes = elements * sizeof(float);
     row.outOfPlace = measure(
-        o.iterations, o.warmup, refill(send), [&] { bench->ours(send, recv, count); }, checkRecv);
+        o.iterations, o.warmup, outOfPlace, [&] { bench->ours(send, recv, count); }, checkRecv);
     row.inPlace = measure(
-        o.iterations, o.warmup, refill(recv), [&] { bench->ours(recv, recv, count); }, checkRecv);
+        o.iterations, o.warmup, inPlace, [&] { bench->ours(mineInRecv, recv, count); }, checkRecv);
     row.raw = measure(
-        o.iterations, o.warmup, refill(recv), [&] { bench->raw(recv, count); }, checkRecv);
+        o.iterations, o.warmup, inPlace, [&] { bench->raw(recv, count); }, checkRecv);
     if (o.threadFloor) {
       row.onThread = measure(
-          o.iterations, o.warmup, refill(recv), [&] { bench->rawOnThread(recv, count); },
-          checkRecv);
+          o.iterations, o.warmup, inPlace, [&] { bench->rawOnThread(recv, count); }, checkRecv);
     }
     anyWrong += row.outOfPlace.wrong + row.inPlace.wrong + row.raw.wrong + row.onThread.wrong;
     if (rank == 0) printRow(o, n, row, csv);

@@ -21,8 +21,10 @@ AdamW's step costs over SGD's. --clip-grad-norm: limits for both frameworks
 0 is no clipping, so "0,1" measures both side by side. --shard-optimizer:
 off and/or on (ddp_train --shard-optimizer; PyTorch's ZeroRedundancyOptimizer
 around the same optimizer); "off,on" also prints what sharding does to the
-step and to rank 0's peak resident memory (ddp_train's own report, PyTorch's
-ru_maxrss).
+step and to rank 0's memory: its peak resident set (ddp_train's own report,
+PyTorch's ru_maxrss) and its proportional set size at the end (PSS: pages
+shared between ranks, as ddp_train's node shared memory is, count once in
+all, not once per rank that reads them).
 
 ddp_train trains on --dataset synthetic (in memory, like the PyTorch side) and
 its step time is taken from its --metrics file (training steps only, no
@@ -67,7 +69,7 @@ def optimizer_args(optimizer):
 
 
 def run_ours(args, np_, hidden, steps, cap, optimizer, clip, shard):
-    """Mean step (ms) and rank 0's peak resident memory (MiB)."""
+    """Mean step (ms) and rank 0's memory (MiB): peak resident, proportional at the end."""
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "m.jsonl")
         samples = max(4096, steps * args.batch_size * np_)
@@ -80,12 +82,12 @@ def run_ours(args, np_, hidden, steps, cap, optimizer, clip, shard):
             cmd.append("--shard-optimizer")
         out = subprocess.run(cmd, env=mpi_env(), check=True, capture_output=True, text=True, timeout=900).stdout
         m = json.loads(open(metrics).readline())
-        peak = re.search(r"memory: peak resident ([0-9.]+) MiB", out)
-        return m["train_time_s"] / m["steps"] * 1e3, float(peak.group(1))
+        memory = re.search(r"memory: peak resident ([0-9.]+) MiB .*proportional now ([0-9.]+) MiB", out)
+        return m["train_time_s"] / m["steps"] * 1e3, (float(memory.group(1)), float(memory.group(2)))
 
 
 def run_torch(args, np_, port, hidden, steps, cap, optimizer, clip, shard):
-    """Mean step (ms) and rank 0's peak resident memory (MiB)."""
+    """Mean step (ms) and rank 0's memory (MiB): peak resident, proportional at the end."""
     torch_cap = "100000" if cap in ("inf", "single") else cap  # larger than any model here
     cmd = ["mpirun", "-q", "-np", str(np_), TORCH_PYTHON, os.path.join(HERE, "pytorch_ddp_mlp.py"),
            "--hidden", hidden, "--batch-size", str(args.batch_size), "--steps", str(steps),
@@ -93,7 +95,7 @@ def run_torch(args, np_, port, hidden, steps, cap, optimizer, clip, shard):
            "--optimizer", optimizer] + (["--zero"] if shard == "on" else [])
     out = subprocess.run(cmd, env=mpi_env(), check=True, capture_output=True, text=True, timeout=900).stdout
     result = json.loads(out.strip().splitlines()[-1])
-    return result["step_ms"], result["peak_rss_mib"]
+    return result["step_ms"], (result["peak_rss_mib"], result["pss_mib"])
 
 
 def main():
@@ -141,8 +143,9 @@ def main():
                         memory[key]["ddp"].append(our_peak)
                         memory[key]["torch"].append(their_peak)
                         print(f"repeat {r + 1}/{args.repeats} {model} cap {cap} {opt} clip {clip} shard {shard} "
-                              f"np={n}: ddp_train {ours:.2f} ms {our_peak:.0f} MiB, "
-                              f"PyTorch DDP {theirs:.2f} ms {their_peak:.0f} MiB", file=sys.stderr, flush=True)
+                              f"np={n}: ddp_train {ours:.2f} ms, {our_peak[0]:.0f} MiB peak, {our_peak[1]:.0f} "
+                              f"MiB PSS; PyTorch DDP {theirs:.2f} ms, {their_peak[0]:.0f} MiB peak, "
+                              f"{their_peak[1]:.0f} MiB PSS", file=sys.stderr, flush=True)
 
     lines = [
         f"batch {args.batch_size} per rank, {args.steps} steps (large MLP: {args.steps // 5}), "
@@ -196,13 +199,14 @@ def main():
                [(f"{name(hidden)}, cap {cap}, {opt}, clip {clip}, np={n}",
                  (model, cap, opt, clip, "on", n), (model, cap, opt, clip, "off", n))
                 for model, hidden, cap, opt, clip, n in pairs])
-        lines += ["", "Rank 0's peak resident memory (MiB, median), not sharded -> sharded:", ""]
-        for model, hidden, cap, opt, clip, n in pairs:
-            peak = {(z, fw): statistics.median(memory[(model, cap, opt, clip, z, n)][fw])
-                    for z in ("off", "on") for fw in ("ddp", "torch")}
-            lines.append(f"- {name(hidden)}, cap {cap}, {opt}, clip {clip}, np={n}: "
-                         f"ddp_train {peak[('off', 'ddp')]:.0f} -> {peak[('on', 'ddp')]:.0f}, "
-                         f"PyTorch DDP {peak[('off', 'torch')]:.0f} -> {peak[('on', 'torch')]:.0f}")
+        for i, what in enumerate(("peak resident set", "proportional set size at the end")):
+            lines += ["", f"Rank 0's {what} (MiB, median), not sharded -> sharded:", ""]
+            for model, hidden, cap, opt, clip, n in pairs:
+                mib = {(z, fw): statistics.median(m[i] for m in memory[(model, cap, opt, clip, z, n)][fw])
+                       for z in ("off", "on") for fw in ("ddp", "torch")}
+                lines.append(f"- {name(hidden)}, cap {cap}, {opt}, clip {clip}, np={n}: "
+                             f"ddp_train {mib[('off', 'ddp')]:.0f} -> {mib[('on', 'ddp')]:.0f}, "
+                             f"PyTorch DDP {mib[('off', 'torch')]:.0f} -> {mib[('on', 'torch')]:.0f}")
     table = "\n".join(lines)
     print(table)
     if args.markdown:

@@ -2,8 +2,9 @@
 # The GPU check: build ddp with CUDA, run the GPU tests, and benchmark one GPU
 # against PyTorch, in one go (about 5 minutes on a one-GPU machine with 16
 # cores, build included). Everything it reports goes to $OUT (default
-# ./gpu-check-out): gpu_check.log, the test log, gpu_bench.md, allreduce_nccl.txt,
-# ddp_bench_gpu.txt.
+# ./gpu-check-out): gpu_check.log, the test log (testlog.txt), gpu_bench.md, and
+# details.tar.gz with the rest (allreduce_nccl.txt, allgather_nccl.txt,
+# ddp_bench_gpu.txt, the JSON and CSV files, the build and memcheck logs).
 #
 #   bash benchmarks/gpu_check.sh
 #
@@ -110,11 +111,19 @@ stage "allreduce_bench --backend nccl (one GPU: the layer's cost over ncclAllRed
 timeout 120 mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl -b 8 -e 256M -f 4 \
   -n 20 -w 5 --csv "$OUT/allreduce_nccl.csv" | tee "$OUT/allreduce_nccl.txt"
 
+stage "allreduce_bench --backend nccl --collective allgather (what --shard-optimizer gathers)"
+timeout 60 mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl -b 1M -e 256M -f 4 \
+  -n 20 -w 5 --collective allgather | tee "$OUT/allgather_nccl.txt"
+
 stage "ddp_bench --device cuda (one GPU: the Reducer on NCCL, caps side by side, profiles)"
 for profile in mlp resnet50 bert-base gpt2; do
   timeout 60 mpirun -q -np 1 build-gpu/benchmarks/ddp_bench --device cuda --profile "$profile" \
     --steps 20 --warmup 3 --json "$OUT/ddp_bench_gpu_$profile.json" | tee -a "$OUT/ddp_bench_gpu.txt"
 done
 
+# The device tool brings back at most 8 files: the log, the test log and the
+# comparison as they are, everything else in one archive.
+(cd "$OUT" && tar -czf details.tar.gz --remove-files \
+  $(ls | grep -v -x -e gpu_check.log -e testlog.txt -e gpu_bench.md -e details.tar.gz))
 stage "done (tests exit $tests, benchmark exit $bench)"
 [ "$tests" = 0 ] && [ "$bench" = 0 ]

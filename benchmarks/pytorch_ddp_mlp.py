@@ -4,7 +4,9 @@ Started by mpirun (one process per rank): reads the rank from Open MPI's
 environment and rendezvouses over loopback TCP. Trains an MLP of the given
 widths with SGD (momentum 0.9) or AdamW (weight decay 0.01) on in-memory random data, so that the data
 loader costs nothing, and prints one JSON line on rank 0 with the mean step
-time over the timed steps and rank 0's peak resident memory. --zero wraps the
+time over the timed steps and rank 0's memory: its peak resident set and its
+proportional set size at the end (shared pages split between the processes
+that map them). --zero wraps the
 optimizer in ZeroRedundancyOptimizer (each rank keeps 1/world of its state).
 
   mpirun -np 2 /usr/bin/python3 pytorch_ddp_mlp.py --hidden 1024,1024 --batch-size 64 --steps 300
@@ -20,6 +22,17 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from torch_mlp import build_mlp
+
+
+def pss_mib():
+    """This process's proportional set size (MiB), 0 where the kernel does not say."""
+    try:
+        for line in open("/proc/self/smaps_rollup"):
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def main():
@@ -77,7 +90,8 @@ def main():
     if rank == 0:
         step_ms = elapsed / args.steps * 1e3
         print(json.dumps({"step_ms": step_ms, "samples_per_s": world * args.batch_size * args.steps / elapsed,
-                          "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                          "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                          "pss_mib": pss_mib()}))
     dist.destroy_process_group()
 
 

@@ -91,16 +91,17 @@ class Communicator {
   virtual WorkPtr barrier() = 0;
 
   // Zero-filled, 64-byte aligned memory for `bytes` bytes that this backend
-  // reduces fastest (MPI: memory shared by the ranks of a node, so an
-  // all-reduce needs no copies through the library; see Note [Node
-  // shared-memory all-reduce] in comm/mpi/shared_memory.h). Collective: every
+  // reduces and gathers fastest (MPI: memory shared by the ranks of a node,
+  // so an all-reduce or all-gather needs no copies through the library; see
+  // Notes [Node shared-memory all-reduce] and [Node shared-memory all-gather]
+  // in comm/mpi/shared_memory.h). Collective: every
   // rank calls it with the same size, in the same order as its other
   // collectives. The memory stays valid while the returned owner lives, and
   // at most as long as the communicator.
   //
-  // An all-reduce on such memory must be issued by every rank on the same
-  // offset of the same allocation (as SPMD training code does); ranks that
-  // disagree are detected and get a MismatchError.
+  // An all-reduce or all-gather on such memory must be issued by every rank
+  // on the same offset of the same allocation (as SPMD training code does);
+  // ranks that disagree are detected and get a MismatchError.
   virtual std::shared_ptr<void> allocate(std::size_t bytes) = 0;
   // Where allocate() puts memory: host memory (MPI) or device memory (NCCL).
   // Code that touches allocated memory on the host (the Reducer's bf16 hook)

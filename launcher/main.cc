@@ -47,8 +47,9 @@ namespace {
 // Nodes need not share a file system. Files read once for the whole job
 // (--init-from, the checkpoint --resume continues from) are read by rank 0
 // and reach the other ranks over MPI: the weights by the start-up parameter
-// broadcast, a checkpoint as its bytes (comm::shareFrom), so every rank
-// validates and restores the same file. Rank 0 alone writes checkpoints,
+// broadcast, a checkpoint's tensors piece by piece once rank 0 has checked
+// it (Note [Restoring a checkpoint from one rank] in
+// trainer/checkpoint_broadcast.h). Rank 0 alone writes checkpoints,
 // --save-model and --metrics, on its node. The training data is read by
 // every rank from --data-dir on its own node: it is needed in full
 // everywhere, and shipping 50 MB per start would only hide a missing install.

@@ -25,11 +25,14 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool ran
         std::accumulate(o.hidden.begin(), o.hidden.end(), std::size_t{0}) + classes;
     need.outputs = o.batchSize * widths * sizeof(float);
   }
-  if (rankZero && !o.checkpointDir.empty()) {
+  // The file --resume continues from is as large as that copy, and rank 0
+  // holds it while restoring, before the copy exists (Note [Restoring a
+  // checkpoint from one rank]).
+  if (rankZero && (!o.checkpointDir.empty() || !o.resume.empty())) {
     need.checkpointCopy = need.weights + optimizerStateBytes(o);
     // Sharded: the state gathered from every rank sits beside that copy
     // while it is taken (Note [Sharded optimizer state]).
-    if (o.shardOptimizer) need.checkpointCopy += optimizerStateBytes(o);
+    if (o.shardOptimizer && !o.checkpointDir.empty()) need.checkpointCopy += optimizerStateBytes(o);
   }
   if (o.dataset == "synthetic") {
     need.data = (o.syntheticSamples + syntheticTestSamples(o)) *
@@ -55,7 +58,7 @@ std::optional<std::string> memoryShortfall(const HostMemoryNeed& need, int ranks
              need.checkpointCopy > 0
                  ? str("and rank 0 ", bytes(need.checkpointCopy),
                        " more for the copy of the weights and optimizer state that checkpoints are "
-                       "written from, ")
+                       "written or resumed from, ")
                  : std::string(),
              bytesString(total), " in all, and ", bytes(available),
              " is available (MemAvailable plus free swap, or a cgroup limit's room); the kernel "

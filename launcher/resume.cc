@@ -8,6 +8,7 @@
 #include "comm/agreement.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "trainer/checkpoint_broadcast.h"
 #include "trainer/safetensors.h"
 
 namespace ddp::launcher {
@@ -17,7 +18,9 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
                                             trainer::Optimizer& optimizer,
                                             const trainer::CheckpointOptions& options) {
   std::string file, previous;
-  auto bytes = std::make_shared<std::string>();
+  // Rank 0's alone (Note [Restoring a checkpoint from one rank]).
+  trainer::SafetensorsFile parsed;
+  trainer::CheckedCheckpoint checked;
   comm::agree(comm, [&] {
     if (world.rank() != 0) return;
     if (o.resume != "latest") {
@@ -32,10 +35,20 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
       file = all.back();
       if (all.size() > 1) previous = all[all.size() - 2];
     }
-    if (!file.empty()) *bytes = trainer::readWholeFile(file);
+    if (file.empty()) return;
+    try {
+      parsed = trainer::parseSafetensors(
+          std::make_shared<std::string>(trainer::readWholeFile(file)), file);
+    } catch (const DataError& e) {
+      if (previous.empty()) throw;
+      // A damaged newest checkpoint: say how to fall back, but do not do it
+      // unasked (damage means a disk or a copy to look at).
+      throw DataError(str(e.what(), "; to resume from the checkpoint before it, ", previous,
+                          ", move ", file, " out of ", o.checkpointDir));
+    }
+    checked = trainer::checkCheckpoint(file, parsed, model, optimizer, options);
   });
   comm::shareFrom(comm, 0, file);
-  comm::shareFrom(comm, 0, *bytes);
   if (file.empty()) {
     log::info(str("resume: no checkpoint in ", o.checkpointDir, " yet; starting fresh"));
     // A requeued job that finds nothing most likely lost its checkpoints to
@@ -50,20 +63,9 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
     }
     return {};
   }
-  trainer::TrainPosition start;
-  comm::agree(comm, [&] {
-    trainer::SafetensorsFile parsed;
-    try {
-      parsed = trainer::parseSafetensors(bytes, file);
-    } catch (const DataError& e) {
-      if (previous.empty()) throw;
-      // A damaged newest checkpoint: say how to fall back, but do not do it
-      // unasked (damage means a disk or a copy to look at).
-      throw DataError(str(e.what(), "; to resume from the checkpoint before it, ", previous,
-                          ", move ", file, " out of ", o.checkpointDir));
-    }
-    start = trainer::restoreCheckpoint(file, parsed, model, optimizer, options);
-  });
+  const trainer::TrainPosition start = trainer::restoreCheckpointFromRoot(
+      comm, 0, world.rank() == 0 ? &parsed : nullptr, checked, model, optimizer);
+  parsed = {};  // the file's bytes, before training needs the memory
   log::info(str("resume: from ", file, ": epoch ", start.epoch, " with ", start.consumed,
                 " of its samples done, step ", start.globalStep,
                 start.worldSize != world.size()

@@ -1,9 +1,11 @@
 // --resume: the checkpoint a run continues from, read once for the whole job.
 //
 // Rank 0 finds the file (the one --resume names, or the newest complete one
-// in --checkpoint-dir) and reads it; its bytes reach every other rank over
-// MPI, so nodes need not share the directory (Note [Files across nodes] in
-// launcher/main.cc), and every rank validates and restores the same bytes.
+// in --checkpoint-dir), reads and checks it; its tensors reach every other
+// rank over the communicator piece by piece, each rank keeping what it
+// trains with (Note [Restoring a checkpoint from one rank] in
+// trainer/checkpoint_broadcast.h), so nodes need not share the directory
+// (Note [Files across nodes] in launcher/main.cc).
 #pragma once
 
 #include "comm/communicator.h"

@@ -129,9 +129,9 @@ WeightsSource loadWeights(const std::string& path, Sequential& model) {
   return source;
 }
 
-TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& file,
-                                Sequential& model, Optimizer& optimizer,
-                                const CheckpointOptions& expected) {
+CheckedCheckpoint checkCheckpoint(const std::string& path, const SafetensorsFile& file,
+                                  Sequential& model, Optimizer& optimizer,
+                                  const CheckpointOptions& expected) {
   const auto& meta = file.metadata;
   const auto format = meta.find("ddp.format");
   if (format == meta.end() || format->second != kFormat) {
@@ -170,23 +170,29 @@ TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& 
                         ", world size ", position.worldSize, ")"));
   }
 
-  // Validate everything before copying anything.
   checkHoldsModel(path, file, model, kOptimizerPrefix);
-  const std::vector<OptimizerState> slots = optimizer.state();
-  const std::size_t held = checkOptimizerState(path, file, optimizer.name(), slots);
+  const std::size_t held = checkOptimizerState(path, file, optimizer.name(), optimizer.state());
+  return {position, held > 0};
+}
 
+TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& file,
+                                Sequential& model, Optimizer& optimizer,
+                                const CheckpointOptions& expected) {
+  // Validate everything before copying anything.
+  const CheckedCheckpoint checked = checkCheckpoint(path, file, model, optimizer, expected);
   for (Parameter* p : model.parameters())
     p->value.copyFrom(file.tensors.at(p->name));
-  for (const OptimizerState& slot : slots) {
-    if (held == 0) {
-      *slot.tensor = Tensor();  // none: the first step creates it
-      continue;
-    }
-    *slot.tensor = Tensor(slot.shape, slot.device);
-    slot.tensor->copyFrom(file.tensors.at(kOptimizerPrefix + slot.name));
+  if (!checked.holdsState) {
+    optimizer.clearState();
+    return checked.position;
   }
-  optimizer.adoptRestoredState();  // a sharded optimizer keeps its part
-  return position;
+  for (const OptimizerState& slot : optimizer.state())
+    optimizer.restoreState(slot, 0, checkpointTensor(file, slot).span());
+  return checked.position;
+}
+
+const Tensor& checkpointTensor(const SafetensorsFile& file, const OptimizerState& slot) {
+  return file.tensors.at(kOptimizerPrefix + slot.name);
 }
 
 namespace {

@@ -64,21 +64,38 @@ std::map<std::string, std::string> checkpointMetadata(const TrainPosition& posit
 void saveCheckpoint(const std::string& path, Sequential& model, Optimizer& optimizer,
                     const TrainPosition& position, const CheckpointOptions& options);
 
-// Reads and validates the whole file before changing anything: the model's
-// tensors (names, shapes), the optimizer state (names, shapes, all or
-// none), the position and `expected` options (an option added since the
-// file was written counts as its value of then: "optimizer" as sgd,
-// "no-bias-decay" as 0). On success, copies values and
-// buffers into `model` and `optimizer` (on the parameters' device) and returns the position. Throws
+// Reads and validates the whole file before changing anything (see
+// checkCheckpoint); on success, copies values and buffers into `model` and
+// `optimizer` (on the parameters' device) and returns the position. Throws
 // DataError naming the file and the first problem.
 TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Optimizer& optimizer,
                              const CheckpointOptions& expected);
 
-// The same for a checkpoint already read (`path` names it in errors): the
-// ranks that cannot see rank 0's directory get the file over MPI.
+// The same for a checkpoint already read (`path` names it in errors). A job's
+// ranks restore with restoreCheckpointFromRoot (trainer/checkpoint_broadcast.h)
+// instead, so that only one of them holds the file.
 TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& file,
                                 Sequential& model, Optimizer& optimizer,
                                 const CheckpointOptions& expected);
+
+// What a checkpoint that passed checkCheckpoint holds.
+struct CheckedCheckpoint {
+  TrainPosition position;
+  bool holdsState = false;  // the optimizer's state (all of it), or none
+};
+
+// Checks, changing nothing, that `file` (read from `path`) is a checkpoint of
+// this run: the model's tensors (names, shapes), the optimizer state (names,
+// shapes, all or none: Note [Optimizer state in checkpoints]), the position
+// and `expected` options (an option added since the file was written counts
+// as its value of then: "optimizer" as sgd, "no-bias-decay" as 0). Throws
+// DataError naming the file and the first problem.
+CheckedCheckpoint checkCheckpoint(const std::string& path, const SafetensorsFile& file,
+                                  Sequential& model, Optimizer& optimizer,
+                                  const CheckpointOptions& expected);
+
+// The tensor of optimizer state `slot` in a checked `file` that holds state.
+const Tensor& checkpointTensor(const SafetensorsFile& file, const OptimizerState& slot);
 
 // What loadWeights read.
 struct WeightsSource {

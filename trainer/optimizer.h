@@ -37,7 +37,9 @@
 // momentum starts zeroed; AdamW counts its steps in device memory).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -93,16 +95,26 @@ class Optimizer {
   // "sgd" or "adamw", for messages.
   virtual const char* name() const = 0;
 
+  // Restoring a checkpoint (Note [Restoring a checkpoint from one rank] in
+  // trainer/checkpoint_broadcast.h): slot `slot` of state() gets the
+  // checkpoint's elements [begin, begin + values.size()), piece after piece
+  // in order, the pieces covering it once. The default keeps all of them: the
+  // first piece gives the slot a tensor of its shape on its device, and each
+  // piece is copied in. A sharded optimizer keeps only its part.
+  virtual void restoreState(const OptimizerState& slot, std::size_t begin,
+                            std::span<const float> values);
+  // Restoring a checkpoint that holds no state (one written before the first
+  // step): every slot empty, so the next step creates it.
+  virtual void clearState();
+
   // A sharded optimizer (trainer/sharded_optimizer.h) keeps only this rank's
   // part of its state. Its state() is then the checkpoint form, whose tensors
   // hold data only between gatherState(root), a collective after which
-  // `root` holds all of it, and releaseGatheredState(); or after a restore
-  // filled them, until adoptRestoredState() (restoreCheckpoint calls it)
-  // keeps this rank's part. For the others these do nothing.
+  // `root` holds all of it, and releaseGatheredState(). For the others these
+  // do nothing.
   virtual bool sharded() const { return false; }
   virtual void gatherState(int /*root*/) {}
   virtual void releaseGatheredState() {}
-  virtual void adoptRestoredState() {}
 };
 
 }  // namespace ddp::trainer

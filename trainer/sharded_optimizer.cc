@@ -45,12 +45,16 @@ ShardedOptimizer::ShardedOptimizer(comm::Communicator& comm, std::vector<Paramet
   layout_ = computeShardLayout(numels, comm.size(), comm.rank());
   device_ = trainable_.front()->value.device();
   const std::size_t world = static_cast<std::size_t>(comm.size());
-  flat_ = std::make_shared<Tensor>(Shape{world * layout_.shardElements}, device_);
+  // Note [Node shared-memory all-gather]: on one node, memory the ranks share.
+  DDP_CHECK(
+      (comm.allocatedMemory() == comm::Communicator::Memory::kDevice) == (device_ == Device::kCuda),
+      "a sharded optimizer whose communicator does not use its parameters' memory");
+  flat_ = comm.allocate(world * layout_.shardElements * sizeof(float));
+  float* flat = static_cast<float*>(flat_.get());
   for (std::size_t t = 0; t < trainable_.size(); ++t) {
     Parameter& p = *trainable_[t];
     DDP_CHECK(p.value.device() == device_, "a model on more than one device");
-    Tensor moved =
-        Tensor::view(flat_->data() + layout_.offsets[t], p.value.shape(), flat_, device_);
+    Tensor moved = Tensor::view(flat + layout_.offsets[t], p.value.shape(), flat_, device_);
     moved.copyFrom(p.value);
     p.value = std::move(moved);
   }
@@ -101,7 +105,7 @@ void ShardedOptimizer::step(const StepInputs& inputs) {
   }
   inner_->step(inputs);
   // Note [Sharded optimizer state]: this rank's shard is already in place.
-  float* all = flat_->data();
+  float* all = static_cast<float*>(flat_.get());
   const std::size_t count = layout_.shardElements;
   const comm::WorkPtr work = comm_.allgather(all + static_cast<std::size_t>(comm_.rank()) * count,
                                              all, count, comm::DataType::kFloat32);
@@ -158,21 +162,30 @@ void ShardedOptimizer::releaseGatheredState() {
     t = Tensor();
 }
 
-void ShardedOptimizer::adoptRestoredState() {
-  for (std::size_t k = 0; k < kinds_.size(); ++k) {
-    const std::vector<Tensor*> tensors = sliceState(k);
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      const ShardSlice& s = layout_.slices[i];
-      Tensor& whole = full(k, s.parameter);
-      if (whole.empty()) {  // restoreCheckpoint restores all of the state or none
-        *tensors[i] = Tensor();
-        continue;
-      }
-      Tensor part({s.count}, device_);
-      part.copyFrom(Tensor::view(whole.data() + s.begin, {s.count}, nullptr));
-      *tensors[i] = std::move(part);
-    }
+void ShardedOptimizer::restoreState(const OptimizerState& slot, std::size_t begin,
+                                    std::span<const float> values) {
+  if (slot.parameter == nullptr) {  // replicated (AdamW's step): all of it
+    inner_->restoreState(slot, begin, values);
+    return;
   }
+  const auto index = static_cast<std::size_t>(slot.tensor - full_.data());
+  DDP_CHECK(index < full_.size(),
+            str("restoring optimizer state ", slot.name, " that is not the sharded optimizer's"));
+  const std::size_t kind = index / trainable_.size(), parameter = index % trainable_.size();
+  const std::vector<Tensor*> tensors = sliceState(kind);
+  const std::size_t end = begin + values.size();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const ShardSlice& s = layout_.slices[i];
+    const std::size_t from = std::max(begin, s.begin), to = std::min(end, s.begin + s.count);
+    if (s.parameter != parameter || from >= to) continue;
+    // Pieces come in order: the one holding the slice's first element is its first.
+    if (from == s.begin) *tensors[i] = Tensor({s.count}, device_);
+    tensors[i]->copyFromHost(from - s.begin, values.subspan(from - begin, to - from));
+  }
+}
+
+void ShardedOptimizer::clearState() {
+  inner_->clearState();
   releaseGatheredState();
 }
 

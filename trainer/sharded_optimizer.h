@@ -21,14 +21,19 @@
 // unsharded optimizer would give it: a sharded run equals an unsharded one
 // bit for bit (tests/e2e/sharded_optimizer.sh). For the all-gather to land in
 // place, the parameters' values are moved into one flat buffer of world x S
-// floats and become views of it; nothing is copied per step.
+// floats and become views of it; nothing is copied per step. The buffer comes
+// from the communicator's allocate(): on one node, memory the ranks share,
+// from which each copies the others' shards directly (Note [Node
+// shared-memory all-gather] in comm/mpi/shared_memory.h).
 //
 // Checkpoints keep their format (one file, whole tensors, the same names), so
 // a checkpoint resumes sharded or not, at any world size. Writing one, the
 // ranks gather each kind of state to rank 0, one kind at a time
-// (gatherState); restoring, every rank reads the whole file and keeps its part
-// (adoptRestoredState). The replica check (Note [Checking that the replicas
-// agree]) covers the weights and the replicated state (AdamW's step count):
+// (gatherState); restoring, the file's pieces reach every rank in turn and
+// each keeps its part (restoreState; Note [Restoring a checkpoint from one
+// rank] in trainer/checkpoint_broadcast.h), so no rank holds all of the
+// state. The replica check (Note [Checking that the replicas agree]) covers
+// the weights and the replicated state (AdamW's step count):
 // sharded state has one copy, so there is nothing to compare it with. And the
 // all-gather re-synchronises the weights every step: a weight corrupted on
 // one rank is overwritten by its owner's copy, or, corrupted on its owner,
@@ -97,7 +102,11 @@ class ShardedOptimizer final : public Optimizer {
   // Collective: one gather per kind of state that exists yet.
   void gatherState(int root) override;
   void releaseGatheredState() override;
-  void adoptRestoredState() override;
+  // This rank's part of each piece of per-parameter state; replicated state
+  // whole.
+  void restoreState(const OptimizerState& slot, std::size_t begin,
+                    std::span<const float> values) override;
+  void clearState() override;
 
   const ShardLayout& layout() const { return layout_; }
   Optimizer& inner() { return *inner_; }
@@ -114,9 +123,9 @@ class ShardedOptimizer final : public Optimizer {
   std::vector<Parameter*> trainable_;
   ShardLayout layout_;
   Device device_ = Device::kCpu;
-  // world x S floats: trainable parameter t's values at layout_.offsets[t],
-  // rank r's shard at r x S (the all-gather's buffer).
-  std::shared_ptr<Tensor> flat_;
+  // world x S floats from comm_.allocate(): trainable parameter t's values at
+  // layout_.offsets[t], rank r's shard at r x S (the all-gather's buffer).
+  std::shared_ptr<void> flat_;
   std::vector<Parameter> slices_;  // this rank's parts, as layout_.slices
   std::unique_ptr<Optimizer> inner_;
   std::vector<std::string> kinds_;  // the wrapped optimizer's: "exp_avg", "exp_avg_sq"

@@ -116,6 +116,12 @@ void Tensor::copyFrom(const Tensor& source) {
   copyFloats(data_, device_, source.data_, source.device_, numel_);
 }
 
+void Tensor::copyFromHost(std::size_t offset, std::span<const float> values) {
+  DDP_CHECK(offset + values.size() <= numel_, str("copyFromHost: ", values.size(), " values at ",
+                                                  offset, " into ", shapeString(shape_)));
+  copyFloats(data_ + offset, device_, values.data(), Device::kCpu, values.size());
+}
+
 void Tensor::fill(float value) {
   if (device_ == Device::kCpu) {
     std::fill(data_, data_ + numel_, value);

@@ -65,6 +65,9 @@ class Tensor {
   Tensor onHost() const { return device_ == Device::kCpu ? *this : to(Device::kCpu); }
   // Copies `source`'s values (same element count, any device) into this tensor.
   void copyFrom(const Tensor& source);
+  // Copies host `values` into elements [offset, offset + values.size()) of
+  // this tensor, on its device (a checkpoint restored piece by piece).
+  void copyFromHost(std::size_t offset, std::span<const float> values);
 
  private:
   std::shared_ptr<void> owner_;

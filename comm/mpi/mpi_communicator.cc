@@ -193,8 +193,17 @@ WorkPtr MpiCommunicator::broadcast(void* data, std::size_t count, DataType type,
 
 WorkPtr MpiCommunicator::allgather(const void* send, void* recv, std::size_t count, DataType type) {
   const int n = mpiCount(count);
-  const bool inPlace = send == static_cast<const char*>(recv) + rank_ * count * sizeOf(type);
+  const std::size_t bytes = count * sizeOf(type);
+  char* mine = static_cast<char*>(recv) + static_cast<std::size_t>(rank_) * bytes;
+  const bool inPlace = send == mine;
+  const std::uint64_t sequence = nextSequence();
   return enqueue(str("allgather(", dataTypeName(type), " x ", count, ")"), [=, this](Work&) {
+    if (auto region = findRegion(recv, bytes * static_cast<std::size_t>(size_))) {
+      // Note [Node shared-memory all-gather]: it gathers in place.
+      if (!inPlace) std::memcpy(mine, send, bytes);
+      region->allgather(recv, count, type, sequence, options().timeout);
+      return;
+    }
     DDP_MPI_CHECK(MPI_Allgather(inPlace ? MPI_IN_PLACE : send, n, mpiType(type), recv, n,
                                 mpiType(type), comm_));
   });
@@ -203,11 +212,10 @@ WorkPtr MpiCommunicator::allgather(const void* send, void* recv, std::size_t cou
 WorkPtr MpiCommunicator::gather(const void* send, void* recv, std::size_t count, DataType type,
                                 int root) {
   const int n = mpiCount(count);
-  return enqueue(str("gather(", dataTypeName(type), " x ", count, ", root ", root, ")"),
-                 [=, this](Work&) {
-                   DDP_MPI_CHECK(MPI_Gather(send, n, mpiType(type), recv, n, mpiType(type), root,
-                                            comm_));
-                 });
+  return enqueue(
+      str("gather(", dataTypeName(type), " x ", count, ", root ", root, ")"), [=, this](Work&) {
+        DDP_MPI_CHECK(MPI_Gather(send, n, mpiType(type), recv, n, mpiType(type), root, comm_));
+      });
 }
 
 std::shared_ptr<SharedRegion> MpiCommunicator::findRegion(const void* data, std::size_t bytes) {

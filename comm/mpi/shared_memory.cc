@@ -24,6 +24,8 @@ namespace {
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kChunkAlign = 64;  // chunks start on their own cache line
 constexpr std::size_t kBlock = 4096;     // elements summed per pass, kept in L1
+// Control::op of an all-gather: no ReduceOp has this value.
+constexpr std::uint32_t kAllgatherOp = 0xFFFFFFFF;
 
 std::size_t roundUp(std::size_t value, std::size_t to) {
   return (value + to - 1) / to * to;
@@ -212,6 +214,35 @@ bool SharedRegion::contains(const void* begin, std::size_t length) const {
   return p >= mine && p + length <= mine + bytes_;
 }
 
+void SharedRegion::arrive(std::size_t offset, std::size_t count, DataType type, std::uint32_t op,
+                          bool sumOfSquares, std::uint64_t sequence,
+                          std::chrono::milliseconds timeout) {
+  const bool gather = op == kAllgatherOp;
+  Control& mine = control(rank_);
+  mine.sequence = sequence;
+  mine.offset = offset;
+  mine.count = count;
+  mine.type = static_cast<std::uint32_t>(type);
+  mine.op = op;
+  mine.squaresAsked = sumOfSquares ? 1 : 0;
+  // Every rank's data and control slot are written.
+  barrier_.wait(timeout,
+                gather ? "shared-memory all-gather, arrival" : "shared-memory all-reduce, arrival");
+  for (int r = 0; r < size_; ++r) {
+    const Control& other = control(r);
+    if (other.sequence != sequence || other.offset != offset || other.count != count ||
+        other.type != mine.type || other.op != mine.op || other.squaresAsked != mine.squaresAsked) {
+      barrier_.wait(timeout, "shared-memory collective, mismatch");  // keep barrier counts equal
+      throw MismatchError(
+          str("ranks disagree on a shared-memory ", gather ? "all-gather" : "all-reduce",
+              ": node rank ", rank_, " issued collective #", sequence, " on ", count, " x ",
+              dataTypeName(type), " at offset ", offset, ", node rank ", r, " collective #",
+              other.sequence, " on ", other.count, " elements at offset ", other.offset,
+              " (the ranks' programs have diverged)"));
+    }
+  }
+}
+
 ResultChecks SharedRegion::allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
                                      std::uint64_t sequence, std::chrono::milliseconds timeout,
                                      bool sumOfSquares) {
@@ -220,26 +251,7 @@ ResultChecks SharedRegion::allreduce(void* data, std::size_t count, DataType typ
   const std::size_t offset =
       static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
   Control& mine = control(rank_);
-  mine.sequence = sequence;
-  mine.offset = offset;
-  mine.count = count;
-  mine.type = static_cast<std::uint32_t>(type);
-  mine.op = static_cast<std::uint32_t>(op);
-  mine.squaresAsked = sumOfSquares ? 1 : 0;
-  barrier("shared-memory all-reduce, arrival");  // every rank's data and control slot are written
-
-  for (int r = 0; r < size_; ++r) {
-    const Control& other = control(r);
-    if (other.sequence != sequence || other.offset != offset || other.count != count ||
-        other.type != mine.type || other.op != mine.op || other.squaresAsked != mine.squaresAsked) {
-      barrier("shared-memory all-reduce, mismatch");  // keep every rank's barrier count equal
-      throw MismatchError(str(
-          "ranks disagree on a shared-memory all-reduce: node rank ", rank_, " issued collective #",
-          sequence, " on ", count, " x ", dataTypeName(type), " at offset ", offset, ", node rank ",
-          r, " collective #", other.sequence, " on ", other.count, " elements at offset ",
-          other.offset, " (the ranks' programs have diverged)"));
-    }
-  }
+  arrive(offset, count, type, static_cast<std::uint32_t>(op), sumOfSquares, sequence, timeout);
 
   const std::size_t perRank =
       roundUp((count + static_cast<std::size_t>(size_) - 1) / static_cast<std::size_t>(size_),
@@ -293,6 +305,22 @@ ResultChecks SharedRegion::allreduce(void* data, std::size_t count, DataType typ
     result.nonFinite = nonFinite;
   if (squares) result.sumOfSquares = total;
   return result;
+}
+
+// Note [Node shared-memory all-gather].
+void SharedRegion::allgather(void* data, std::size_t count, DataType type, std::uint64_t sequence,
+                             std::chrono::milliseconds timeout) {
+  const std::size_t bytes = count * sizeOf(type);
+  const std::size_t offset =
+      static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
+  arrive(offset, count, type, kAllgatherOp, false, sequence, timeout);
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    const std::size_t part = offset + static_cast<std::size_t>(q) * bytes;
+    std::memcpy(static_cast<char*>(this->data()) + part,
+                static_cast<const char*>(segments_[static_cast<std::size_t>(q)]) + part, bytes);
+  }
+  barrier_.wait(timeout, "shared-memory all-gather, completion");
 }
 
 }  // namespace ddp::comm

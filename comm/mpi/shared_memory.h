@@ -29,6 +29,16 @@
 // 64 MiB by default under Docker) is then an error the ranks agree on, and
 // MpiCommunicator::allocate falls back to plain memory with a warning,
 // where pages first touched mid-step would have ended every rank with SIGBUS.
+//
+// Note [Node shared-memory all-gather]
+// A sharded optimizer (trainer/sharded_optimizer.h) all-gathers the weights
+// every step, in place. Through MPI_Allgather each byte is copied into Open
+// MPI's fragments and out again. In shared memory each rank copies the
+// other ranks' parts straight out of their segments:
+//   1. barrier                 (every rank's part is written)
+//   2. rank r copies part q of rank q's segment into its own, for every q != r
+//   3. barrier                 (nobody changes its part while others read it)
+// Rank r writes only its own segment, and nothing writes the parts being read.
 #pragma once
 
 #include <mpi.h>
@@ -69,10 +79,21 @@ class SharedRegion {
   ResultChecks allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
                          std::uint64_t sequence, std::chrono::milliseconds timeout,
                          bool sumOfSquares = false);
+  // In-place all-gather (Note [Node shared-memory all-gather]): `data` (in
+  // this rank's segment) holds node rank r's `count` elements at r x count,
+  // this rank's already in place. Node ranks must be the communicator's ranks
+  // (a one-node job). Communication thread; throws as allreduce() does.
+  void allgather(void* data, std::size_t count, DataType type, std::uint64_t sequence,
+                 std::chrono::milliseconds timeout);
 
  private:
   struct Control;  // one per rank, in the first page
   Control& control(int rank) const;
+  // Writes this rank's control slot, waits for every rank's, and throws
+  // MismatchError unless all describe the same collective (`op`: a ReduceOp,
+  // or the all-gather's mark).
+  void arrive(std::size_t offset, std::size_t count, DataType type, std::uint32_t op,
+              bool sumOfSquares, std::uint64_t sequence, std::chrono::milliseconds timeout);
 
   int rank_ = 0;
   int size_ = 1;

@@ -98,18 +98,32 @@ TEST_P(CollectivesTest, AllgatherPlacesEachRankAtItsOffset) {
   }
 }
 
-TEST_P(CollectivesTest, InPlaceAllgatherKeepsThisRanksPartAndFillsTheOthers) {
+// In place and out of place, in plain memory (MPI_Allgather) and in memory
+// from allocate() (Note [Node shared-memory all-gather]), at an offset.
+TEST_P(CollectivesTest, AllgatherInEveryMemoryInPlaceOrNot) {
   const std::size_t count = GetParam();
-  const int n = comm_->size(), r = comm_->rank();
-  std::vector<float> all(count * static_cast<std::size_t>(n), -1.0f);
-  float* mine = all.data() + static_cast<std::size_t>(r) * count;
-  for (std::size_t i = 0; i < count; ++i)
-    mine[i] = static_cast<float>(100 * r) + static_cast<float>(i % 5);
-  comm_->allgather(mine, all.data(), count, DataType::kFloat32)->wait(timeout_);
-  for (int q = 0; q < n; ++q) {
-    for (std::size_t i = 0; i < count; ++i)
-      ASSERT_EQ(all[q * count + i], static_cast<float>(100 * q) + static_cast<float>(i % 5))
-          << "rank " << q << ", element " << i;
+  const std::size_t n = static_cast<std::size_t>(comm_->size());
+  const int r = comm_->rank();
+  const std::size_t offset = 3;  // elements before the gathered ones
+  auto shared = comm_->allocate((offset + count * n) * sizeof(float));
+  std::vector<float> plain(offset + count * n);
+  for (float* memory : {plain.data(), static_cast<float*>(shared.get())}) {
+    for (bool inPlace : {true, false}) {
+      float* all = memory + offset;
+      std::fill(all, all + count * n, -1.0f);
+      std::vector<float> send(count);
+      for (std::size_t i = 0; i < count; ++i)
+        send[i] = static_cast<float>(100 * r) + static_cast<float>(i % 5);
+      float* mine = all + static_cast<std::size_t>(r) * count;
+      if (inPlace) std::copy(send.begin(), send.end(), mine);
+      comm_->allgather(inPlace ? mine : send.data(), all, count, DataType::kFloat32)
+          ->wait(timeout_);
+      for (std::size_t q = 0; q < n; ++q) {
+        for (std::size_t i = 0; i < count; ++i)
+          ASSERT_EQ(all[q * count + i], static_cast<float>(100 * q) + static_cast<float>(i % 5))
+              << "rank " << q << ", element " << i << (inPlace ? ", in place" : "");
+      }
+    }
   }
 }
 

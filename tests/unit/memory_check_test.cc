@@ -69,8 +69,8 @@ TEST(MemoryCheck, AdamWKeepsTwoMomentsPerTrainableParameter) {
 // (rounded up to whole elements); rank 0, writing checkpoints, gathers the
 // whole of it beside its copy.
 TEST(MemoryCheck, ShardedStateIsAWorldsPartPerRankAndWholeAgainForCheckpoints) {
-  const Options o = parseArgs({"--optimizer", "adamw", "--freeze", "0", "--shard-optimizer",
-                               "--checkpoint-dir", "ck"});
+  const Options o = parseArgs(
+      {"--optimizer", "adamw", "--freeze", "0", "--shard-optimizer", "--checkpoint-dir", "ck"});
   const std::size_t trainable = kLayer2 + kLayer4;
   EXPECT_EQ(hostMemoryNeed(o, trainer::Device::kCpu, false, 3).optimizerState,
             2 * 4 * ((trainable + 2) / 3));
@@ -116,10 +116,33 @@ TEST(MemoryCheck, RankZeroHoldsTheCheckpointCopyOnce) {
     const auto refusal = memoryShortfall(need, 4, 4 * need.total() + need.checkpointCopy - 1, "a");
     ASSERT_TRUE(refusal);
     EXPECT_NE(refusal->find("and rank 0 21.3 MiB more for the copy of the weights and optimizer "
-                            "state that checkpoints are written from"),
+                            "state that checkpoints are written or resumed from"),
               std::string::npos)
         << *refusal;
   }
+}
+
+// With --resume, rank 0 holds the checkpoint's file while the ranks restore
+// from it (Note [Restoring a checkpoint from one rank]): the same bytes as
+// the copy, which does not exist yet, so the larger of the two counts. The
+// other ranks hold no copy of the file.
+TEST(MemoryCheck, RankZeroHoldsTheFileItResumesFrom) {
+  const Options resumed = parseArgs({"--optimizer", "adamw", "--resume", "ck.safetensors"});
+  EXPECT_EQ(hostMemoryNeed(resumed, trainer::Device::kCpu).checkpointCopy, 0u);
+  EXPECT_EQ(hostMemoryNeed(resumed, trainer::Device::kCpu, true).checkpointCopy,
+            3 * 4 * kParameters);
+  // Sharded over 4: the file holds all of the state, the ranks a quarter each.
+  const Options sharded =
+      parseArgs({"--optimizer", "adamw", "--resume", "ck.safetensors", "--shard-optimizer"});
+  EXPECT_EQ(hostMemoryNeed(sharded, trainer::Device::kCpu, true, 4).checkpointCopy,
+            3 * 4 * kParameters);
+  EXPECT_EQ(hostMemoryNeed(sharded, trainer::Device::kCpu, false, 4).checkpointCopy, 0u);
+  // Writing sharded checkpoints needs the gathered state beside the copy:
+  // more than the file, so that counts.
+  const Options both = parseArgs(
+      {"--optimizer", "adamw", "--resume", "--checkpoint-dir", "ck", "--shard-optimizer"});
+  EXPECT_EQ(hostMemoryNeed(both, trainer::Device::kCpu, true, 4).checkpointCopy,
+            5 * 4 * kParameters);
 }
 
 // A fake root with proc/meminfo, proc/self/cgroup and cgroup files.
