@@ -192,7 +192,10 @@ int train(const Options& o) {
     }
     if (!o.checkpointDir.empty()) {
       trainOptions.onCheckpoint = [&](const trainer::TrainPosition& at) {
-        optimizer->gatherState(0);  // sharded: rank 0 gets everyone's part
+        // Sharded: rank 0 gets everyone's part, once the last checkpoint's
+        // part is written and gone (Note [Checkpoints written in the background]).
+        if (checkpointWriter && optimizer->sharded()) checkpointWriter->awaitIdle();
+        optimizer->gatherState(0);
         comm::agree(comm, [&] {
           if (!checkpointWriter) return;
           checkpointWriter->write(trainer::checkpointPath(o.checkpointDir, at.globalStep), *model,

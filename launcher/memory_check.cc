@@ -28,11 +28,10 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool ran
   // The file --resume continues from is as large as that copy, and rank 0
   // holds it while restoring, before the copy exists (Note [Restoring a
   // checkpoint from one rank]).
+  // Sharded, the state gathered from every rank is that copy's state (Note
+  // [Checkpoints written in the background]).
   if (rankZero && (!o.checkpointDir.empty() || !o.resume.empty())) {
     need.checkpointCopy = need.weights + optimizerStateBytes(o);
-    // Sharded: the state gathered from every rank sits beside that copy
-    // while it is taken (Note [Sharded optimizer state]).
-    if (o.shardOptimizer && !o.checkpointDir.empty()) need.checkpointCopy += optimizerStateBytes(o);
   }
   if (o.dataset == "synthetic") {
     need.data = (o.syntheticSamples + syntheticTestSamples(o)) *

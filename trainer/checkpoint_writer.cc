@@ -1,5 +1,6 @@
 #include "trainer/checkpoint_writer.h"
 
+#include <set>
 #include <utility>
 
 #include "runtime/error.h"
@@ -33,6 +34,11 @@ void CheckpointWriter::waitIdle(std::unique_lock<std::mutex>& lock) {
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
+void CheckpointWriter::awaitIdle() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [this] { return !busy_; });
+}
+
 void CheckpointWriter::finish() {
   std::unique_lock lock(mutex_);
   waitIdle(lock);
@@ -43,12 +49,21 @@ void CheckpointWriter::write(const std::string& path, Sequential& model, Optimiz
   std::unique_lock lock(mutex_);
   waitIdle(lock);  // the writer thread no longer touches staging_
   const auto live = checkpointTensors(model, optimizer);
+  std::set<const Tensor*> snapshots;
+  for (const OptimizerState& slot : optimizer.state()) {
+    if (slot.snapshot) snapshots.insert(slot.tensor);
+  }
   staging_.resize(live.size());
   for (std::size_t i = 0; i < live.size(); ++i) {
-    auto& [name, copy] = staging_[i];
-    name = live[i].first;
-    copy.resize(live[i].second->shape(), Device::kCpu);  // kept when the shape is
-    copy.copyFrom(*live[i].second);
+    Staged& staged = staging_[i];
+    staged.name = live[i].first;
+    staged.kept = snapshots.contains(live[i].second) && !live[i].second->onCuda();
+    if (staged.kept) {
+      staged.tensor = *live[i].second;  // shares its memory
+      continue;
+    }
+    staged.tensor.resize(live[i].second->shape(), Device::kCpu);  // kept when the shape is
+    staged.tensor.copyFrom(*live[i].second);
   }
   job_ = Job{path, at, checkpointMetadata(at, options)};
   busy_ = true;
@@ -66,12 +81,15 @@ void CheckpointWriter::run() {
     std::exception_ptr error;
     try {
       std::vector<std::pair<std::string, const Tensor*>> tensors;
-      for (const auto& [name, copy] : staging_)
-        tensors.emplace_back(name, &copy);
+      for (const Staged& staged : staging_)
+        tensors.emplace_back(staged.name, &staged.tensor);
       saveSafetensors(job.path, tensors, job.metadata);
       onWritten_(job.path, job.at);
     } catch (...) {
       error = std::current_exception();
+    }
+    for (Staged& staged : staging_) {
+      if (staged.kept) staged.tensor = Tensor();  // the snapshot's memory goes now
     }
     lock.lock();
     error_ = error;

@@ -18,8 +18,11 @@
 //     still being written waits for it;
 //   * the end: finish() waits for the last write, so a run that returns
 //     (finished, --max-steps, a signal) has its checkpoint on disk.
-// The cost: one more host copy of the checkpoint's tensors on rank 0. The
-// gain needs a core for the thread: the write is CPU work (checksums, the
+// The cost: one more host copy of the checkpoint's tensors on rank 0; not
+// of a sharded optimizer's state, which is gathered into new tensors for
+// each checkpoint that nothing changes afterwards: the writer keeps those
+// (OptimizerState::snapshot) and lets go of them once written. The gain
+// needs a core for the thread: the write is CPU work (checksums, the
 // kernel's copy), so with one core per rank it only moves it (measured in
 // benchmarks/RESULTS.md, "Checkpoints in a run": 3.2x less per checkpoint
 // with a free core, the same with none).
@@ -60,6 +63,10 @@ class CheckpointWriter {
              const TrainPosition& at, const CheckpointOptions& options);
   // Waits until nothing is being written; rethrows a failed write's error.
   void finish();
+  // Waits until nothing is being written, and throws nothing: the next
+  // write() or finish() reports a failure. Before a sharded optimizer
+  // gathers the next checkpoint's state, so the last one's snapshot is gone.
+  void awaitIdle();
 
  private:
   struct Job {
@@ -72,7 +79,14 @@ class CheckpointWriter {
   void waitIdle(std::unique_lock<std::mutex>& lock);
 
   WrittenHandler onWritten_;
-  std::vector<std::pair<std::string, Tensor>> staging_;  // writer thread while a job runs
+  struct Staged {
+    std::string name;
+    Tensor tensor;
+    // A snapshot the optimizer made for this checkpoint, kept instead of
+    // copied and let go of once written (OptimizerState::snapshot).
+    bool kept = false;
+  };
+  std::vector<Staged> staging_;  // writer thread while a job runs
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -71,6 +71,10 @@ struct OptimizerState {
   // The parameter this state belongs to ("exp_avg.<parameter>"); null for
   // state of the optimizer as a whole (AdamW's "step").
   const Parameter* parameter = nullptr;
+  // The tensor was made for a checkpoint (a sharded optimizer's gathered
+  // state) and nothing writes it afterwards: releaseGatheredState() only lets
+  // go of it. So a checkpoint writer may keep it instead of copying it.
+  bool snapshot = false;
 };
 
 // The weight decay `p` gets: `weightDecay`, except that without

@@ -1,7 +1,6 @@
 #include "trainer/sharded_optimizer.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "runtime/error.h"
 
@@ -121,7 +120,7 @@ std::vector<OptimizerState> ShardedOptimizer::state() {
   for (std::size_t k = 0; k < kinds_.size(); ++k) {
     for (std::size_t t = 0; t < trainable_.size(); ++t) {
       slots.push_back({kinds_[k] + "." + trainable_[t]->name, &full(k, t),
-                       trainable_[t]->value.shape(), Device::kCpu, trainable_[t]});
+                       trainable_[t]->value.shape(), Device::kCpu, trainable_[t], true});
     }
   }
   for (const OptimizerState& slot : inner_->state()) {
@@ -135,8 +134,6 @@ void ShardedOptimizer::gatherState(int root) {
   const bool atRoot = comm_.rank() == root;
   const std::size_t count = layout_.shardElements;
   Tensor mine({count});  // padding past E stays zero
-  Tensor all;
-  if (atRoot) all = Tensor({count * static_cast<std::size_t>(comm_.size())});
   for (std::size_t k = 0; k < kinds_.size(); ++k) {
     const std::vector<Tensor*> tensors = sliceState(k);
     // State is created by the first step, for every slice at once, and every
@@ -146,13 +143,20 @@ void ShardedOptimizer::gatherState(int root) {
       const ShardSlice& s = layout_.slices[i];
       Tensor::view(mine.data() + s.shardOffset, {s.count}, nullptr).copyFrom(*tensors[i]);
     }
-    comm_.gather(mine.data(), atRoot ? all.data() : nullptr, count, comm::DataType::kFloat32, root)
+    std::shared_ptr<Tensor> all;
+    if (atRoot)
+      all = std::make_shared<Tensor>(Shape{count * static_cast<std::size_t>(comm_.size())});
+    comm_
+        .gather(mine.data(), atRoot ? all->data() : nullptr, count, comm::DataType::kFloat32, root)
         ->wait(comm_.options().timeout);
     if (!atRoot) continue;
+    // The shards laid end to end are the parameters laid end to end: each
+    // parameter's state is a range of `all`, viewed, not copied. A
+    // checkpoint writer keeps the views (OptimizerState::snapshot), and with
+    // them `all`, until the file is written.
     for (std::size_t t = 0; t < trainable_.size(); ++t) {
-      Tensor& whole = full(k, t);
-      whole = Tensor(trainable_[t]->value.shape());
-      std::memcpy(whole.data(), all.data() + layout_.offsets[t], whole.numel() * sizeof(float));
+      full(k, t) =
+          Tensor::view(all->data() + layout_.offsets[t], trainable_[t]->value.shape(), all);
     }
   }
 }

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
@@ -259,6 +261,57 @@ TEST(CheckpointWriter, WritesTheStateAtTheCallWhileTrainingChangesIt) {
   loadCheckpoint(checkpointPath(dir.file(""), 2), *check.model, check.sgd, {});
   EXPECT_EQ(check.model->parameters()[0]->value.data()[0], 7.0f);
   EXPECT_EQ(check.sgd.momentumBuffers()[0].data()[0], 3.0f);
+}
+
+// An optimizer whose one state slot is a snapshot made for the checkpoint,
+// as a sharded optimizer's gathered state is (OptimizerState::snapshot).
+class SnapshotOptimizer final : public Optimizer {
+ public:
+  explicit SnapshotOptimizer(const Parameter& p) : parameter_(&p) {}
+  void step(const StepInputs&) override {}
+  float learningRate() const override { return 0.1f; }
+  void setLearningRate(float) override {}
+  std::vector<OptimizerState> state() override {
+    return {{"momentum." + parameter_->name, &gathered, parameter_->value.shape(), Device::kCpu,
+             parameter_, true}};
+  }
+  const char* name() const override { return "sgd"; }
+  Tensor gathered;
+
+ private:
+  const Parameter* parameter_;
+};
+
+// Note [Checkpoints written in the background]: the snapshot is kept, not
+// copied (the writer holds its memory after the optimizer let go of it),
+// written as it was, and let go of once written.
+TEST(CheckpointWriter, KeepsASnapshotInsteadOfCopyingItAndLetsGoOnceWritten) {
+  TempDir dir;
+  auto model = buildMlp(3, {4}, 2, 1);
+  const Parameter& first = *model->parameters()[0];
+  SnapshotOptimizer optimizer(first);
+  auto memory = std::make_shared<std::vector<float>>(first.value.numel(), 0.25f);
+  const std::weak_ptr<std::vector<float>> watch = memory;
+  optimizer.gathered = Tensor::view(memory->data(), first.value.shape(), memory);
+  memory.reset();
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  CheckpointWriter writer([&](const std::string&, const TrainPosition&) {
+    entered.set_value();
+    released.wait();
+  });
+  const std::string path = checkpointPath(dir.file(""), 5);
+  writer.write(path, *model, optimizer, somePosition(), {});
+  optimizer.gathered = Tensor();  // releaseGatheredState
+  entered.get_future().wait();    // written, not yet let go of
+  EXPECT_FALSE(watch.expired()) << "the writer copied the snapshot instead of keeping it";
+  release.set_value();
+  writer.finish();
+  EXPECT_TRUE(watch.expired()) << "the writer kept the snapshot after writing it";
+  const SafetensorsFile file = loadSafetensors(path);
+  const Tensor& written = file.tensors.at("optimizer.momentum." + first.name);
+  for (std::size_t i = 0; i < written.numel(); ++i)
+    ASSERT_EQ(written.data()[i], 0.25f);
 }
 
 TEST(CheckpointWriter, AFailedWriteIsRethrownOnceThenWritingGoesOn) {

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# What a resume costs each rank in memory (Note [Restoring a checkpoint from
-# one rank] in trainer/checkpoint_broadcast.h): for each case, one run writes
-# a checkpoint after step 1; then, for each ddp_train given (e.g. builds of
-# two commits), a run of 2 steps from the start and a run resumed from that
-# checkpoint to step 2. Prints every rank's peak resident memory (VmHWM, its
-# own end-of-run line) in both, and the difference. np=2, synthetic data, one
-# BLAS thread per rank.
+# What checkpoints cost each rank in memory, written and resumed (Notes
+# [Checkpoints written in the background] in trainer/checkpoint_writer.h and
+# [Restoring a checkpoint from one rank] in trainer/checkpoint_broadcast.h):
+# for each case, one run writes a checkpoint after step 1; then, for each
+# ddp_train given (e.g. builds of two commits), three runs of 2 steps: from
+# the start without checkpoints, from the start writing a checkpoint after
+# each step, and resumed from that checkpoint. Prints every rank's peak
+# resident memory (VmHWM, its own end-of-run line) in each, and what writing
+# and resuming add. np=2, synthetic data, one BLAS thread per rank.
 #
-#   bash benchmarks/resume_memory.sh DDP_TRAIN [DDP_TRAIN ...]
+#   bash benchmarks/checkpoint_memory.sh DDP_TRAIN [DDP_TRAIN ...]
 #
 # Cases (CASES="adamw sharded 2gib" by default): the large MLP
 # (784-4096-4096-4096-10, 140.5 MiB of weights) with AdamW, whole and with
@@ -33,12 +35,17 @@ found = dict(re.findall(r"\[r(\d+)\] memory: peak resident ([0-9.]+) MiB", open(
 print(" ".join(found.get(str(r), "?") for r in range(2)))
 PY
 }
+more() {  # B - A in MiB, or - when either is not a number
+  python3 -c "import sys
+try: print(f'{float(sys.argv[2]) - float(sys.argv[1]):+.0f}')
+except ValueError: print('-')" "$1" "$2"
+}
 run() {  # run LOG DDP_TRAIN ARGS...: fails loudly
   local log=$1; shift
   mpirun -q -np 2 "$@" > "$log" 2>&1 || { tail -5 "$log" >&2; echo "failed: $*" >&2; return 1; }
 }
-echo "| case | ddp_train | rank | peak from the start (MiB) | peak resumed (MiB) | resumed - start |"
-echo "|---|---|---:|---:|---:|---:|"
+echo "| case | ddp_train | rank | from the start (MiB) | writing checkpoints | resumed | writing - start | resumed - start |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for c in $CASES; do
   read -ra extra <<< "$(args_of "$c")"
   rm -rf "$tmp/ck"
@@ -47,6 +54,10 @@ for c in $CASES; do
   for train in "$@"; do
     run "$tmp/start.log" "$train" "${common[@]}" "${extra[@]}" --max-steps 2
     read -r s0 s1 < <(peaks "$tmp/start.log")
+    rm -rf "$tmp/each"
+    run "$tmp/each.log" "$train" "${common[@]}" "${extra[@]}" --max-steps 2 --checkpoint-every 1 \
+      --checkpoint-dir "$tmp/each"
+    read -r w0 w1 < <(peaks "$tmp/each.log")
     if run "$tmp/resumed.log" "$train" "${common[@]}" "${extra[@]}" --max-steps 2 \
         --resume "$tmp/ck/checkpoint-000000001.safetensors"; then
       read -r r0 r1 < <(peaks "$tmp/resumed.log")
@@ -54,11 +65,9 @@ for c in $CASES; do
       r0="fails: $(grep -o 'error: .*' "$tmp/resumed.log" | head -1 | cut -c8-100)" r1=$r0
     fi
     for rank in 0 1; do
-      start=s$rank resumed=r$rank
-      diff=$(python3 -c "import sys
-try: print(f'{float(sys.argv[2]) - float(sys.argv[1]):+.0f}')
-except ValueError: print('-')" "${!start}" "${!resumed}")
-      echo "| $c | $train | $rank | ${!start} | ${!resumed} | $diff |"
+      start=s$rank writing=w$rank resumed=r$rank
+      echo "| $c | $train | $rank | ${!start} | ${!writing} | ${!resumed} |" \
+        "$(more "${!start}" "${!writing}") | $(more "${!start}" "${!resumed}") |"
     done
   done
 done
