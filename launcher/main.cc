@@ -192,9 +192,10 @@ int train(const Options& o) {
     }
     if (!o.checkpointDir.empty()) {
       trainOptions.onCheckpoint = [&](const trainer::TrainPosition& at) {
-        // Sharded: rank 0 gets everyone's part, once the last checkpoint's
-        // part is written and gone (Note [Checkpoints written in the background]).
-        if (checkpointWriter && optimizer->sharded()) checkpointWriter->awaitIdle();
+        // Sharded: rank 0 gets everyone's part, once the last checkpoint is
+        // written and its snapshot gone (Note [Checkpoints written in the
+        // background]); write() would wait for it anyway.
+        if (checkpointWriter) checkpointWriter->awaitIdle();
         optimizer->gatherState(0);
         comm::agree(comm, [&] {
           if (!checkpointWriter) return;

@@ -25,11 +25,11 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool ran
         std::accumulate(o.hidden.begin(), o.hidden.end(), std::size_t{0}) + classes;
     need.outputs = o.batchSize * widths * sizeof(float);
   }
-  // The file --resume continues from is as large as that copy, and rank 0
-  // holds it while restoring, before the copy exists (Note [Restoring a
-  // checkpoint from one rank]).
-  // Sharded, the state gathered from every rank is that copy's state (Note
-  // [Checkpoints written in the background]).
+  // The copy checkpoints are written from; sharded, the state gathered from
+  // every rank is that copy's state (Note [Checkpoints written in the
+  // background]). With --resume, rank 0 first holds the file, the same
+  // bytes, before the copy exists (Note [Restoring a checkpoint from one
+  // rank]).
   if (rankZero && (!o.checkpointDir.empty() || !o.resume.empty())) {
     need.checkpointCopy = need.weights + optimizerStateBytes(o);
   }

@@ -67,9 +67,9 @@ struct HostMemoryNeed {
   // written from (Note [Checkpoints written in the background] in
   // trainer/checkpoint_writer.h). Without it counted, a run too large for
   // that copy was killed at its first checkpoint, its training lost. With
-  // --resume, as much again for the file while it is restored (Note
+  // --resume, the same bytes for the file while it is restored (Note
   // [Restoring a checkpoint from one rank] in trainer/checkpoint_broadcast.h),
-  // before that copy exists: the larger of the two.
+  // before that copy exists.
   std::size_t checkpointCopy = 0;
 };
 
