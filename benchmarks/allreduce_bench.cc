@@ -1,11 +1,11 @@
-// allreduce_bench: float32 sum all-reduce (or all-gather) through ddp's
+// allreduce_bench: float32 sum all-reduce (all-gather, reduce-scatter) through ddp's
 // Communicator, swept over sizes, in the table format of nccl-tests, with the
 // library's own call measured in the same run so the cost of our layer is a
 // ratio.
 //
 //   mpirun -np N allreduce_bench [-b 8] [-e 256M] [-f 2] [-n 20] [-w 5]
-//       [--backend mpi|nccl] [--memory shared|plain] [--collective allreduce|allgather]
-//       [--csv FILE]
+//       [--backend mpi|nccl] [--memory shared|plain]
+//       [--collective allreduce|allgather|reducescatter] [--csv FILE]
 //
 // Per size: out-of-place and in-place Communicator::allreduce (issue, then
 // Work::wait), and the raw call (MPI_Allreduce in place on MPI_COMM_WORLD,
@@ -42,6 +42,20 @@
 // poisoned, so a part that does not arrive is counted wrong. In shared
 // memory (Note [Node shared-memory all-gather]) each rank copies the others'
 // parts straight out of their segments.
+//
+// --collective reducescatter: Communicator::reduceScatter, what the Reducer
+// does for --shard-optimizer (Note [Reduce-scatter for a sharded optimizer]),
+// in equal parts, against MPI_Reduce_scatter (the call the plain path makes)
+// or ncclReduceScatter, in place. (Open MPI 4.1's MPI_Reduce_scatter_block,
+// the equal-parts form, took 0.7 ms at 256 KiB and 342 ms at 64 MiB on the
+// development VM, np=2, where MPI_Reduce_scatter took 36 us and 3.8 ms up
+// to 16 MiB.) As in nccl-tests' reduce_scatter_perf, size is the whole
+// buffer each rank reduces and busbw = algbw x (N-1)/N. Our call is in place
+// only, so the first group of columns is not an out-of-place call but our
+// all-reduce of the same buffer, in place, measured in the same run: the
+// two-to-one ratio a ring promises is then read off one row. Only each
+// rank's own part is checked (the rest is unspecified), after the whole
+// buffer is refilled.
 #include <mpi.h>
 
 #include <algorithm>
@@ -96,7 +110,7 @@ std::size_t parseSize(const char* text) {
   return static_cast<std::size_t>(value);
 }
 
-enum class Collective { kAllreduce, kAllgather };
+enum class Collective { kAllreduce, kAllgather, kReduceScatter };
 
 // Rank r contributes r + (i % 7) at element i of what it sends: the sum
 // has a closed form, and so has each gathered part.
@@ -105,9 +119,19 @@ void fillHost(float* data, std::size_t count, int rank) {
     data[i] = static_cast<float>(rank + static_cast<int>(i % 7));
 }
 
-// Wrong elements of a result of `count` elements (all-gather: per rank).
-int countWrong(Collective collective, const float* data, std::size_t count, int n) {
+// Wrong elements of a result of `count` elements (all-gather: per rank; a
+// reduce-scatter: rank `rank`'s part of count / n, at `part`).
+int countWrong(Collective collective, const float* data, std::size_t count, int n, int rank = 0,
+               const float* part = nullptr) {
   int wrong = 0;
+  if (collective == Collective::kReduceScatter) {
+    const std::size_t each = count / static_cast<std::size_t>(n);
+    const std::size_t first = static_cast<std::size_t>(rank) * each;
+    if (part == nullptr) part = data + first;
+    for (std::size_t i = first; i < first + each; ++i)
+      wrong += part[i - first] != static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(i % 7));
+    return wrong;
+  }
   if (collective == Collective::kAllgather) {
     for (int q = 0; q < n; ++q) {
       const float* part = data + static_cast<std::size_t>(q) * count;
@@ -173,6 +197,14 @@ class ThreadFloor {
   std::thread thread_;
 };
 
+// `count` elements in `ranks` equal parts (count divides by ranks).
+std::vector<std::size_t> equalParts(std::size_t count, int ranks) {
+  std::vector<std::size_t> bounds;
+  for (int q = 0; q <= ranks; ++q)
+    bounds.push_back(count / static_cast<std::size_t>(ranks) * static_cast<std::size_t>(q));
+  return bounds;
+}
+
 // One backend's buffers and calls. `count`: the all-reduce's elements, or
 // what each rank contributes to the all-gather.
 class Bench {
@@ -185,6 +217,8 @@ class Bench {
   virtual void upload(float* buffer, const float* host, std::size_t count) = 0;
   virtual void download(float* host, const float* buffer, std::size_t count) = 0;
   virtual void ours(const float* send, float* recv, std::size_t count) = 0;
+  // In place, `count` elements in equal parts (Collective::kReduceScatter).
+  virtual void oursReduceScatter(float* data, std::size_t count, int ranks) = 0;
   virtual void raw(float* data, std::size_t count) = 0;
   // The raw call on a bare worker thread (--thread-floor, which main() allows
   // for the MPI backend only).
@@ -227,10 +261,23 @@ class MpiBench final : public Bench {
             : comm_.allreduce(send, recv, count, DataType::kFloat32, ReduceOp::kSum);
     work->wait(std::chrono::minutes(5));
   }
+  void oursReduceScatter(float* data, std::size_t count, int ranks) override {
+    comm_.reduceScatter(data, equalParts(count, ranks), DataType::kFloat32, ReduceOp::kSum)
+        ->wait(std::chrono::minutes(5));
+  }
+  // A reduce-scatter's raw call leaves this rank's part at the start (MPI_IN_PLACE).
   void raw(float* data, std::size_t count) override {
     if (collective() == Collective::kAllgather) {
       MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(count), MPI_FLOAT,
                     MPI_COMM_WORLD);
+      return;
+    }
+    if (collective() == Collective::kReduceScatter) {
+      int ranks = 1;
+      MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+      const std::vector<int> counts(static_cast<std::size_t>(ranks),
+                                    static_cast<int>(count) / ranks);
+      MPI_Reduce_scatter(MPI_IN_PLACE, data, counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       return;
     }
     MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -249,7 +296,9 @@ class MpiBench final : public Bench {
     if (floorComm_ != MPI_COMM_NULL) MPI_Comm_free(&floorComm_);
   }
   std::string describe() const override {
-    const char* call = collective() == Collective::kAllgather ? "MPI_Allgather" : "MPI_Allreduce";
+    const char* call = collective() == Collective::kAllgather       ? "MPI_Allgather"
+                       : collective() == Collective::kReduceScatter ? "MPI_Reduce_scatter"
+                                                                    : "MPI_Allreduce";
     return shared_ ? std::string("mpi, node shared memory from Communicator::allocate (raw: ") +
                          call + ")"
                    : std::string("mpi, plain memory (ours and raw both ") + call + ")";
@@ -313,11 +362,22 @@ class NcclBench final : public Bench {
             : comm_.allreduce(send, recv, count, DataType::kFloat32, ReduceOp::kSum);
     work->wait(std::chrono::minutes(5));
   }
+  void oursReduceScatter(float* data, std::size_t count, int ranks) override {
+    comm_.reduceScatter(data, equalParts(count, ranks), DataType::kFloat32, ReduceOp::kSum)
+        ->wait(std::chrono::minutes(5));
+  }
+  // In place: this rank's part of the buffer receives its reduction.
   void raw(float* data, std::size_t count) override {
     const cudaStream_t stream = ddp::cuda::computeStream();
     if (collective() == Collective::kAllgather) {
       ncclAllGather(data + static_cast<std::size_t>(rank_) * count, data, count, ncclFloat32, raw_,
                     stream);
+    } else if (collective() == Collective::kReduceScatter) {
+      int ranks = 1;
+      ncclCommCount(raw_, &ranks);
+      const std::size_t each = count / static_cast<std::size_t>(ranks);
+      ncclReduceScatter(data, data + static_cast<std::size_t>(rank_) * each, each, ncclFloat32,
+                        ncclSum, raw_, stream);
     } else {
       ncclAllReduce(data, data, count, ncclFloat32, ncclSum, raw_, stream);
     }
@@ -325,7 +385,10 @@ class NcclBench final : public Bench {
   }
   std::string describe() const override {
     return "nccl " + ddp::comm::NcclCommunicator::version() + " (raw: " +
-           (collective() == Collective::kAllgather ? "ncclAllGather" : "ncclAllReduce") + ")";
+           (collective() == Collective::kAllgather       ? "ncclAllGather"
+            : collective() == Collective::kReduceScatter ? "ncclReduceScatter"
+                                                         : "ncclAllReduce") +
+           ")";
   }
 
  private:
@@ -370,8 +433,8 @@ Measured measure(int iterations, int warmup, const std::function<void()>& prepar
 int usage() {
   std::fprintf(stderr,
                "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] "
-               "[--backend mpi|nccl] [--memory shared|plain] [--collective allreduce|allgather] "
-               "[--thread-floor] [--csv FILE]\n");
+               "[--backend mpi|nccl] [--memory shared|plain] "
+               "[--collective allreduce|allgather|reducescatter] [--thread-floor] [--csv FILE]\n");
   return 2;
 }
 
@@ -412,8 +475,15 @@ std::optional<Options> parse(int argc, char** argv) {
       o.memory = value;
     } else if (flag == "--collective") {
       const std::string name = value;
-      if (name != "allreduce" && name != "allgather") return std::nullopt;
-      o.collective = name == "allgather" ? Collective::kAllgather : Collective::kAllreduce;
+      if (name == "allreduce") {
+        o.collective = Collective::kAllreduce;
+      } else if (name == "allgather") {
+        o.collective = Collective::kAllgather;
+      } else if (name == "reducescatter") {
+        o.collective = Collective::kReduceScatter;
+      } else {
+        return std::nullopt;
+      }
     } else if (flag == "--csv") {
       o.csvPath = value;
     } else {
@@ -435,12 +505,16 @@ std::FILE* printHeader(const Options& o, const ddp::World& world, const Bench& b
   std::printf("# allreduce_bench: %d ranks on %d node(s), %s\n", world.size(), world.nodeCount(),
               bench.describe().c_str());
   if (world.nodeCount() > 1) std::printf("# nodes: %s\n", describeNodes(world.nodes()).c_str());
+  const bool scatter = o.collective == Collective::kReduceScatter;
   std::printf("# float32 %s, median of %d iterations (after %d warm-up) of the slowest rank\n",
               o.collective == Collective::kAllgather ? "all-gather (size: the gathered buffer)"
-                                                     : "sum all-reduce",
+              : scatter ? "sum reduce-scatter in equal parts (size: the whole buffer; first "
+                          "columns: our in-place all-reduce of it)"
+                        : "sum all-reduce",
               o.iterations, o.warmup);
   std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n", "", "",
-              "", "", "out-of-place", "", "", "", "in-place", "", "", "", "raw", "", "",
+              "", "", scatter ? "all-reduce" : "out-of-place", "", "", "",
+              scatter ? "reduce-scat" : "in-place", "", "", "", "raw", "", "",
               o.threadFloor ? "   raw on a bare thread" : "");
   std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n", "size",
               "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "time(us)", "algbw",
@@ -468,9 +542,12 @@ struct Row {
 // The row on stdout and, with --csv, in `csv`.
 void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
   const bool gather = o.collective == Collective::kAllgather;
+  const bool scatter = o.collective == Collective::kReduceScatter;
   // nccl-tests' factors: what each rank's links carry, over the size.
-  const double busFactor =
-      ranks == 1 ? 1.0 : (gather ? 1.0 : 2.0) * (ranks - 1) / static_cast<double>(ranks);
+  const double ringSteps = (ranks - 1) / static_cast<double>(ranks);
+  const double busFactor = ranks == 1 ? 1.0 : (gather || scatter ? 1.0 : 2.0) * ringSteps;
+  // The first columns of a reduce-scatter row are an all-reduce's.
+  const double firstFactor = scatter && ranks > 1 ? 2.0 * ringSteps : busFactor;
   const std::size_t count = r.bytes / sizeof(float);
   const auto algbw = [&](double us) { return static_cast<double>(r.bytes) / us / 1e3; };  // GB/s
   const Measured &oop = r.outOfPlace, &ip = r.inPlace, &raw = r.raw;
@@ -478,7 +555,7 @@ void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
       "%12zu %12zu %6s %6s   %10.1f %8.2f %8.2f %6d   %10.1f %8.2f %8.2f %6d   %10.1f "
       "%8.2f %7.2f",
       r.bytes, count, "float", gather ? "none" : "sum", oop.micros, algbw(oop.micros),
-      algbw(oop.micros) * busFactor, oop.wrong, ip.micros, algbw(ip.micros),
+      algbw(oop.micros) * firstFactor, oop.wrong, ip.micros, algbw(ip.micros),
       algbw(ip.micros) * busFactor, ip.wrong, raw.micros, algbw(raw.micros) * busFactor,
       ip.micros / raw.micros);
   if (o.threadFloor)
@@ -488,11 +565,11 @@ void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
   if (csv == nullptr) return;
   std::fprintf(csv, "%s,%s,%d,%zu,%zu,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%d",
                o.backend.c_str(), o.backend == "mpi" ? o.memory.c_str() : "device", ranks, r.bytes,
-               count, oop.micros, algbw(oop.micros), algbw(oop.micros) * busFactor, oop.wrong,
+               count, oop.micros, algbw(oop.micros), algbw(oop.micros) * firstFactor, oop.wrong,
                ip.micros, algbw(ip.micros), algbw(ip.micros) * busFactor, ip.wrong, raw.micros,
                algbw(raw.micros) * busFactor, raw.wrong);
   if (o.threadFloor) std::fprintf(csv, ",%.3f,%d", r.onThread.micros, r.onThread.wrong);
-  std::fprintf(csv, ",%s\n", gather ? "allgather" : "allreduce");
+  std::fprintf(csv, ",%s\n", gather ? "allgather" : scatter ? "reducescatter" : "allreduce");
 }
 
 }  // namespace
@@ -521,11 +598,15 @@ int main(int argc, char** argv) {
   std::FILE* csv = rank == 0 ? printHeader(o, world, *bench) : nullptr;
   int anyWrong = 0;
   const bool gather = o.collective == Collective::kAllgather;
+  const bool scatter = o.collective == Collective::kReduceScatter;
+  const auto ranks = static_cast<std::size_t>(n);
   for (std::size_t bytes = o.begin; bytes <= o.end; bytes *= o.factor) {
-    // What each call passes (an all-gather: each rank's part), and the result.
-    const std::size_t count = bytes / sizeof(float) / (gather ? static_cast<std::size_t>(n) : 1);
-    if (count == 0) continue;  // an all-gather smaller than one float per rank
-    const std::size_t elements = gather ? count * static_cast<std::size_t>(n) : count;
+    // What each call passes (an all-gather: each rank's part; a
+    // reduce-scatter: the whole buffer, in equal parts), and the result.
+    std::size_t count = bytes / sizeof(float) / (gather ? ranks : 1);
+    if (scatter) count -= count % ranks;
+    if (count == 0) continue;  // smaller than one float per rank
+    const std::size_t elements = gather ? count * ranks : count;
     float* send = bench->send();
     float* recv = bench->recv();
     float* mineInRecv = gather ? recv + static_cast<std::size_t>(rank) * count : recv;
@@ -542,16 +623,37 @@ int main(int argc, char** argv) {
     };
     const auto checkRecv = [&] {
       bench->download(result.data(), recv, elements);
-      return countWrong(o.collective, result.data(), count, n);
+      return countWrong(o.collective, result.data(), count, n, rank);
     };
     Row row;
     row.bytes = elements * sizeof(float);
-    row.outOfPlace = measure(
-        o.iterations, o.warmup, outOfPlace, [&] { bench->ours(send, recv, count); }, checkRecv);
-    row.inPlace = measure(
-        o.iterations, o.warmup, inPlace, [&] { bench->ours(mineInRecv, recv, count); }, checkRecv);
-    row.raw = measure(
-        o.iterations, o.warmup, inPlace, [&] { bench->raw(recv, count); }, checkRecv);
+    if (scatter) {  // first our all-reduce of the buffer, then the reduce-scatter
+      const auto checkWhole = [&] {
+        bench->download(result.data(), recv, elements);
+        return countWrong(Collective::kAllreduce, result.data(), count, n);
+      };
+      // MPI_IN_PLACE leaves the part at the buffer's start; NCCL where it belongs.
+      const auto checkRaw = [&] {
+        bench->download(result.data(), recv, elements);
+        return countWrong(o.collective, result.data(), count, n, rank,
+                          o.backend == "mpi" ? result.data() : nullptr);
+      };
+      row.outOfPlace = measure(
+          o.iterations, o.warmup, inPlace, [&] { bench->ours(recv, recv, count); }, checkWhole);
+      row.inPlace = measure(
+          o.iterations, o.warmup, inPlace, [&] { bench->oursReduceScatter(recv, count, n); },
+          checkRecv);
+      row.raw = measure(
+          o.iterations, o.warmup, inPlace, [&] { bench->raw(recv, count); }, checkRaw);
+    } else {
+      row.outOfPlace = measure(
+          o.iterations, o.warmup, outOfPlace, [&] { bench->ours(send, recv, count); }, checkRecv);
+      row.inPlace = measure(
+          o.iterations, o.warmup, inPlace, [&] { bench->ours(mineInRecv, recv, count); },
+          checkRecv);
+      row.raw = measure(
+          o.iterations, o.warmup, inPlace, [&] { bench->raw(recv, count); }, checkRecv);
+    }
     if (o.threadFloor) {
       row.onThread = measure(
           o.iterations, o.warmup, inPlace, [&] { bench->rawOnThread(recv, count); }, checkRecv);

@@ -1,30 +1,51 @@
 #!/usr/bin/env bash
 # What an option costs a step: for each ddp_train given (e.g. builds of two
 # commits), runs without it (OFF) and with it (ON), taking turns, ROUNDS
-# times, at each world size in NPS. Reads each run's mean step and optimizer
-# phase from --metrics and rank 0's peak resident memory from its last line,
-# and prints their medians and the ON/OFF ratio of the step.
+# times, at each world size in NPS. Reads each run's mean step, its wait for
+# the gradients after backward (comm) and its optimizer phase from --metrics,
+# and rank 0's peak resident memory from its last line, and prints their
+# medians and the ON/OFF ratio of the step.
 #
 #   ROUNDS=7 NPS="1 2" OFF="--clip-grad-norm 0" ON="--clip-grad-norm 1" \
 #       bash benchmarks/option_cost.sh DDP_TRAIN [DDP_TRAIN ...]
 #
 # ARGS, the run itself, defaults to the default MLP on synthetic data for 300
-# steps with one BLAS thread per rank.
+# steps with one BLAS thread per rank. TWO_NODES=1 (as root) runs each world size
+# on two "nodes" made of network namespaces on this machine
+# (tests/e2e/nodes.sh), half of the ranks on each: the ranks then talk
+# through Open MPI's TCP path over a virtual link (veth pairs and a bridge,
+# the kernel's TCP on the same cores, not a NIC), which shows what crosses
+# between nodes, not what a real network does.
 set -euo pipefail
-: "${ROUNDS:=5}" "${NPS:=1 2}" "${OFF:=}" "${ON:?ON: the option to measure}"
+: "${ROUNDS:=5}" "${NPS:=1 2}" "${OFF:=}" "${ON:?ON: the option to measure}" "${TWO_NODES:=0}"
 : "${ARGS:=--dataset synthetic --synthetic-samples 38400 --max-steps 300 --epochs 1 --threads 1}"
 . "$(dirname "$0")/bench_env.sh"  # mpirun's environment, $tmp
-run() {  # prints "total optimizer peak" of one run: ms of its mean step, MiB
+launch=(mpirun -q)
+if [ "$TWO_NODES" = 1 ]; then
+  # nodes.sh needs lib.sh's $WORK and paths (and keeps its node list in $NODES).
+  export DDP_TRAIN=unused COMPARE_WEIGHTS=unused
+  . "$(dirname "$0")/../tests/e2e/lib.sh"
+  . "$(dirname "$0")/../tests/e2e/nodes.sh"
+  nodes_up a b
+  trap 'nodes_down; rm -rf "$WORK" "$tmp"' EXIT
+elif [ "$TWO_NODES" != 0 ]; then
+  echo "TWO_NODES: 0 or 1" >&2
+  exit 2
+fi
+run() {  # prints "total comm optimizer peak" of one run: ms of its mean step, MiB
   local np=$1; shift
   rm -f "$tmp/m.jsonl"
+  local -a how=("${launch[@]}" -np "$np")
+  [ "$TWO_NODES" = 1 ] && how=(node_mpirun --host "a:$((np / 2)),b:$((np - np / 2))" -np "$np")
   # shellcheck disable=SC2086  # ARGS, OFF and ON are word lists
-  mpirun -q -np "$np" "$@" $ARGS --log-every 1000000 --metrics "$tmp/m.jsonl" > "$tmp/log" 2>&1 ||
+  "${how[@]}" "$@" $ARGS --log-every 1000000 --metrics "$tmp/m.jsonl" > "$tmp/log" 2>&1 ||
     { cat "$tmp/log"; exit 1; }
   python3 - "$tmp/m.jsonl" "$tmp/log" <<'PY'
 import json, re, sys
 m = json.loads(open(sys.argv[1]).readline())["step_ms"]
 peak = re.search(r"memory: peak resident ([0-9.]+) MiB", open(sys.argv[2]).read())
-print(f"{m['total']:.3f} {m['optimizer']:.3f} {float(peak.group(1)) if peak else 0:.1f}")
+print(f"{m['total']:.3f} {m['comm']:.3f} {m['optimizer']:.3f} "
+      f"{float(peak.group(1)) if peak else 0:.1f}")
 PY
 }
 for r in $(seq "$ROUNDS"); do
@@ -34,9 +55,10 @@ for r in $(seq "$ROUNDS"); do
         options=$OFF
         [ "$variant" = on ] && options=$ON
         # shellcheck disable=SC2086
-        read -r total optimizer peak < <(run "$np" "$train" $options)
-        echo "round $r np=$np $variant ($options) $train: step $total ms, optimizer $optimizer ms, peak $peak MiB"
-        echo "$np $variant $train $total $optimizer $peak" >> "$tmp/all"
+        read -r total comm optimizer peak < <(run "$np" "$train" $options)
+        echo "round $r np=$np $variant ($options) $train: step $total ms, comm $comm ms," \
+          "optimizer $optimizer ms, peak $peak MiB"
+        echo "$np $variant $train $total $comm $optimizer $peak" >> "$tmp/all"
       done
     done
   done
@@ -47,13 +69,14 @@ rows = [line.split() for line in open(sys.argv[1])]
 nps, on, trains = sys.argv[2].split(), sys.argv[3], sys.argv[4:]
 def median(np_, variant, train, column):
     return statistics.median(float(r[column]) for r in rows if r[:3] == [np_, variant, train])
-print(f"| ddp_train | np | step (ms) | with {on} | ratio | optimizer phase (ms) | with {on} "
-      f"| rank 0's peak (MiB) | with {on} |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+print(f"| ddp_train | np | step (ms) | with {on} | ratio | comm wait (ms) | with {on} "
+      f"| optimizer phase (ms) | with {on} | rank 0's peak (MiB) | with {on} |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for np_ in nps:
     for train in trains:
         off, with_ = median(np_, "off", train, 3), median(np_, "on", train, 3)
+        cells = [f"{median(np_, v, train, c):.{d}f}" for c, d in ((4, 2), (5, 2), (6, 0))
+                 for v in ("off", "on")]
         print(f"| {train} | {np_} | {off:.2f} | {with_:.2f} | {with_ / off:.3f}x | "
-              f"{median(np_, 'off', train, 4):.2f} | {median(np_, 'on', train, 4):.2f} | "
-              f"{median(np_, 'off', train, 5):.0f} | {median(np_, 'on', train, 5):.0f} |")
+              + " | ".join(cells) + " |")
 PY

@@ -75,6 +75,19 @@ class Communicator {
   // call. The buffers must not otherwise overlap.
   virtual WorkPtr allreduce(const void* send, void* recv, std::size_t count, DataType type,
                             ReduceOp op) = 0;
+  // In place, each rank keeping its own part: `bounds` (size() + 1
+  // nondecreasing offsets, bounds[0] = 0, bounds[size()] = the element count)
+  // gives rank r elements [bounds[r], bounds[r+1]), and rank r ends with op
+  // over all ranks' values of those elements, where they are in its buffer;
+  // the rest of its buffer is left unspecified (it may be overwritten). Parts
+  // may be empty. This is what a sharded optimizer needs of the averaged
+  // gradient (Note [Reduce-scatter for a sharded optimizer] in
+  // comm/reducer.h): half the bytes of an all-reduce on a ring. The Work's
+  // resultChecks, where the backend measures them, describe the whole result
+  // (every rank's part) and are the same on every rank, as an all-reduce's.
+  // `bounds` is copied before the call returns.
+  virtual WorkPtr reduceScatter(void* data, std::span<const std::size_t> bounds, DataType type,
+                                ReduceOp op) = 0;
   // In place: every rank ends with `root`'s `count` elements.
   virtual WorkPtr broadcast(void* data, std::size_t count, DataType type, int root) = 0;
   // `recv` (size() * count elements) ends with rank r's `count` elements at

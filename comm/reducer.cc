@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "comm/bfloat16.h"
 #include "comm/finite.h"
@@ -75,6 +76,13 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
     // The hook rounds and widens on the host (comm/bfloat16.h).
     throw UsageError(str("bfloat16 gradient compression needs host memory; the ",
                          comm_.backendName(), " backend reduces device memory"));
+  }
+  if (scatters()) {
+    const std::vector<std::size_t>& bounds = options_.scatterBounds;
+    DDP_CHECK(bounds.size() == static_cast<std::size_t>(comm_.size()) + 1 && bounds.front() == 0 &&
+                  bounds.back() == elements_ && std::is_sorted(bounds.begin(), bounds.end()),
+              str("reduce-scatter parts that do not cover the ", elements_,
+                  " gradient elements once, in order, one part per rank"));
   }
   storage_ = comm_.allocate(elements_ * sizeof(float));
   if (options_.compression == GradCompression::kBf16) {
@@ -182,12 +190,22 @@ void Reducer::launchReadyBuckets() {
     const std::string outer = comm_.context();
     comm_.setContext(
         str(outer, outer.empty() ? "" : ", ", "bucket ", nextLaunch_, " of ", buckets_.size()));
+    void* wire = data;
+    DataType type = DataType::kFloat32;
     if (compressed_) {  // the bf16 hook: round into the staging buffer and reduce that
-      std::uint16_t* wire = static_cast<std::uint16_t*>(compressed_.get()) + bucket.offset;
-      toBFloat16(data, wire, bucket.count);
-      work = comm_.allreduce(wire, bucket.count, DataType::kBFloat16, op);
+      auto* rounded = static_cast<std::uint16_t*>(compressed_.get()) + bucket.offset;
+      toBFloat16(data, rounded, bucket.count);
+      wire = rounded;
+      type = DataType::kBFloat16;
+    }
+    if (scatters()) {  // Note [Reduce-scatter for a sharded optimizer]
+      std::vector<std::size_t> parts;
+      for (std::size_t bound : options_.scatterBounds)
+        parts.push_back(std::clamp(bound, bucket.offset, bucket.offset + bucket.count) -
+                        bucket.offset);
+      work = comm_.reduceScatter(wire, parts, type, op);
     } else {
-      work = comm_.allreduce(data, bucket.count, DataType::kFloat32, op);
+      work = comm_.allreduce(wire, bucket.count, type, op);
     }
     comm_.setContext(outer);
     launches_.push_back(Launch{nextLaunch_, std::chrono::steady_clock::now(), std::move(work)});
@@ -213,11 +231,22 @@ void Reducer::finalize() {
       continue;
     }
     launch.work->wait(comm_.options().timeout);
-    const Bucket& bucket = buckets_[launch.bucket];  // widen the mean back into the gradients
-    fromBFloat16(static_cast<const std::uint16_t*>(compressed_.get()) + bucket.offset,
-                 static_cast<float*>(storage_.get()) + bucket.offset, bucket.count);
+    // Widen the mean back into the gradients: this rank's part of it, when
+    // reduce-scattering.
+    const Bucket& bucket = buckets_[launch.bucket];
+    const auto [begin, end] =
+        scatters() ? ownedPart(bucket) : std::pair{bucket.offset, bucket.offset + bucket.count};
+    fromBFloat16(static_cast<const std::uint16_t*>(compressed_.get()) + begin,
+                 static_cast<float*>(storage_.get()) + begin, end - begin);
   }
   reducing_ = false;
+}
+
+std::pair<std::size_t, std::size_t> Reducer::ownedPart(const Bucket& bucket) const {
+  const auto r = static_cast<std::size_t>(comm_.rank());
+  const std::size_t begin = std::max(bucket.offset, options_.scatterBounds[r]);
+  const std::size_t end = std::min(bucket.offset + bucket.count, options_.scatterBounds[r + 1]);
+  return {begin, std::max(begin, end)};
 }
 
 std::optional<std::size_t> Reducer::firstNonFinite() const {
@@ -226,19 +255,48 @@ std::optional<std::size_t> Reducer::firstNonFinite() const {
   const float* storage = static_cast<const float*>(storage_.get());
   // Note [Non-finite check while reducing]: most buckets were checked already.
   bool any = false;
+  bool partial = false;  // some answer covers this rank's part only
   for (const Launch& launch : launches_) {
     const Bucket& bucket = buckets_[launch.bucket];
     // With bf16 compression the flag is the wire's; widening keeps it exact.
-    const std::optional<bool> checked = launch.work->resultChecks().nonFinite;
-    any = any || (checked ? *checked : anyNonFinite(storage + bucket.offset, bucket.count));
+    if (const std::optional<bool> checked = launch.work->resultChecks().nonFinite) {
+      any = any || *checked;
+    } else if (scatters()) {
+      const auto [begin, end] = ownedPart(bucket);
+      any = any || anyNonFinite(storage + begin, end - begin);
+      partial = true;
+    } else {
+      any = any || anyNonFinite(storage + bucket.offset, bucket.count);
+    }
   }
+  // Every rank has the same checks, so every rank takes the same branches
+  // and the collectives below pair up (Note [Reduce-scatter for a sharded
+  // optimizer]).
+  const auto agree = [this]<class T>(T value, ReduceOp op) {
+    comm_.allreduce(std::span<T>(&value, 1), op)->wait(comm_.options().timeout);
+    return value;
+  };
+  if (partial) any = agree(std::int32_t{any ? 1 : 0}, ReduceOp::kMax) != 0;
   if (!any) return std::nullopt;
+  const std::pair<std::size_t, std::size_t> everything{0, elements_};
+  const auto r = static_cast<std::size_t>(comm_.rank());
+  const auto [mine, mineEnd] =
+      scatters() ? std::pair{options_.scatterBounds[r], options_.scatterBounds[r + 1]} : everything;
+  std::int64_t first = std::numeric_limits<std::int64_t>::max();
   for (std::size_t g = 0; g < specs_.size(); ++g) {
     if (!specs_[g].requiresGrad) continue;
     const Location& at = locations_[g];
-    if (anyNonFinite(storage + buckets_[at.bucket].offset + at.offset, specs_[g].numel)) return g;
+    const std::size_t begin = buckets_[at.bucket].offset + at.offset;
+    const std::size_t from = std::max(begin, mine), to = std::min(begin + specs_[g].numel, mineEnd);
+    if (from < to && anyNonFinite(storage + from, to - from)) {
+      first = static_cast<std::int64_t>(g);
+      break;
+    }
   }
-  throw InternalError("a bucket holds a non-finite value that no gradient does");
+  if (scatters()) first = agree(first, ReduceOp::kMin);
+  if (first == std::numeric_limits<std::int64_t>::max())
+    throw InternalError("a bucket holds a non-finite value that no gradient does");
+  return static_cast<std::size_t>(first);
 }
 
 double Reducer::sumOfSquares() const {
@@ -246,15 +304,31 @@ double Reducer::sumOfSquares() const {
             "sumOfSquares() reads gradients on the host; this backend keeps them on the device");
   const float* storage = static_cast<const float*>(storage_.get());
   double total = 0.0;
+  double mine = 0.0;  // reduce-scattering: this rank's part of the unmeasured buckets
+  bool partial = false;
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     std::optional<double> measured;
     if (b < launches_.size()) {
       DDP_CHECK(launches_[b].bucket == b, "buckets launched out of order");
       measured = launches_[b].work->resultChecks().sumOfSquares;  // none for bfloat16 wires
     }
-    total +=
-        measured ? *measured : comm::sumOfSquares(storage + buckets_[b].offset, buckets_[b].count);
+    if (measured) {
+      total += *measured;
+    } else if (scatters()) {
+      const auto [begin, end] = ownedPart(buckets_[b]);
+      mine += comm::sumOfSquares(storage + begin, end - begin);
+      partial = true;
+    } else {
+      total += comm::sumOfSquares(storage + buckets_[b].offset, buckets_[b].count);
+    }
   }
+  if (!partial) return total;
+  // Every rank adds every rank's part in rank order: the same bits everywhere.
+  std::vector<double> parts(static_cast<std::size_t>(comm_.size()));
+  comm_.allgather(std::span<const double>(&mine, 1), std::span<double>(parts))
+      ->wait(comm_.options().timeout);
+  for (double part : parts)
+    total += part;
   return total;
 }
 

@@ -32,6 +32,28 @@
 // With reduce = false (gradient accumulation, PyTorch's no_sync()) markReady
 // and finalize do nothing: gradients only accumulate locally.
 //
+// Note [Reduce-scatter for a sharded optimizer]
+// A sharded optimizer (trainer/sharded_optimizer.h) updates only its own
+// part of the weights, so it needs only that part of the averaged gradient.
+// With ReducerOptions::scatterBounds (one offset per rank and one past the
+// end, in the storage's elements: rank r owns [bounds[r], bounds[r+1])) each
+// bucket is reduce-scattered instead of all-reduced: rank r receives the
+// mean of the bucket's elements that fall in its part, where they are, and
+// the rest of its storage keeps unreduced values. On a ring that moves half
+// the bytes of an all-reduce, so a sharded step (reduce-scatter, update,
+// all-gather) communicates what an unsharded one does (Megatron-Core's
+// distributed optimizer, PyTorch FSDP's SHARD_GRAD_OP); with the all-reduce
+// it moved 1.5x. The buckets keep their caps and overlap backward as
+// before: a bucket's part of rank r is its intersection with rank r's
+// range, empty for most ranks when the bucket is small. The node
+// shared-memory path reduces a bucket exactly as it all-reduces it (Note
+// [Node shared-memory reduce-scatter]), so the owned elements hold the
+// all-reduce's bits and the backend's checks still cover the whole bucket:
+// firstNonFinite() and sumOfSquares() answer as in an all-reduce, the same
+// on every rank. Where a backend did not check, each rank scans its part
+// and the ranks combine their answers in rank order (a collective, on every
+// rank alike).
+//
 // Threading: one thread (the training thread) calls everything. Frozen
 // gradients (requiresGrad = false) are in no bucket and never communicated.
 #pragma once
@@ -42,6 +64,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -75,6 +98,12 @@ struct ReducerOptions {
   // averages.
   bool gradientsPreScaled = false;
   GradCompression compression = GradCompression::kNone;
+  // Empty: every bucket is all-reduced. Otherwise world + 1 offsets into the
+  // storage (0 first, storageElements() last): each bucket is
+  // reduce-scattered and rank r gets only the elements in
+  // [scatterBounds[r], scatterBounds[r+1]) reduced (Note [Reduce-scatter for
+  // a sharded optimizer]).
+  std::vector<std::size_t> scatterBounds;
 };
 
 struct Bucket {
@@ -98,8 +127,11 @@ class Reducer {
   Reducer& operator=(const Reducer&) = delete;
 
   // Gradient `index`'s storage (numel floats inside its bucket), valid for the
-  // Reducer's life; empty for a frozen gradient.
+  // Reducer's life; empty for a frozen gradient. Reduce-scattering, only the
+  // elements in this rank's part hold the mean after finalize().
   std::span<float> gradient(std::size_t index);
+  // Whether buckets are reduce-scattered (ReducerOptions::scatterBounds).
+  bool scatters() const { return !options_.scatterBounds.empty(); }
   // Keeps the storage alive for views handed out (e.g. as tensor owners).
   const std::shared_ptr<void>& storage() const { return storage_; }
   // The float32 elements in storage(): every trainable gradient, contiguous.
@@ -124,6 +156,8 @@ class Reducer {
   // rank, so every rank gets the same answer without communicating (a NaN on
   // any rank spreads to all through the sum). Host memory only (the MPI
   // backend): one read pass over the gradients.
+  // Reduce-scattering: collective when some bucket went unchecked (Note
+  // [Reduce-scatter for a sharded optimizer]).
   std::optional<std::size_t> firstNonFinite() const;
   // After finalize(): the sum of the squares of every reduced gradient (for
   // the norm that clipping needs), the same bits on every rank. Each
@@ -131,6 +165,7 @@ class Reducer {
   // (CommOptions::sumOfSquares: Note [Sum of squares while reducing] in
   // comm/finite.h), else from a pass over the bucket; the buckets' sums are
   // added in bucket order. Host memory only, like firstNonFinite().
+  // Reduce-scattering, collective when some bucket went unmeasured.
   double sumOfSquares() const;
 
   // The Work of each bucket in the last reducing backward pass (launch order),
@@ -147,6 +182,9 @@ class Reducer {
   // Computes buckets_, locations_ and pending_ from the options' caps and
   // checks that every rank has the same layout. Returns the elements in all.
   std::size_t layOutBuckets();
+  // Reduce-scattering: the part of `bucket` this rank owns, as [begin, end)
+  // in the storage's elements (empty when it owns none of it).
+  std::pair<std::size_t, std::size_t> ownedPart(const Bucket& bucket) const;
 
   struct Location {
     std::size_t bucket = 0;

@@ -111,9 +111,11 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "--weight-decay leaves the biases alone, as GPT-2, llm.c and Megatron-Core train (in "
       "PyTorch: a second parameter group with weight_decay=0)")(
       "shard-optimizer", po::bool_switch(&o.shardOptimizer),
-      "each rank keeps and updates 1/world of the optimizer state, then the ranks all-gather the "
-      "updated weights (ZeRO stage 1, PyTorch's ZeroRedundancyOptimizer): the same results, "
-      "the state's memory divided by the world size, 1.5x the communication")(
+      "each rank keeps and updates 1/world of the optimizer state: the gradients are "
+      "reduce-scattered, each rank receiving the part it updates, and the ranks all-gather the "
+      "updated weights (ZeRO stage 1, Megatron-Core's distributed optimizer): the same results, "
+      "the state's memory divided by the world size, the same bytes communicated (GPUs: "
+      "all-reduce and all-gather, 1.5x)")(
       "clip-grad-norm",
       po::value(&o.clipGradNorm)->value_name("X")->default_value(o.clipGradNorm, "0"),
       "scale the averaged gradient down to L2 norm X (over all trainable parameters) when it is "

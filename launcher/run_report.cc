@@ -77,7 +77,8 @@ void printBuckets(const comm::Reducer& reducer, const Options& o) {
       " MiB, the first capped at 1 MiB)",
       frozen > 0 ? str(", ", frozen, " frozen parameter tensors not communicated") : std::string(),
       o.gradAccum > 1 ? str(", ", o.gradAccum, " micro-batches per step") : std::string(),
-      o.gradCompression == "bf16" ? ", sent as bfloat16" : ""));
+      o.gradCompression == "bf16" ? ", sent as bfloat16" : "",
+      reducer.scatters() ? ", reduce-scattered: each rank receives the part it updates" : ""));
 }
 
 std::string capName(std::size_t cap) {

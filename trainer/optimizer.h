@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -86,6 +87,15 @@ inline float weightDecayOf(const Parameter& p, float weightDecay, bool decayBias
   return decayBiases || whole.value.shape().size() != 1 ? weightDecay : 0.0f;
 }
 
+// Which part of the averaged gradient each rank's optimizer reads: rank q
+// reads elements [bounds[q], bounds[q+1]) of the trainable gradients laid
+// end to end in reverse registration order, parameter t's first element at
+// offsets[t] (t counting trainable parameters only).
+struct GradientPartition {
+  std::vector<std::size_t> bounds;
+  std::vector<std::size_t> offsets;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -117,6 +127,11 @@ class Optimizer {
   // `root` holds all of it, and releaseGatheredState(). For the others these
   // do nothing.
   virtual bool sharded() const { return false; }
+  // Set when step() reads only this rank's part of each gradient (a sharded
+  // optimizer on the host): the Reducer may then reduce-scatter (Note
+  // [Reduce-scatter for a sharded optimizer] in comm/reducer.h). Unset: the
+  // whole averaged gradient on every rank.
+  virtual std::optional<GradientPartition> gradientPartition() const { return std::nullopt; }
   virtual void gatherState(int /*root*/) {}
   virtual void releaseGatheredState() {}
 };

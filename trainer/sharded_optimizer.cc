@@ -9,9 +9,10 @@ namespace ddp::trainer {
 ShardLayout computeShardLayout(std::span<const std::size_t> numels, int world, int rank) {
   DDP_CHECK(world > 0 && rank >= 0 && rank < world, "a rank outside its world");
   ShardLayout layout;
-  for (std::size_t numel : numels) {
-    layout.offsets.push_back(layout.elements);
-    layout.elements += numel;
+  layout.offsets.resize(numels.size());
+  for (std::size_t p = numels.size(); p-- > 0;) {  // the last parameter first, as backward
+    layout.offsets[p] = layout.elements;
+    layout.elements += numels[p];
   }
   const auto ranks = static_cast<std::size_t>(world);
   layout.shardElements = (layout.elements + ranks - 1) / ranks;
@@ -21,9 +22,11 @@ ShardLayout computeShardLayout(std::span<const std::size_t> numels, int world, i
                          " trainable elements over ", world,
                          " ranks: some rank would own none of it"));
   }
-  const std::size_t first = static_cast<std::size_t>(rank) * layout.shardElements;
-  const std::size_t last = std::min(layout.elements, first + layout.shardElements);
-  for (std::size_t p = 0; p < numels.size(); ++p) {
+  for (std::size_t q = 0; q <= ranks; ++q)
+    layout.bounds.push_back(std::min(layout.elements, q * layout.shardElements));
+  const std::size_t first = layout.bounds[static_cast<std::size_t>(rank)];
+  const std::size_t last = layout.bounds[static_cast<std::size_t>(rank) + 1];
+  for (std::size_t p = numels.size(); p-- > 0;) {
     const std::size_t begin = std::max(first, layout.offsets[p]);
     const std::size_t end = std::min(last, layout.offsets[p] + numels[p]);
     if (begin >= end) continue;
@@ -77,6 +80,11 @@ ShardedOptimizer::ShardedOptimizer(comm::Communicator& comm, std::vector<Paramet
     if (std::find(kinds_.begin(), kinds_.end(), kind) == kinds_.end()) kinds_.push_back(kind);
   }
   full_.resize(kinds_.size() * trainable_.size());
+}
+
+std::optional<GradientPartition> ShardedOptimizer::gradientPartition() const {
+  if (device_ != Device::kCpu) return std::nullopt;
+  return GradientPartition{layout_.bounds, layout_.offsets};
 }
 
 std::vector<Tensor*> ShardedOptimizer::sliceState(std::size_t kind) {

@@ -8,14 +8,24 @@
 // everywhere. Here the trainable parameters are laid end to end in
 // registration order (E elements) and cut into world-size shards of
 // S = ceil(E / world) elements; rank r owns elements [r S, (r+1) S). Each
-// step, after the gradient all-reduce has left the whole averaged gradient on
-// every rank (so non-finite checks and clipping are unchanged), rank r runs
-// the wrapped optimizer (Sgd, AdamW) on its slices only, then one in-place
-// all-gather hands every rank everyone's updated slices. State memory per
-// rank falls from k E to about k E / world floats (k: 1 for SGD with
-// momentum, 2 for AdamW); communication grows by the all-gather, (world-1)/world
-// E floats per rank and step, half of what the all-reduce moves (PyTorch's
-// ZeroRedundancyOptimizer pays the same, as broadcasts).
+// step, rank r runs the wrapped optimizer (Sgd, AdamW) on its slices only,
+// then one in-place all-gather hands every rank everyone's updated slices.
+// State memory per rank falls from k E to about k E / world floats (k: 1 for
+// SGD with momentum, 2 for AdamW).
+//
+// The order is the one backward produces the gradients in, the last
+// parameter first: the Reducer's storage order. So rank r's shard is one
+// range of the gradient storage too, and on the host the Reducer
+// reduce-scatters the buckets instead of all-reducing them, rank r
+// receiving only the averaged gradient of its own range (Note
+// [Reduce-scatter for a sharded optimizer] in comm/reducer.h;
+// gradientPartition()). A sharded step then moves what an unsharded one
+// does: a reduce-scatter and an all-gather, (world-1)/world E floats each
+// per rank, against an all-reduce's two. (PyTorch's ZeroRedundancyOptimizer
+// keeps the all-reduce and adds broadcasts: 1.5x.) Non-finite checks and
+// clipping see the whole gradient through the reduction's checks, as
+// unsharded. On GPUs the gradients are still all-reduced (the device path's
+// checks and clipping read the whole gradient on the device).
 //
 // Updates are element-wise, so each weight gets exactly the update the
 // unsharded optimizer would give it: a sharded run equals an unsharded one
@@ -66,12 +76,13 @@ struct ShardLayout {
   std::size_t elements = 0;          // E: every trainable element
   std::size_t shardElements = 0;     // S = ceil(E / world)
   std::vector<std::size_t> offsets;  // per trainable parameter: its first element of E
-  std::vector<ShardSlice> slices;    // this rank's, in order
+  std::vector<std::size_t> bounds;   // world + 1: rank q owns [bounds[q], bounds[q+1])
+  std::vector<ShardSlice> slices;    // this rank's, in the order of E
 };
 
-// The layout for trainable parameters of `numels` elements (a pure
-// function). Throws UsageError when some rank would own nothing (fewer
-// elements than that needs).
+// The layout for trainable parameters of `numels` elements, in
+// registration order, laid end to end last first (a pure function). Throws UsageError when some
+// rank would own nothing (fewer elements than that needs).
 ShardLayout computeShardLayout(std::span<const std::size_t> numels, int world, int rank);
 
 class ShardedOptimizer final : public Optimizer {
@@ -99,6 +110,10 @@ class ShardedOptimizer final : public Optimizer {
   const char* name() const override { return inner_->name(); }
 
   bool sharded() const override { return true; }
+  // On the host: layout().bounds over the trainable parameters laid end to
+  // end last first, which is the Reducer's storage (the trainer checks
+  // that). On a GPU none: the device path all-reduces.
+  std::optional<GradientPartition> gradientPartition() const override;
   // Collective: one gather per kind of state that exists yet.
   void gatherState(int root) override;
   void releaseGatheredState() override;

@@ -228,12 +228,23 @@ void Trainer::buildReducer(std::size_t capBytes) {
   reducerOptions.firstBucketBytes = std::min(options_.firstBucketBytes, capBytes);
   reducerOptions.gradientsPreScaled = true;
   reducerOptions.compression = options_.compression;  // Note [Averaging by pre-scaling]
+  // Note [Reduce-scatter for a sharded optimizer] in comm/reducer.h.
+  const std::optional<GradientPartition> partition = optimizer_.gradientPartition();
+  if (partition) reducerOptions.scatterBounds = partition->bounds;
   reducer_.reset();  // its storage is released before the next one is allocated
   reducer_ = std::make_unique<comm::Reducer>(comm_, std::move(specs), reducerOptions);
+  const float* storage = static_cast<const float*>(reducer_->storage().get());
+  std::size_t trainable = 0;
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (!parameters[i]->trainable) continue;
     parameters[i]->grad = Tensor::view(reducer_->gradient(i).data(), parameters[i]->value.shape(),
                                        reducer_->storage(), device_);
+    // The optimizer reads its part where the Reducer reduces it.
+    DDP_CHECK(!partition || static_cast<std::size_t>(reducer_->gradient(i).data() - storage) ==
+                                partition->offsets.at(trainable),
+              str("the sharded optimizer expects the gradient of ", parameters[i]->name,
+                  " elsewhere than the Reducer keeps it"));
+    ++trainable;
   }
 }
 
@@ -406,8 +417,8 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
     trace_->span("optimizer", "optimizer", Trace::kCompute, optimizerStart, phaseMark_);
     for (const comm::Reducer::Launch& launch : reducer_->launches()) {
       const comm::Bucket& bucket = reducer_->buckets()[launch.bucket];
-      trace_->span(str("all-reduce bucket ", launch.bucket, " (",
-                       fixed(bucket.count * 4.0 / (1 << 20), 2), " MiB)"),
+      trace_->span(str(reducer_->scatters() ? "reduce-scatter" : "all-reduce", " bucket ",
+                       launch.bucket, " (", fixed(bucket.count * 4.0 / (1 << 20), 2), " MiB)"),
                    "comm", Trace::kComm, launch.work->startedAt(), launch.work->completedAt());
     }
   }

@@ -63,6 +63,22 @@ MPI_Op bfloat16SumOp() {
   return op;
 }
 
+// Note [Plain collectives in pieces]
+// Open MPI 4.1's tuned MPI_Allreduce falls off a cliff from 32 MiB on the
+// development VM: 0.3 GB/s against 7 GB/s at 16 MiB, over shared memory and
+// TCP alike, and MPI_Reduce_scatter worse (64 MiB between two namespace
+// "nodes": 279 ms all-reduced, 572 ms reduce-scattered, against 13 and 9 ms
+// at 16 MiB; benchmarks/RESULTS.md). A bucket cannot be made smaller than
+// its largest gradient (a 4096 x 4096 layer is 64 MiB), so the plain path
+// (between nodes) cuts every all-reduce and reduce-scatter into pieces of
+// at most kPlainPieceBytes, one MPI call each, in order, and a sharded
+// optimizer's all-gather into pieces of each rank's part. Below the cliff a
+// piece costs one call's latency more (tens of microseconds, against
+// milliseconds of transfer); each element is still reduced by one call, so
+// every rank still ends with the same result. The node shared-memory path
+// has no cliff and reduces whole.
+constexpr std::size_t kPlainPieceBytes = std::size_t{4} << 20;
+
 int mpiCount(std::size_t count) {
   DDP_CHECK(count <= static_cast<std::size_t>(INT_MAX),
             str("collective of ", count, " elements exceeds MPI's int count"));
@@ -147,7 +163,6 @@ WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t cou
   if (type == DataType::kBFloat16 && op != ReduceOp::kSum && op != ReduceOp::kAvg) {
     throw UsageError("allreduce: bfloat16 supports sum and average only");
   }
-  const int n = mpiCount(count);
   const std::uint64_t sequence = nextSequence();
   return enqueue(
       str("allreduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
@@ -160,8 +175,16 @@ WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t cou
           return;
         }
         const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
-        DDP_MPI_CHECK(MPI_Allreduce(send == data ? MPI_IN_PLACE : send, data, n, mpiType(type),
-                                    mpiReduce, comm_));
+        // Note [Plain collectives in pieces].
+        const std::size_t element = sizeOf(type);
+        const std::size_t piece = kPlainPieceBytes / element;
+        for (std::size_t at = 0; at < count; at += piece) {
+          const int length = static_cast<int>(std::min(piece, count - at));
+          char* target = static_cast<char*>(data) + at * element;
+          DDP_MPI_CHECK(MPI_Allreduce(
+              send == data ? MPI_IN_PLACE : static_cast<const char*>(send) + at * element, target,
+              length, mpiType(type), mpiReduce, comm_));
+        }
         if (op == ReduceOp::kAvg && size_ > 1) {
           if (type == DataType::kBFloat16) {
             auto* values = static_cast<std::uint16_t*>(data);
@@ -180,6 +203,93 @@ WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t cou
           checks.nonFinite = anyNonFinite(static_cast<const float*>(data), count);
         if (options().checkNonFinite && type == DataType::kFloat64)
           checks.nonFinite = anyNonFinite(static_cast<const double*>(data), count);
+        work.setResultChecks(checks);
+      });
+}
+
+WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> bounds,
+                                       DataType type, ReduceOp op) {
+  DDP_CHECK(bounds.size() == static_cast<std::size_t>(size_) + 1 && bounds.front() == 0,
+            "reduceScatter: bounds must have world size + 1 entries, the first 0");
+  DDP_CHECK(std::is_sorted(bounds.begin(), bounds.end()),
+            "reduceScatter: bounds must not decrease");
+  const bool floating =
+      type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kBFloat16;
+  if (op == ReduceOp::kAvg && !floating) {
+    throw UsageError("reduceScatter: average is defined for floating-point types only");
+  }
+  if (type == DataType::kBFloat16 && op != ReduceOp::kSum && op != ReduceOp::kAvg) {
+    throw UsageError("reduceScatter: bfloat16 supports sum and average only");
+  }
+  const std::size_t count = bounds.back();
+  std::vector<std::size_t> parts(bounds.begin(), bounds.end());
+  const std::uint64_t sequence = nextSequence();
+  return enqueue(
+      str("reduce_scatter(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
+      [=, this](Work& work) {
+        if (auto region = findRegion(data, count * sizeOf(type))) {
+          // Note [Node shared-memory reduce-scatter]: in place, measured while reducing.
+          work.setResultChecks(region->reduceScatter(data, parts, type, op, sequence,
+                                                     options().timeout, options().sumOfSquares));
+          return;
+        }
+        const auto r = static_cast<std::size_t>(rank_);
+        const std::size_t element = sizeOf(type);
+        const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
+        // Note [Plain collectives in pieces]: each piece is a reduce-scatter
+        // of its own, the parts cut to it. In place, MPI leaves this rank's
+        // part of a piece at the piece's start; one copy moves it where it
+        // belongs.
+        const std::size_t piece = kPlainPieceBytes / element;
+        std::vector<int> counts(static_cast<std::size_t>(size_));
+        for (std::size_t at = 0; at < count; at += piece) {
+          const std::size_t end = std::min(count, at + piece);
+          const auto cut = [&](std::size_t bound) { return std::clamp(bound, at, end); };
+          for (std::size_t q = 0; q < counts.size(); ++q)
+            counts[q] = static_cast<int>(cut(parts[q + 1]) - cut(parts[q]));
+          char* base = static_cast<char*>(data) + at * element;
+          DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, base, counts.data(), mpiType(type),
+                                           mpiReduce, comm_));
+          if (cut(parts[r]) != at) {
+            std::memmove(static_cast<char*>(data) + cut(parts[r]) * element, base,
+                         static_cast<std::size_t>(counts[r]) * element);
+          }
+        }
+        char* mine = static_cast<char*>(data) + parts[r] * element;
+        const std::size_t own = parts[r + 1] - parts[r];
+        if (op == ReduceOp::kAvg && size_ > 1) {
+          if (type == DataType::kBFloat16) {
+            auto* values = reinterpret_cast<std::uint16_t*>(mine);
+            for (std::size_t i = 0; i < own; ++i)
+              values[i] = toBFloat16(fromBFloat16(values[i]) / static_cast<float>(size_));
+          }
+          if (type == DataType::kFloat32) scale<float>(mine, own, 1.0 / size_);
+          if (type == DataType::kFloat64) scale<double>(mine, own, 1.0 / size_);
+        }
+        // Each rank measures its part; the parts' answers are gathered and
+        // added in rank order, so every rank gets the same bits.
+        const bool squares = options().sumOfSquares && type == DataType::kFloat32;
+        const bool check =
+            options().checkNonFinite && (type == DataType::kFloat32 || type == DataType::kFloat64);
+        if (!squares && !check) return;
+        double measured[2] = {0.0, 0.0};  // non-finite (0 or 1), sum of squares
+        if (check) {
+          measured[0] = type == DataType::kFloat32
+                            ? anyNonFinite(reinterpret_cast<const float*>(mine), own)
+                            : anyNonFinite(reinterpret_cast<const double*>(mine), own);
+        }
+        if (squares) measured[1] = sumOfSquares(reinterpret_cast<const float*>(mine), own);
+        std::vector<double> all(2 * static_cast<std::size_t>(size_));
+        DDP_MPI_CHECK(MPI_Allgather(measured, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, comm_));
+        ResultChecks checks;
+        bool nonFinite = false;
+        double total = 0.0;
+        for (std::size_t q = 0; q < static_cast<std::size_t>(size_); ++q) {
+          nonFinite = nonFinite || all[2 * q] != 0.0;
+          total += all[2 * q + 1];
+        }
+        if (check) checks.nonFinite = nonFinite;
+        if (squares) checks.sumOfSquares = total;
         work.setResultChecks(checks);
       });
 }
@@ -204,8 +314,24 @@ WorkPtr MpiCommunicator::allgather(const void* send, void* recv, std::size_t cou
       region->allgather(recv, count, type, sequence, options().timeout);
       return;
     }
-    DDP_MPI_CHECK(MPI_Allgather(inPlace ? MPI_IN_PLACE : send, n, mpiType(type), recv, n,
-                                mpiType(type), comm_));
+    if (bytes <= kPlainPieceBytes) {
+      DDP_MPI_CHECK(MPI_Allgather(inPlace ? MPI_IN_PLACE : send, n, mpiType(type), recv, n,
+                                  mpiType(type), comm_));
+      return;
+    }
+    // Note [Plain collectives in pieces]: piece j of every rank's part, each
+    // landing at its place in the rank's part (MPI_Allgatherv's displacements).
+    if (!inPlace) std::memcpy(mine, send, bytes);
+    const std::size_t piece = kPlainPieceBytes / sizeOf(type);
+    std::vector<int> counts(static_cast<std::size_t>(size_)), at(counts.size());
+    for (std::size_t begin = 0; begin < count; begin += piece) {
+      for (std::size_t q = 0; q < counts.size(); ++q) {
+        counts[q] = static_cast<int>(std::min(piece, count - begin));
+        at[q] = mpiCount(q * count + begin);
+      }
+      DDP_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, counts.data(),
+                                   at.data(), mpiType(type), comm_));
+    }
   });
 }
 

@@ -40,10 +40,15 @@ class MpiCommunicator final : public Communicator {
 
   WorkPtr allreduce(const void* send, void* recv, std::size_t count, DataType type,
                     ReduceOp op) override;
+  // Memory from allocate(): the first half of the shared-memory all-reduce
+  // (Note [Node shared-memory reduce-scatter]); elsewhere MPI_Reduce_scatter.
+  // Where CommOptions ask for checks, the plain path measures its own part
+  // on the communication thread and the ranks add their parts in rank order.
+  WorkPtr reduceScatter(void* data, std::span<const std::size_t> bounds, DataType type,
+                        ReduceOp op) override;
   WorkPtr broadcast(void* data, std::size_t count, DataType type, int root) override;
   WorkPtr allgather(const void* send, void* recv, std::size_t count, DataType type) override;
-  WorkPtr gather(const void* send, void* recv, std::size_t count, DataType type,
-                 int root) override;
+  WorkPtr gather(const void* send, void* recv, std::size_t count, DataType type, int root) override;
   WorkPtr barrier() override;
   // Node-shared memory when every rank of this communicator is on one node
   // (Note [Node shared-memory all-reduce]); plain host memory otherwise.

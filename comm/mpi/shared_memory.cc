@@ -26,6 +26,8 @@ constexpr std::size_t kChunkAlign = 64;  // chunks start on their own cache line
 constexpr std::size_t kBlock = 4096;     // elements summed per pass, kept in L1
 // Control::op of an all-gather: no ReduceOp has this value.
 constexpr std::uint32_t kAllgatherOp = 0xFFFFFFFF;
+// Set in Control::op of a reduce-scatter (beside its ReduceOp).
+constexpr std::uint32_t kReduceScatterFlag = 0x100;
 
 std::size_t roundUp(std::size_t value, std::size_t to) {
   return (value + to - 1) / to * to;
@@ -43,10 +45,29 @@ T combine(T a, T b, ReduceOp op) {
   }
 }
 
-// buffers[q][i] = op(buffers[0][i], ..., buffers[n-1][i]) for every q and i in
-// [begin, end), summed in rank order. Each block is reduced into a scratch
-// block (the buffers are both sources and destinations) small enough that the
-// passes over it stay in L1, then stored into every rank's buffer.
+// Stores result[0, length) (elements [block, block + length) of the
+// collective) where it belongs: into every rank's buffer (`bounds` null, an
+// all-reduce), or into the buffer of the rank whose part holds each element
+// (`bounds`: the reduce-scatter's, one more than the ranks).
+template <class T>
+void store(const T* result, std::size_t block, std::size_t length, const std::vector<T*>& buffers,
+           const std::size_t* bounds) {
+  if (bounds == nullptr) {
+    for (T* destination : buffers)
+      std::copy(result, result + length, destination + block);
+    return;
+  }
+  const std::size_t end = block + length;
+  for (std::size_t q = 0; q < buffers.size(); ++q) {
+    const std::size_t from = std::max(block, bounds[q]), to = std::min(end, bounds[q + 1]);
+    if (from < to) std::copy(result + (from - block), result + (to - block), buffers[q] + from);
+  }
+}
+
+// op(buffers[0][i], ..., buffers[n-1][i]) for every i in [begin, end),
+// summed in rank order, stored as store() says. Each block is reduced into a
+// scratch block (the buffers are both sources and destinations) small enough
+// that the passes over it stay in L1, then stored.
 // Returns whether the stored result holds a NaN or an infinity (floating
 // types; checked while each block is in L1: Note [Non-finite check while
 // reducing] in comm/finite.h); `squares` (float32 only; may be null): the
@@ -54,7 +75,7 @@ T combine(T a, T b, ReduceOp op) {
 // (Note [Sum of squares while reducing]).
 template <class T>
 bool reduceChunk(const std::vector<T*>& buffers, std::size_t begin, std::size_t end, ReduceOp op,
-                 int world, double* squares) {
+                 int world, double* squares, const std::size_t* bounds) {
   bool nonFinite = false;
   const std::vector<T*>& sources = buffers;
   static thread_local std::vector<T> scratch(kBlock);
@@ -82,8 +103,7 @@ bool reduceChunk(const std::vector<T*>& buffers, std::size_t begin, std::size_t 
     if constexpr (std::is_same_v<T, float>) {
       if (squares != nullptr) *squares += sumOfSquares(acc, length);
     }
-    for (T* destination : buffers)
-      std::copy(acc, acc + length, destination + block);
+    store(acc, block, length, buffers, bounds);
   }
   return nonFinite;
 }
@@ -93,9 +113,10 @@ bool reduceChunk(const std::vector<T*>& buffers, std::size_t begin, std::size_t 
 // whether the stored result holds a NaN or an infinity (checked after
 // rounding, so a sum that rounds up to infinity counts).
 bool reduceChunkBFloat16(const std::vector<std::uint16_t*>& buffers, std::size_t begin,
-                         std::size_t end, ReduceOp op, int world) {
+                         std::size_t end, ReduceOp op, int world, const std::size_t* bounds) {
   bool nonFinite = false;
   static thread_local std::vector<float> scratch(kBlock);
+  static thread_local std::vector<std::uint16_t> rounded(kBlock);
   float* acc = scratch.data();
   const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world) : 1.0f;
   for (std::size_t block = begin; block < end; block += kBlock) {
@@ -108,11 +129,9 @@ bool reduceChunkBFloat16(const std::vector<std::uint16_t*>& buffers, std::size_t
     }
     for (std::size_t i = 0; i < length; ++i)
       acc[i] *= scale;
-    toBFloat16(acc, buffers[0] + block, length);
-    nonFinite = nonFinite || anyNonFiniteBFloat16(buffers[0] + block, length);
-    for (std::size_t s = 1; s < buffers.size(); ++s) {
-      std::copy(buffers[0] + block, buffers[0] + block + length, buffers[s] + block);
-    }
+    toBFloat16(acc, rounded.data(), length);
+    nonFinite = nonFinite || anyNonFiniteBFloat16(rounded.data(), length);
+    store(rounded.data(), block, length, buffers, bounds);
   }
   return nonFinite;
 }
@@ -132,7 +151,8 @@ struct SharedRegion::Control {
   std::uint32_t nonFinite;
   std::uint32_t squaresAsked;  // the allreduce's sumOfSquares: compared like op
   double sumOfSquares;
-  char padding[kChunkAlign - 48];  // one cache line per rank: no false sharing
+  std::uint64_t boundsHash;        // a reduce-scatter's parts (0 otherwise): compared like op
+  char padding[kChunkAlign - 56];  // one cache line per rank: no false sharing
 };
 
 SharedRegion::SharedRegion(MPI_Comm node, std::size_t bytes) : bytes_(bytes) {
@@ -215,9 +235,11 @@ bool SharedRegion::contains(const void* begin, std::size_t length) const {
 }
 
 void SharedRegion::arrive(std::size_t offset, std::size_t count, DataType type, std::uint32_t op,
-                          bool sumOfSquares, std::uint64_t sequence,
+                          bool sumOfSquares, std::uint64_t boundsHash, std::uint64_t sequence,
                           std::chrono::milliseconds timeout) {
-  const bool gather = op == kAllgatherOp;
+  const char* name = op == kAllgatherOp                ? "all-gather"
+                     : (op & kReduceScatterFlag) != 0u ? "reduce-scatter"
+                                                       : "all-reduce";
   Control& mine = control(rank_);
   mine.sequence = sequence;
   mine.offset = offset;
@@ -225,20 +247,21 @@ void SharedRegion::arrive(std::size_t offset, std::size_t count, DataType type, 
   mine.type = static_cast<std::uint32_t>(type);
   mine.op = op;
   mine.squaresAsked = sumOfSquares ? 1 : 0;
+  mine.boundsHash = boundsHash;
   // Every rank's data and control slot are written.
-  barrier_.wait(timeout,
-                gather ? "shared-memory all-gather, arrival" : "shared-memory all-reduce, arrival");
+  barrier_.wait(timeout, str("shared-memory ", name, ", arrival").c_str());
   for (int r = 0; r < size_; ++r) {
     const Control& other = control(r);
     if (other.sequence != sequence || other.offset != offset || other.count != count ||
-        other.type != mine.type || other.op != mine.op || other.squaresAsked != mine.squaresAsked) {
+        other.type != mine.type || other.op != mine.op || other.squaresAsked != mine.squaresAsked ||
+        other.boundsHash != mine.boundsHash) {
       barrier_.wait(timeout, "shared-memory collective, mismatch");  // keep barrier counts equal
-      throw MismatchError(
-          str("ranks disagree on a shared-memory ", gather ? "all-gather" : "all-reduce",
-              ": node rank ", rank_, " issued collective #", sequence, " on ", count, " x ",
-              dataTypeName(type), " at offset ", offset, ", node rank ", r, " collective #",
-              other.sequence, " on ", other.count, " elements at offset ", other.offset,
-              " (the ranks' programs have diverged)"));
+      throw MismatchError(str(
+          "ranks disagree on a shared-memory ", name, ": node rank ", rank_, " issued collective #",
+          sequence, " on ", count, " x ", dataTypeName(type), " at offset ", offset, ", node rank ",
+          r, " collective #", other.sequence, " on ", other.count, " elements at offset ",
+          other.offset, other.boundsHash != mine.boundsHash ? " with other parts" : "",
+          " (the ranks' programs have diverged)"));
     }
   }
 }
@@ -246,13 +269,38 @@ void SharedRegion::arrive(std::size_t offset, std::size_t count, DataType type, 
 ResultChecks SharedRegion::allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
                                      std::uint64_t sequence, std::chrono::milliseconds timeout,
                                      bool sumOfSquares) {
-  const auto barrier = [&](const char* step) { barrier_.wait(timeout, step); };
+  return reduce(data, count, nullptr, type, op, sequence, timeout, sumOfSquares);
+}
+
+// Note [Node shared-memory reduce-scatter].
+ResultChecks SharedRegion::reduceScatter(void* data, std::span<const std::size_t> bounds,
+                                         DataType type, ReduceOp op, std::uint64_t sequence,
+                                         std::chrono::milliseconds timeout, bool sumOfSquares) {
+  DDP_CHECK(bounds.size() == static_cast<std::size_t>(size_) + 1,
+            "shared-memory reduce-scatter: one part per node rank (a one-node job)");
+  return reduce(data, bounds.back(), bounds.data(), type, op, sequence, timeout, sumOfSquares);
+}
+
+ResultChecks SharedRegion::reduce(void* data, std::size_t count, const std::size_t* bounds,
+                                  DataType type, ReduceOp op, std::uint64_t sequence,
+                                  std::chrono::milliseconds timeout, bool sumOfSquares) {
   const std::size_t element = sizeOf(type);
   const std::size_t offset =
       static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
   Control& mine = control(rank_);
-  arrive(offset, count, type, static_cast<std::uint32_t>(op), sumOfSquares, sequence, timeout);
+  std::uint64_t boundsHash = 0;
+  if (bounds != nullptr) {  // FNV-1a over the parts
+    boundsHash = 1469598103934665603ull;
+    for (int q = 0; q <= size_; ++q)
+      boundsHash = (boundsHash ^ bounds[q]) * 1099511628211ull;
+  }
+  const std::uint32_t mark =
+      static_cast<std::uint32_t>(op) | (bounds != nullptr ? kReduceScatterFlag : 0u);
+  arrive(offset, count, type, mark, sumOfSquares, boundsHash, sequence, timeout);
 
+  // The chunks are the all-reduce's whether or not the result is scattered:
+  // every element is summed by the same rank in the same order, so a
+  // reduce-scatter's parts are the all-reduce's bits, and so are the checks.
   const std::size_t perRank =
       roundUp((count + static_cast<std::size_t>(size_) - 1) / static_cast<std::size_t>(size_),
               kChunkAlign / element);
@@ -265,7 +313,8 @@ ResultChecks SharedRegion::allreduce(void* data, std::size_t count, DataType typ
     std::vector<T*> buffers;
     for (void* segment : segments_)
       buffers.push_back(reinterpret_cast<T*>(static_cast<char*>(segment) + offset));
-    nonFinite = reduceChunk<T>(buffers, begin, end, op, size_, squares ? &chunkSquares : nullptr);
+    nonFinite =
+        reduceChunk<T>(buffers, begin, end, op, size_, squares ? &chunkSquares : nullptr, bounds);
   };
   switch (type) {
     case DataType::kFloat32:
@@ -288,13 +337,15 @@ ResultChecks SharedRegion::allreduce(void* data, std::size_t count, DataType typ
       for (void* segment : segments_) {
         buffers.push_back(reinterpret_cast<std::uint16_t*>(static_cast<char*>(segment) + offset));
       }
-      nonFinite = reduceChunkBFloat16(buffers, begin, end, op, size_);
+      nonFinite = reduceChunkBFloat16(buffers, begin, end, op, size_, bounds);
       break;
     }
   }
   mine.nonFinite = nonFinite ? 1 : 0;
   mine.sumOfSquares = chunkSquares;
-  barrier("shared-memory all-reduce, completion");  // every chunk is reduced and stored everywhere
+  // Every chunk is reduced and stored where it belongs.
+  barrier_.wait(timeout, bounds != nullptr ? "shared-memory reduce-scatter, completion"
+                                           : "shared-memory all-reduce, completion");
   double total = 0.0;
   for (int r = 0; r < size_; ++r) {  // in rank order: the same bits on every rank
     nonFinite = nonFinite || control(r).nonFinite != 0;
@@ -313,7 +364,7 @@ void SharedRegion::allgather(void* data, std::size_t count, DataType type, std::
   const std::size_t bytes = count * sizeOf(type);
   const std::size_t offset =
       static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
-  arrive(offset, count, type, kAllgatherOp, false, sequence, timeout);
+  arrive(offset, count, type, kAllgatherOp, false, 0, sequence, timeout);
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
     const std::size_t part = offset + static_cast<std::size_t>(q) * bytes;

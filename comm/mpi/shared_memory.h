@@ -30,6 +30,19 @@
 // MpiCommunicator::allocate falls back to plain memory with a warning,
 // where pages first touched mid-step would have ended every rank with SIGBUS.
 //
+// Note [Node shared-memory reduce-scatter]
+// A sharded optimizer needs of each averaged gradient only its own part
+// (Note [Reduce-scatter for a sharded optimizer] in comm/reducer.h). The
+// shared-memory reduce-scatter is the all-reduce above with step 2 storing
+// less: rank r still sums chunk r of every rank's buffer in rank order, but
+// stores each element only into the buffer of the rank whose part holds it,
+// not into every rank's. The chunks do not follow the parts, so the work
+// stays divided evenly however the parts fall, and each element is summed by
+// the same rank in the same order as in the all-reduce: a rank's part holds
+// the all-reduce's bits, and the checks (non-finite, sum of squares) are the
+// all-reduce's, of the whole result. It writes 1/N of what the all-reduce
+// writes.
+//
 // Note [Node shared-memory all-gather]
 // A sharded optimizer (trainer/sharded_optimizer.h) all-gathers the weights
 // every step, in place. Through MPI_Allgather each byte is copied into Open
@@ -47,6 +60,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "comm/mpi/node_barrier.h"
@@ -79,6 +93,14 @@ class SharedRegion {
   ResultChecks allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
                          std::uint64_t sequence, std::chrono::milliseconds timeout,
                          bool sumOfSquares = false);
+  // In-place reduce-scatter (Note [Node shared-memory reduce-scatter]):
+  // node rank r ends with the reduction of elements [bounds[r], bounds[r+1])
+  // of `data` (in this rank's segment), the rest unspecified; the checks
+  // describe the whole result, as allreduce()'s. Node ranks must be the
+  // communicator's ranks. Communication thread; throws as allreduce() does.
+  ResultChecks reduceScatter(void* data, std::span<const std::size_t> bounds, DataType type,
+                             ReduceOp op, std::uint64_t sequence, std::chrono::milliseconds timeout,
+                             bool sumOfSquares = false);
   // In-place all-gather (Note [Node shared-memory all-gather]): `data` (in
   // this rank's segment) holds node rank r's `count` elements at r x count,
   // this rank's already in place. Node ranks must be the communicator's ranks
@@ -93,7 +115,12 @@ class SharedRegion {
   // MismatchError unless all describe the same collective (`op`: a ReduceOp,
   // or the all-gather's mark).
   void arrive(std::size_t offset, std::size_t count, DataType type, std::uint32_t op,
-              bool sumOfSquares, std::uint64_t sequence, std::chrono::milliseconds timeout);
+              bool sumOfSquares, std::uint64_t boundsHash, std::uint64_t sequence,
+              std::chrono::milliseconds timeout);
+  // The all-reduce (`bounds` null) or reduce-scatter of `count` elements.
+  ResultChecks reduce(void* data, std::size_t count, const std::size_t* bounds, DataType type,
+                      ReduceOp op, std::uint64_t sequence, std::chrono::milliseconds timeout,
+                      bool sumOfSquares);
 
   int rank_ = 0;
   int size_ = 1;

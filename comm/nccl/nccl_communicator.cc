@@ -274,6 +274,38 @@ WorkPtr NcclCommunicator::allreduce(const void* send, void* data, std::size_t co
                });
 }
 
+WorkPtr NcclCommunicator::reduceScatter(void* data, std::span<const std::size_t> bounds,
+                                        DataType type, ReduceOp op) {
+  DDP_CHECK(bounds.size() == static_cast<std::size_t>(size_) + 1,
+            "reduceScatter: bounds must have world size + 1 entries");
+  if (!cuda::isDevicePointer(data)) {
+    host_->setContext(context());
+    return host_->reduceScatter(data, bounds, type, op);
+  }
+  const bool floating =
+      type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kBFloat16;
+  if (op == ReduceOp::kAvg && !floating) {
+    throw UsageError("reduceScatter: average is defined for floating-point types only");
+  }
+  const std::vector<std::size_t> parts(bounds.begin(), bounds.end());
+  return issue(str("ncclReduce x ", size_, " (reduce-scatter of ", dataTypeName(type), " x ",
+                   parts.back(), ", ", reduceOpName(op), ")"),
+               [&](cudaStream_t stream) {
+                 char* base = static_cast<char*>(data);
+                 DDP_NCCL_CHECK(ncclGroupStart(), comm_);
+                 for (int r = 0; r < size_; ++r) {
+                   const std::size_t begin = parts[static_cast<std::size_t>(r)];
+                   const std::size_t count = parts[static_cast<std::size_t>(r) + 1] - begin;
+                   if (count == 0) continue;
+                   void* part = base + begin * sizeOf(type);
+                   DDP_NCCL_CHECK(
+                       ncclReduce(part, part, count, ncclType(type), ncclOp(op), r, comm_, stream),
+                       comm_);
+                 }
+                 DDP_NCCL_CHECK(ncclGroupEnd(), comm_);
+               });
+}
+
 WorkPtr NcclCommunicator::broadcast(void* data, std::size_t count, DataType type, int root) {
   if (!cuda::isDevicePointer(data)) {
     host_->setContext(context());

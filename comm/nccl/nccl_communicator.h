@@ -72,11 +72,14 @@ class NcclCommunicator final : public Communicator {
   // ordering]); host buffers: the owned MPI communicator.
   WorkPtr allreduce(const void* send, void* recv, std::size_t count, DataType type,
                     ReduceOp op) override;
+  // Device buffers: one ncclReduce per non-empty part, rooted at its owner,
+  // in one NCCL group (ncclReduceScatter needs equal parts).
+  WorkPtr reduceScatter(void* data, std::span<const std::size_t> bounds, DataType type,
+                        ReduceOp op) override;
   WorkPtr broadcast(void* data, std::size_t count, DataType type, int root) override;
   WorkPtr allgather(const void* send, void* recv, std::size_t count, DataType type) override;
   // Host memory only, through the owned MPI communicator.
-  WorkPtr gather(const void* send, void* recv, std::size_t count, DataType type,
-                 int root) override;
+  WorkPtr gather(const void* send, void* recv, std::size_t count, DataType type, int root) override;
   WorkPtr barrier() override;  // every rank reached it (through MPI)
   // Zeroed device memory on this rank's GPU.
   std::shared_ptr<void> allocate(std::size_t bytes) override;

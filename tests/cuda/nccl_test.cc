@@ -83,6 +83,28 @@ TEST(Nccl, BroadcastAndAllGatherOnDeviceMemory) {
   }
 }
 
+// One ncclReduce per non-empty part, rooted at its owner: each rank's part
+// ends reduced where it lies, an empty part included.
+TEST(Nccl, ReduceScatterInUnevenPartsOnDeviceMemory) {
+  auto comm = makeNccl();
+  const int n = comm->size(), r = comm->rank();
+  const std::size_t count = 100003;
+  std::vector<std::size_t> bounds;  // the first rank's part empty when n > 1
+  for (int q = 0; q <= n; ++q)
+    bounds.push_back(
+        q == 0 ? 0 : count * static_cast<std::size_t>(q * q) / static_cast<std::size_t>(n * n));
+  auto buffer = comm->allocate(count * sizeof(float));
+  std::vector<float> values(count);
+  for (std::size_t i = 0; i < count; ++i)
+    values[i] = static_cast<float>(r) + static_cast<float>(i % 7);
+  toDevice(buffer, values);
+  comm->reduceScatter(buffer.get(), bounds, DataType::kFloat32, ReduceOp::kAvg)->wait(60s);
+  const std::vector<float> out = toHost<float>(buffer, count);
+  const auto q = static_cast<std::size_t>(r);
+  for (std::size_t i = bounds[q]; i < bounds[q + 1]; ++i)
+    ASSERT_FLOAT_EQ(out[i], static_cast<float>(i % 7) + (n - 1) / 2.0f) << "element " << i;
+}
+
 TEST(Nccl, HostBuffersGoThroughMpi) {
   auto comm = makeNccl();
   const int n = comm->size(), r = comm->rank();
@@ -120,8 +142,8 @@ TEST(Nccl, ReducerMatchesTheMpiReducer) {
                                            {"layers.2.weight", 70000},
                                            {"layers.2.bias", 10}};
   for (std::size_t cap : {std::size_t{0}, std::size_t{256} << 10, kSingleBucket}) {
-    Reducer onDevice(*nccl, specs, {cap, cap, false});
-    Reducer onHost(mpi, specs, {cap, cap, false});
+    Reducer onDevice(*nccl, specs, {cap, cap, false, GradCompression::kNone, {}});
+    Reducer onHost(mpi, specs, {cap, cap, false, GradCompression::kNone, {}});
     ASSERT_EQ(onDevice.buckets().size(), onHost.buckets().size());
     for (int step = 0; step < 2; ++step) {
       onDevice.prepareForBackward(true);
@@ -152,7 +174,7 @@ TEST(Nccl, ReducerMatchesTheMpiReducer) {
 
 TEST(Nccl, CompressionIsRefusedOnDevices) {
   auto comm = makeNccl();
-  EXPECT_THROW(Reducer(*comm, {{"w", 10}}, {1 << 20, 1 << 20, false, GradCompression::kBf16}),
+  EXPECT_THROW(Reducer(*comm, {{"w", 10}}, {1 << 20, 1 << 20, false, GradCompression::kBf16, {}}),
                UsageError);
 }
 

@@ -2,7 +2,9 @@
 // over element count; the world size is whatever mpirun -np gave (1, 2, 4).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -127,6 +129,63 @@ TEST_P(CollectivesTest, AllgatherInEveryMemoryInPlaceOrNot) {
   }
 }
 
+// Uneven parts, the first ranks' smaller, some empty when count is small.
+std::vector<std::size_t> unevenBounds(std::size_t count, int n) {
+  std::vector<std::size_t> bounds;
+  for (int q = 0; q <= n; ++q)
+    bounds.push_back(count * static_cast<std::size_t>(q * q) / static_cast<std::size_t>(n * n));
+  return bounds;
+}
+
+// Each rank's part ends with the sum, where it lies in the buffer, in plain
+// memory (MPI_Reduce_scatter) and in memory from allocate() (Note [Node
+// shared-memory reduce-scatter]), at an offset into the allocation.
+TEST_P(CollectivesTest, ReduceScatterLeavesEachRankItsPartReduced) {
+  const std::size_t count = GetParam();
+  const int n = comm_->size(), r = comm_->rank();
+  const std::size_t offset = 5;
+  auto shared = comm_->allocate((offset + count) * sizeof(float));
+  std::vector<float> plain(offset + count);
+  const std::vector<std::size_t> bounds = unevenBounds(count, n);
+  for (float* memory : {plain.data(), static_cast<float*>(shared.get())}) {
+    float* data = memory + offset;
+    for (std::size_t i = 0; i < count; ++i)
+      data[i] = static_cast<float>(r) + static_cast<float>(i % 7);
+    comm_->reduceScatter(data, bounds, DataType::kFloat32, ReduceOp::kSum)->wait(timeout_);
+    const auto q = static_cast<std::size_t>(r);
+    for (std::size_t i = bounds[q]; i < bounds[q + 1]; ++i) {
+      ASSERT_EQ(data[i], static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(i % 7)))
+          << "element " << i << (memory == plain.data() ? " (plain)" : " (shared)");
+    }
+  }
+}
+
+TEST_P(CollectivesTest, ReduceScatterAveragesAndAllowsEveryType) {
+  const std::size_t count = GetParam();
+  const int n = comm_->size(), r = comm_->rank();
+  const std::vector<std::size_t> bounds = unevenBounds(count, n);
+  auto shared = comm_->allocate(count * sizeof(double));
+  std::vector<double> plain(count);
+  for (double* data : {plain.data(), static_cast<double*>(shared.get())}) {
+    std::fill(data, data + count, static_cast<double>(r));
+    comm_->reduceScatter(data, bounds, DataType::kFloat64, ReduceOp::kAvg)->wait(timeout_);
+    const auto q = static_cast<std::size_t>(r);
+    for (std::size_t i = bounds[q]; i < bounds[q + 1]; ++i)
+      ASSERT_DOUBLE_EQ(data[i], (n - 1) / 2.0);
+  }
+  std::vector<std::int64_t> high(count, r * 10);
+  comm_->reduceScatter(high.data(), bounds, DataType::kInt64, ReduceOp::kMax)->wait(timeout_);
+  for (std::size_t i = bounds[static_cast<std::size_t>(r)];
+       i < bounds[static_cast<std::size_t>(r) + 1]; ++i)
+    ASSERT_EQ(high[i], (n - 1) * 10);
+  std::vector<std::int32_t> ints(count, 1);
+  EXPECT_THROW(comm_->reduceScatter(ints.data(), bounds, DataType::kInt32, ReduceOp::kAvg),
+               UsageError);
+  EXPECT_THROW(comm_->reduceScatter(ints.data(), std::vector<std::size_t>{0}, DataType::kInt32,
+                                    ReduceOp::kSum),
+               InternalError);
+}
+
 TEST_P(CollectivesTest, GatherFillsTheRootOnly) {
   const std::size_t count = GetParam();
   const int n = comm_->size(), r = comm_->rank();
@@ -190,6 +249,116 @@ TEST_P(SumOfSquaresResult, IsTheResultsAndTheSameBitsOnEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Memory, SumOfSquaresResult, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "shared" : "plain"; });
+
+// Note [Plain collectives in pieces]: past 4 MiB the plain path reduces
+// and gathers piece by piece; the result must be the whole closed form,
+// with parts that begin and end inside pieces and span their edges.
+TEST(Collectives, PlainCollectivesCutIntoPiecesReachEveryElement) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  const std::size_t count = 5 * (std::size_t{1} << 19) + 3;  // 2.5 pieces of floats, and 3
+  const auto expected = [&](std::size_t i) {
+    return static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(i % 7));
+  };
+  std::vector<float> data(count);
+  for (std::size_t i = 0; i < count; ++i)
+    data[i] = static_cast<float>(r) + static_cast<float>(i % 7);
+  std::vector<float> send = data;
+  comm->allreduce(send.data(), data.data(), count, DataType::kFloat32, ReduceOp::kSum)
+      ->wait(std::chrono::seconds(60));
+  for (std::size_t i = 0; i < count; ++i)
+    ASSERT_EQ(data[i], expected(i)) << "all-reduce, element " << i;
+  const std::vector<std::size_t> bounds = unevenBounds(count, n);
+  comm->reduceScatter(send.data(), bounds, DataType::kFloat32, ReduceOp::kSum)
+      ->wait(std::chrono::seconds(60));
+  const auto q = static_cast<std::size_t>(r);
+  for (std::size_t i = bounds[q]; i < bounds[q + 1]; ++i)
+    ASSERT_EQ(send[i], expected(i)) << "reduce-scatter, element " << i;
+  // An all-gather of parts of 1.25 pieces and 3, in place and not.
+  const std::size_t part = 5 * (std::size_t{1} << 18) + 3;
+  const auto ranks = static_cast<std::size_t>(n);
+  std::vector<float> all(part * ranks), mine(part);
+  for (std::size_t i = 0; i < part; ++i)
+    mine[i] = static_cast<float>(1000 * r) + static_cast<float>(i % 11);
+  for (const bool inPlace : {true, false}) {
+    std::fill(all.begin(), all.end(), -1.0f);
+    float* at = all.data() + q * part;
+    if (inPlace) std::copy(mine.begin(), mine.end(), at);
+    comm->allgather(inPlace ? at : mine.data(), all.data(), part, DataType::kFloat32)
+        ->wait(std::chrono::seconds(60));
+    for (std::size_t from = 0; from < ranks; ++from) {
+      for (std::size_t i = 0; i < part; ++i)
+        ASSERT_EQ(all[from * part + i],
+                  static_cast<float>(1000 * from) + static_cast<float>(i % 11))
+            << "all-gather" << (inPlace ? " in place" : "") << ", rank " << from << ", element "
+            << i;
+    }
+  }
+}
+
+// Note [Node shared-memory reduce-scatter]: a rank's part holds the
+// all-reduce's bits, and the checks describe the whole result, as the
+// all-reduce's do: the same sum of squares, and a NaN in another rank's part
+// reported on every rank. In plain memory the ranks add their parts' sums:
+// within rounding of the all-reduce's, the same bits on every rank.
+class ReduceScatterChecks : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ReduceScatterChecks, AreTheWholeResultsOnEveryRank) {
+  CommOptions options;
+  options.timeout = std::chrono::seconds(60);
+  options.sumOfSquares = true;
+  options.checkNonFinite = true;
+  MpiCommunicator comm(MPI_COMM_WORLD, options);
+  const int n = comm.size(), r = comm.rank();
+  const std::size_t count = 100003;
+  const bool shared = GetParam();
+  auto memory = comm.allocate(2 * count * sizeof(float));
+  std::vector<float> plain(2 * count);
+  float* reduced = shared ? static_cast<float*>(memory.get()) : plain.data();
+  float* scattered = reduced + count;
+  for (std::size_t i = 0; i < count; ++i) {
+    reduced[i] = 0.1f * static_cast<float>(r + 1) + 1e-3f * static_cast<float>(i % 13);
+    scattered[i] = reduced[i];
+  }
+  const std::vector<std::size_t> bounds = unevenBounds(count, n);
+  WorkPtr all = comm.allreduce(reduced, count, DataType::kFloat32, ReduceOp::kAvg);
+  WorkPtr parts = comm.reduceScatter(scattered, bounds, DataType::kFloat32, ReduceOp::kAvg);
+  all->wait(std::chrono::seconds(60));
+  parts->wait(std::chrono::seconds(60));
+  const auto q = static_cast<std::size_t>(r);
+  if (shared) {
+    EXPECT_EQ(std::memcmp(reduced + bounds[q], scattered + bounds[q],
+                          (bounds[q + 1] - bounds[q]) * sizeof(float)),
+              0)
+        << "this rank's part differs from the all-reduce's";
+  }
+  ASSERT_TRUE(parts->resultChecks().sumOfSquares.has_value());
+  ASSERT_TRUE(parts->resultChecks().nonFinite.has_value());
+  EXPECT_FALSE(*parts->resultChecks().nonFinite);
+  const double whole = *all->resultChecks().sumOfSquares;
+  const double measured = *parts->resultChecks().sumOfSquares;
+  if (shared) {
+    EXPECT_EQ(measured, whole);
+  } else {  // MPI may add the ranks in another order: float32 rounding apart
+    EXPECT_NEAR(measured, whole, 1e-6 * whole);
+  }
+  std::vector<double> everyone(static_cast<std::size_t>(n));
+  comm.allgather(std::span<const double>(&measured, 1), std::span<double>(everyone))
+      ->wait(std::chrono::seconds(60));
+  for (double other : everyone)
+    EXPECT_EQ(other, measured) << "ranks got other bits";
+  // A NaN on the last rank, in the first rank's part, is seen everywhere.
+  for (std::size_t i = 0; i < count; ++i)
+    scattered[i] = 1.0f;
+  if (r == n - 1) scattered[bounds[1] > 0 ? 0 : count - 1] = std::nanf("");
+  WorkPtr poisoned = comm.reduceScatter(scattered, bounds, DataType::kFloat32, ReduceOp::kSum);
+  poisoned->wait(std::chrono::seconds(60));
+  ASSERT_TRUE(poisoned->resultChecks().nonFinite.has_value());
+  EXPECT_TRUE(*poisoned->resultChecks().nonFinite);
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, ReduceScatterChecks, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "shared" : "plain"; });
 
 TEST(Collectives, ManyInFlightCompleteInIssueOrder) {

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <thread>
 
 #include "comm/bfloat16.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "runtime/error.h"
+#include "runtime/str.h"
 #include "test_comm.h"
 #include "trainer/cross_entropy.h"
 #include "trainer/mlp.h"
@@ -27,7 +29,7 @@ TEST_P(ReducerCaps, EveryBucketEndsWithTheMeanOverRanks) {
   const int n = comm->size(), r = comm->rank();
   std::vector<GradientSpec> specs = {
       {"a", 1000}, {"b", 7}, {"c", 300000}, {"d", 1}, {"frozen", 50, false}};
-  Reducer reducer(*comm, specs, {GetParam(), GetParam(), false});
+  Reducer reducer(*comm, specs, {GetParam(), GetParam(), false, GradCompression::kNone, {}});
   for (int step = 0; step < 3; ++step) {
     reducer.prepareForBackward(true);
     for (std::size_t g = specs.size(); g-- > 0;) {
@@ -103,7 +105,7 @@ TEST(Reducer, DestroyedWithABucketInFlightItReturnsAtOnceAndTheBufferLives) {
 
 TEST(Reducer, AGradientNeverMarkedReadyIsNamed) {
   auto comm = makeTestComm();
-  Reducer reducer(*comm, {{"used", 4}, {"unused", 4}}, {0, 0, false});
+  Reducer reducer(*comm, {{"used", 4}, {"unused", 4}}, {0, 0, false, GradCompression::kNone, {}});
   reducer.prepareForBackward(true);
   reducer.markReady(0);
   try {
@@ -131,7 +133,7 @@ TEST(Reducer, SetBucketCapsRepartitionsTheSameStorage) {
   const int n = comm->size(), r = comm->rank();
   const std::vector<GradientSpec> specs = {
       {"a", 1000}, {"frozen", 8, false}, {"b", 3000}, {"c", 5}};
-  Reducer reducer(*comm, specs, {4096, 4096, false});
+  Reducer reducer(*comm, specs, {4096, 4096, false, GradCompression::kNone, {}});
   std::vector<float*> views;
   for (std::size_t g = 0; g < specs.size(); ++g)
     views.push_back(reducer.gradient(g).data());
@@ -165,7 +167,7 @@ TEST(Reducer, SetBucketCapsRepartitionsTheSameStorage) {
 TEST(Reducer, RanksThatSwitchToDifferentCapsFailOnEveryRank) {
   auto comm = makeTestComm();
   if (comm->size() == 1) GTEST_SKIP() << "needs two ranks";
-  Reducer reducer(*comm, {{"w", 100}, {"b", 10}}, {0, 0, false});
+  Reducer reducer(*comm, {{"w", 100}, {"b", 10}}, {0, 0, false, GradCompression::kNone, {}});
   const std::size_t cap = comm->rank() == 1 ? kSingleBucket : 0;
   EXPECT_THROW(reducer.setBucketCaps(cap, cap), MismatchError);
 }
@@ -178,7 +180,7 @@ TEST(Reducer, BucketAllreduceStartsBeforeBackwardOfTheFirstLayerEnds) {
   std::vector<GradientSpec> specs;
   for (auto* p : model->parameters())
     specs.push_back({p->name, p->value.numel()});
-  Reducer reducer(*comm, specs, {0, 0, false});
+  Reducer reducer(*comm, specs, {0, 0, false, GradCompression::kNone, {}});
   for (std::size_t i = 0; i < specs.size(); ++i) {
     auto* p = model->parameters()[i];
     p->grad =
@@ -227,8 +229,8 @@ TEST(Reducer, Bf16CompressionStaysWithinItsDocumentedError) {
   auto comm = makeTestComm();
   const std::size_t n = 100000;
   std::vector<GradientSpec> specs = {{"a", n}, {"b", 1000}};
-  Reducer exact(*comm, specs, {0, 0, false, GradCompression::kNone});
-  Reducer compressed(*comm, specs, {0, 0, false, GradCompression::kBf16});
+  Reducer exact(*comm, specs, {0, 0, false, GradCompression::kNone, {}});
+  Reducer compressed(*comm, specs, {0, 0, false, GradCompression::kBf16, {}});
   trainer::Random random(static_cast<std::uint64_t>(17 + comm->rank()));
   float largestOf[2] = {0, 0};
   for (Reducer* r : {&exact, &compressed})
@@ -270,7 +272,7 @@ TEST(Reducer, SumOfSquaresIsTheClosedFormMeasuredOrScanned) {
       const int n = comm.size(), r = comm.rank();
       std::vector<GradientSpec> specs = {
           {"a", 1000}, {"b", 7}, {"c", 300001}, {"frozen", 50, false}};
-      Reducer reducer(comm, specs, {4096, 4096, false, compression});
+      Reducer reducer(comm, specs, {4096, 4096, false, compression, {}});
       reducer.prepareForBackward(true);
       double expected = 0;
       for (std::size_t g = specs.size(); g-- > 0;) {
@@ -290,6 +292,105 @@ TEST(Reducer, SumOfSquaresIsTheClosedFormMeasuredOrScanned) {
         EXPECT_EQ(launch.work->resultChecks().sumOfSquares.has_value(), onWork) << launch.bucket;
     }
   }
+}
+
+// Note [Reduce-scatter for a sharded optimizer]: against an all-reducing
+// Reducer on the same rank-seeded gradients, each rank's part holds the same
+// bits (one node: the shared-memory path reduces alike), and the checks
+// (sum of squares, the first non-finite gradient) answer alike on every
+// rank, whether the backend measured them or the ranks combine their parts.
+std::vector<std::size_t> equalParts(std::size_t elements, int world) {
+  const auto n = static_cast<std::size_t>(world);
+  const std::size_t part = (elements + n - 1) / n;
+  std::vector<std::size_t> bounds;
+  for (std::size_t q = 0; q <= n; ++q)
+    bounds.push_back(std::min(elements, q * part));
+  return bounds;
+}
+
+TEST(ReducerScatter, EachRankGetsTheAllReducesBitsOfItsPartAndTheSameChecks) {
+  // Storage order c, b, a: c [0, 300001), b [300001, 300008), a [300008, 301008).
+  const std::vector<GradientSpec> specs = {
+      {"a", 1000}, {"b", 7}, {"c", 300001}, {"frozen", 50, false}};
+  for (const bool measured : {true, false}) {
+    for (const GradCompression compression : {GradCompression::kNone, GradCompression::kBf16}) {
+      for (const std::size_t cap : {std::size_t{0}, std::size_t{4096}, kSingleBucket}) {
+        CommOptions options;
+        options.timeout = std::chrono::seconds(60);
+        options.sumOfSquares = measured;
+        MpiCommunicator comm(MPI_COMM_WORLD, options);
+        const int n = comm.size(), r = comm.rank();
+        const std::vector<std::size_t> bounds = equalParts(301008, n);
+        Reducer whole(comm, specs, {cap, cap, false, compression, {}});
+        Reducer parts(comm, specs, {cap, cap, false, compression, bounds});
+        ASSERT_TRUE(parts.scatters());
+        const std::string where = str(measured ? "measured" : "scanned", ", compression ",
+                                      static_cast<int>(compression), ", cap ", cap);
+        trainer::Random random(static_cast<std::uint64_t>(5 + r));
+        for (Reducer* reducer : {&whole, &parts})
+          reducer->prepareForBackward(true);
+        for (std::size_t g = specs.size(); g-- > 0;) {
+          if (!specs[g].requiresGrad) continue;
+          for (std::size_t i = 0; i < specs[g].numel; ++i)
+            whole.gradient(g)[i] = parts.gradient(g)[i] = random.normal();
+          whole.markReady(g);
+          parts.markReady(g);
+        }
+        whole.finalize();
+        parts.finalize();
+        const float* a = static_cast<const float*>(whole.storage().get());
+        const float* b = static_cast<const float*>(parts.storage().get());
+        const auto q = static_cast<std::size_t>(r);
+        for (std::size_t i = bounds[q]; i < bounds[q + 1]; ++i)
+          ASSERT_EQ(a[i], b[i]) << where << ", element " << i;
+        const double expected = whole.sumOfSquares();
+        const double got = parts.sumOfSquares();
+        if (measured && compression == GradCompression::kNone) {
+          EXPECT_EQ(got, expected) << where;  // the buckets' own measurements
+        } else {
+          EXPECT_NEAR(got, expected, 1e-12 * expected) << where;  // the parts' sums, added
+        }
+        std::vector<double> everyone(static_cast<std::size_t>(n));
+        comm.allgather(std::span<const double>(&got, 1), std::span<double>(everyone))
+            ->wait(std::chrono::seconds(60));
+        for (double other : everyone)
+          EXPECT_EQ(other, got) << where << ": ranks got other bits";
+        EXPECT_FALSE(parts.firstNonFinite().has_value()) << where;
+      }
+    }
+  }
+}
+
+TEST(ReducerScatter, FirstNonFiniteIsFoundInAnyRanksPartByEveryRank) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  const std::vector<GradientSpec> specs = {{"a", 1000}, {"b", 7}, {"c", 300001}};
+  const std::vector<std::size_t> bounds = equalParts(301008, n);
+  Reducer parts(*comm, specs, {4096, 4096, false, GradCompression::kNone, bounds});
+  Reducer whole(*comm, specs, {4096, 4096, false, GradCompression::kNone, {}});
+  for (Reducer* reducer : {&parts, &whole}) {
+    reducer->prepareForBackward(true);
+    for (std::size_t g = specs.size(); g-- > 0;) {
+      for (float& v : reducer->gradient(g))
+        v = 1.0f;
+      // The last rank poisons b (the last part's) and the start of c (the
+      // first part's): every rank must name b, the first in registration order.
+      if (r == n - 1 && g != 0) reducer->gradient(g)[0] = std::nanf("");
+      reducer->markReady(g);
+    }
+    reducer->finalize();
+    const std::optional<std::size_t> bad = reducer->firstNonFinite();
+    ASSERT_TRUE(bad.has_value()) << (reducer == &parts ? "scattered" : "all-reduced");
+    EXPECT_EQ(*bad, 1u) << (reducer == &parts ? "scattered" : "all-reduced");
+  }
+}
+
+TEST(ReducerScatter, RefusesPartsThatDoNotCoverTheStorage) {
+  auto comm = makeTestComm();
+  const std::vector<GradientSpec> specs = {{"a", 10}};
+  std::vector<std::size_t> bounds = equalParts(10, comm->size());
+  bounds.back() = 9;
+  EXPECT_THROW(Reducer(*comm, specs, {0, 0, false, GradCompression::kNone, bounds}), InternalError);
 }
 
 TEST(Collectives, Bf16SumOnPlainMemoryUsesTheMpiPath) {

@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "comm/reducer.h"
 #include "runtime/error.h"
 #include "runtime/str.h"
 #include "test_comm.h"
@@ -21,34 +22,58 @@
 namespace ddp::trainer {
 namespace {
 
-TEST(ShardLayout, CutsTheParametersEndToEndIntoEqualShards) {
-  const std::vector<std::size_t> numels = {10, 4, 7};  // E = 21, offsets 0, 10, 14
+TEST(ShardLayout, CutsTheParametersEndToEndLastFirstIntoEqualShards) {
+  // E = 21 in backward order: p2 at 0, p1 at 7, p0 at 11
+  const std::vector<std::size_t> numels = {10, 4, 7};
   // world 3: S = 7; rank 0 [0, 7), rank 1 [7, 14), rank 2 [14, 21)
   const ShardLayout r0 = computeShardLayout(numels, 3, 0);
   EXPECT_EQ(r0.elements, 21u);
   EXPECT_EQ(r0.shardElements, 7u);
-  EXPECT_EQ(r0.offsets, (std::vector<std::size_t>{0, 10, 14}));
+  EXPECT_EQ(r0.offsets, (std::vector<std::size_t>{11, 7, 0}));
+  EXPECT_EQ(r0.bounds, (std::vector<std::size_t>{0, 7, 14, 21}));
   ASSERT_EQ(r0.slices.size(), 1u);
-  EXPECT_EQ(r0.slices[0].parameter, 0u);
+  EXPECT_EQ(r0.slices[0].parameter, 2u);
   EXPECT_EQ(r0.slices[0].count, 7u);
   const ShardLayout r1 = computeShardLayout(numels, 3, 1);
-  ASSERT_EQ(r1.slices.size(), 2u);  // the end of the first parameter, all of the second
-  EXPECT_EQ(r1.slices[0].begin, 7u);
-  EXPECT_EQ(r1.slices[0].count, 3u);
+  ASSERT_EQ(r1.slices.size(), 2u);  // all of the second parameter, the start of the first
+  EXPECT_EQ(r1.slices[0].parameter, 1u);
+  EXPECT_EQ(r1.slices[0].begin, 0u);
+  EXPECT_EQ(r1.slices[0].count, 4u);
   EXPECT_EQ(r1.slices[0].shardOffset, 0u);
-  EXPECT_EQ(r1.slices[1].parameter, 1u);
+  EXPECT_EQ(r1.slices[1].parameter, 0u);
   EXPECT_EQ(r1.slices[1].begin, 0u);
-  EXPECT_EQ(r1.slices[1].count, 4u);
-  EXPECT_EQ(r1.slices[1].shardOffset, 3u);
+  EXPECT_EQ(r1.slices[1].count, 3u);
+  EXPECT_EQ(r1.slices[1].shardOffset, 4u);
   const ShardLayout r2 = computeShardLayout(numels, 3, 2);
   ASSERT_EQ(r2.slices.size(), 1u);
-  EXPECT_EQ(r2.slices[0].parameter, 2u);
+  EXPECT_EQ(r2.slices[0].parameter, 0u);
+  EXPECT_EQ(r2.slices[0].begin, 3u);
   EXPECT_EQ(r2.slices[0].count, 7u);
-  // world 4: S = ceil(21/4) = 6, the last shard 3 elements
+  // world 4: S = ceil(21/4) = 6, the last shard [18, 21) = p0's last 3
   const ShardLayout last = computeShardLayout(numels, 4, 3);
+  EXPECT_EQ(last.bounds, (std::vector<std::size_t>{0, 6, 12, 18, 21}));
   ASSERT_EQ(last.slices.size(), 1u);
-  EXPECT_EQ(last.slices[0].begin, 4u);
+  EXPECT_EQ(last.slices[0].parameter, 0u);
+  EXPECT_EQ(last.slices[0].begin, 7u);
   EXPECT_EQ(last.slices[0].count, 3u);
+}
+
+// The Reducer's storage is the trainable gradients in backward order, the
+// order the layout uses: every parameter's offset is its gradient's.
+TEST(ShardLayout, OffsetsAreTheReducerStorageOffsets) {
+  auto comm = comm::makeTestComm();
+  const std::vector<std::size_t> numels = {1000, 1, 33, 500, 2};
+  std::vector<comm::GradientSpec> specs;
+  for (std::size_t p = 0; p < numels.size(); ++p)
+    specs.push_back({str("p", p), numels[p], true});
+  for (std::size_t cap : {std::size_t{0}, std::size_t{4096}, comm::kSingleBucket}) {
+    comm::Reducer reducer(*comm, specs, {cap, cap, false, comm::GradCompression::kNone, {}});
+    const ShardLayout layout = computeShardLayout(numels, 1, 0);
+    const float* storage = static_cast<const float*>(reducer.storage().get());
+    for (std::size_t p = 0; p < numels.size(); ++p)
+      EXPECT_EQ(static_cast<std::size_t>(reducer.gradient(p).data() - storage), layout.offsets[p])
+          << "cap " << cap << ", parameter " << p;
+  }
 }
 
 TEST(ShardLayout, EveryElementIsOwnedOnce) {

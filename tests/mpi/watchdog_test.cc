@@ -192,7 +192,8 @@ INSTANTIATE_TEST_SUITE_P(Memory, NonFiniteFlag, ::testing::Values(true, false),
 TEST(Reducer, FirstNonFiniteNamesTheFirstParameterInRegistrationOrder) {
   auto comm = makeTestComm();
   const int n = comm->size(), r = comm->rank();
-  Reducer reducer(*comm, {{"a", 5000}, {"b", 300}, {"c", 70000}}, {4096, 4096, false});
+  Reducer reducer(*comm, {{"a", 5000}, {"b", 300}, {"c", 70000}},
+                  {4096, 4096, false, GradCompression::kNone, {}});
   for (int round = 0; round < 2; ++round) {
     reducer.prepareForBackward(true);
     for (std::size_t g = 3; g-- > 0;) {
