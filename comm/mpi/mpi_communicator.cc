@@ -93,6 +93,19 @@ void scale(void* data, std::size_t count, double factor) {
     values[i] *= f;
 }
 
+// An average from MPI's sum: `count` elements of `type` at `data` divided by
+// the world size.
+void divideBy(int world, void* data, std::size_t count, DataType type) {
+  if (world == 1) return;
+  if (type == DataType::kBFloat16) {
+    auto* values = static_cast<std::uint16_t*>(data);
+    for (std::size_t i = 0; i < count; ++i)
+      values[i] = toBFloat16(fromBFloat16(values[i]) / static_cast<float>(world));
+  }
+  if (type == DataType::kFloat32) scale<float>(data, count, 1.0 / world);
+  if (type == DataType::kFloat64) scale<double>(data, count, 1.0 / world);
+}
+
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm base, CommOptions options)
@@ -185,15 +198,7 @@ WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t cou
               send == data ? MPI_IN_PLACE : static_cast<const char*>(send) + at * element, target,
               length, mpiType(type), mpiReduce, comm_));
         }
-        if (op == ReduceOp::kAvg && size_ > 1) {
-          if (type == DataType::kBFloat16) {
-            auto* values = static_cast<std::uint16_t*>(data);
-            for (std::size_t i = 0; i < count; ++i)
-              values[i] = toBFloat16(fromBFloat16(values[i]) / static_cast<float>(size_));
-          }
-          if (type == DataType::kFloat32) scale<float>(data, count, 1.0 / size_);
-          if (type == DataType::kFloat64) scale<double>(data, count, 1.0 / size_);
-        }
+        if (op == ReduceOp::kAvg) divideBy(size_, data, count, type);
         // Notes [Non-finite check while reducing] and [Sum of squares while
         // reducing]: off the training thread, where asked for.
         ResultChecks checks;
@@ -257,15 +262,7 @@ WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> 
         }
         char* mine = static_cast<char*>(data) + parts[r] * element;
         const std::size_t own = parts[r + 1] - parts[r];
-        if (op == ReduceOp::kAvg && size_ > 1) {
-          if (type == DataType::kBFloat16) {
-            auto* values = reinterpret_cast<std::uint16_t*>(mine);
-            for (std::size_t i = 0; i < own; ++i)
-              values[i] = toBFloat16(fromBFloat16(values[i]) / static_cast<float>(size_));
-          }
-          if (type == DataType::kFloat32) scale<float>(mine, own, 1.0 / size_);
-          if (type == DataType::kFloat64) scale<double>(mine, own, 1.0 / size_);
-        }
+        if (op == ReduceOp::kAvg) divideBy(size_, mine, own, type);
         // Each rank measures its part; the parts' answers are gathered and
         // added in rank order, so every rank gets the same bits.
         const bool squares = options().sumOfSquares && type == DataType::kFloat32;
