@@ -93,6 +93,18 @@ void scale(void* data, std::size_t count, double factor) {
     values[i] *= f;
 }
 
+// Throws UsageError for a reduction this backend does not define.
+void checkReduction(const char* call, DataType type, ReduceOp op) {
+  const bool floating =
+      type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kBFloat16;
+  if (op == ReduceOp::kAvg && !floating) {
+    throw UsageError(str(call, ": average is defined for floating-point types only"));
+  }
+  if (type == DataType::kBFloat16 && op != ReduceOp::kSum && op != ReduceOp::kAvg) {
+    throw UsageError(str(call, ": bfloat16 supports sum and average only"));
+  }
+}
+
 // An average from MPI's sum: `count` elements of `type` at `data` divided by
 // the world size.
 void divideBy(int world, void* data, std::size_t count, DataType type) {
@@ -168,14 +180,7 @@ void MpiCommunicator::loop() {
 
 WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t count, DataType type,
                                    ReduceOp op) {
-  const bool floating =
-      type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kBFloat16;
-  if (op == ReduceOp::kAvg && !floating) {
-    throw UsageError("allreduce: average is defined for floating-point types only");
-  }
-  if (type == DataType::kBFloat16 && op != ReduceOp::kSum && op != ReduceOp::kAvg) {
-    throw UsageError("allreduce: bfloat16 supports sum and average only");
-  }
+  checkReduction("allreduce", type, op);
   const std::uint64_t sequence = nextSequence();
   return enqueue(
       str("allreduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
@@ -218,14 +223,7 @@ WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> 
             "reduceScatter: bounds must have world size + 1 entries, the first 0");
   DDP_CHECK(std::is_sorted(bounds.begin(), bounds.end()),
             "reduceScatter: bounds must not decrease");
-  const bool floating =
-      type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kBFloat16;
-  if (op == ReduceOp::kAvg && !floating) {
-    throw UsageError("reduceScatter: average is defined for floating-point types only");
-  }
-  if (type == DataType::kBFloat16 && op != ReduceOp::kSum && op != ReduceOp::kAvg) {
-    throw UsageError("reduceScatter: bfloat16 supports sum and average only");
-  }
+  checkReduction("reduceScatter", type, op);
   const std::size_t count = bounds.back();
   std::vector<std::size_t> parts(bounds.begin(), bounds.end());
   const std::uint64_t sequence = nextSequence();
