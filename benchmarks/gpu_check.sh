@@ -3,7 +3,7 @@
 # against PyTorch, in one go (about 5 minutes on a one-GPU machine with 16
 # cores, build included). Everything it reports goes to $OUT (default
 # ./gpu-check-out): gpu_check.log, the test log (testlog.txt), gpu_bench.md, and
-# details.tar.gz with the rest (allreduce_nccl.txt, allgather_nccl.txt,
+# details.tar.gz with the rest (allreduce_nccl.txt, allgather_nccl.txt, reducescatter_nccl.txt,
 # ddp_bench_gpu.txt, the JSON and CSV files, the build and memcheck logs).
 #
 #   bash benchmarks/gpu_check.sh
@@ -111,9 +111,11 @@ stage "allreduce_bench --backend nccl (one GPU: the layer's cost over ncclAllRed
 timeout 120 mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl -b 8 -e 256M -f 4 \
   -n 20 -w 5 --csv "$OUT/allreduce_nccl.csv" | tee "$OUT/allreduce_nccl.txt"
 
-stage "allreduce_bench --backend nccl --collective allgather (what --shard-optimizer gathers)"
+stage "allreduce_bench --backend nccl --collective allgather, reducescatter (--shard-optimizer's)"
 timeout 60 mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl -b 1M -e 256M -f 4 \
   -n 20 -w 5 --collective allgather | tee "$OUT/allgather_nccl.txt"
+timeout 60 mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl -b 1M -e 256M -f 4 \
+  -n 20 -w 5 --collective reducescatter | tee "$OUT/reducescatter_nccl.txt"
 
 stage "ddp_bench --device cuda (one GPU: the Reducer on NCCL, caps side by side, profiles)"
 for profile in mlp resnet50 bert-base gpt2; do
