@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # --shard-optimizer (Note [Sharded optimizer state] in
 # trainer/sharded_optimizer.h): each rank updates its part of the weights
-# with its part of the state, and the ranks all-gather the result. Updates
-# are element-wise, so a sharded run must equal the unsharded one bit for bit;
+# with its part of the state, from its part of the gradients (reduce-scattered,
+# Note [Reduce-scatter for a sharded optimizer]), and the ranks all-gather
+# the result. Updates are element-wise, so a sharded run must equal the
+# unsharded one bit for bit;
 # its checkpoints must be the same files; and either kind of run must resume
 # from the other's.
 . "$(dirname "$0")/lib.sh"
@@ -18,7 +20,11 @@ adamw=("${base[@]}" --epochs 1 --max-steps 30 --optimizer adamw --freeze 0)
 # ...and with bf16 gradients and a step skipped for a NaN gradient on rank 1.
 skip=("${base[@]}" --epochs 1 --max-steps 30 --grad-compression bf16 --skip-nonfinite
       --inject-fault nonfinite:1:5)
-for np_args in "3 sgd" "2 adamw" "2 skip"; do
+# ...and one bucket per parameter with two micro-batches, so that most
+# buckets' reduce-scatter gives most ranks an empty part (Note
+# [Reduce-scatter for a sharded optimizer] in comm/reducer.h).
+many=("${base[@]}" --epochs 1 --max-steps 30 --bucket-cap-mb 0 --grad-accum 2 --clip-grad-norm 0.5)
+for np_args in "3 sgd" "2 adamw" "2 skip" "3 many"; do
   set -- $np_args
   declare -n args=$2
   run "$1" "${args[@]}" --save-model "$WORK/$2.safetensors" > /dev/null
@@ -26,6 +32,8 @@ for np_args in "3 sgd" "2 adamw" "2 skip"; do
     > "$WORK/$2-sharded.log"
   grep -q "state sharded over $1 ranks" "$WORK/$2-sharded.log" ||
     fail "$2: the start-up summary does not say the state is sharded: $(head -5 "$WORK/$2-sharded.log")"
+  grep -q "reduce-scattered" "$WORK/$2-sharded.log" ||
+    fail "$2: the gradients are not reduce-scattered: $(grep reducer "$WORK/$2-sharded.log")"
   "$COMPARE_WEIGHTS" "$WORK/$2.safetensors" "$WORK/$2-sharded.safetensors" --exact > /dev/null ||
     fail "$2 at np=$1: the sharded run's weights differ from the unsharded run's"
 done
