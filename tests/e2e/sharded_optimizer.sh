@@ -96,8 +96,15 @@ run 2 "${big[@]}" --max-steps 6 --checkpoint-every 3 --checkpoint-dir "$WORK/big
   > "$WORK/plain.log"
 sharded=$(peak 0 "$WORK/fresh.log") || fail "no peak of rank 0: $(tail -3 "$WORK/fresh.log")"
 plain=$(peak 0 "$WORK/plain.log") || fail "no peak of rank 0: $(tail -3 "$WORK/plain.log")"
-awk -v a="$plain" -v b="$sharded" 'BEGIN { exit !(b < a + 22) }' ||
-  fail "rank 0's peak writing checkpoints was $sharded MiB sharded but $plain MiB unsharded"
+# Under AddressSanitizer freed memory stays resident in its quarantine (256
+# MiB): the gather buffers of the checkpoints before add up, and rank 0
+# peaks 77 MiB higher sharded (715 against 638 MiB, on 8da4887 as since),
+# while the plain build's two peaks are within 1 MiB. The bound is the
+# plain build's.
+if [ -z "${ASAN_OPTIONS:-}" ]; then
+  awk -v a="$plain" -v b="$sharded" 'BEGIN { exit !(b < a + 22) }' ||
+    fail "rank 0's peak writing checkpoints was $sharded MiB sharded but $plain MiB unsharded"
+fi
 echo "ok: sharded runs equal unsharded ones, checkpoints included; rank 1 peaks at $resumed MiB" \
   "resumed, $fresh MiB from the start; rank 0 writing checkpoints at $sharded MiB sharded," \
   "$plain MiB not"
