@@ -627,33 +627,36 @@ int main(int argc, char** argv) {
     };
     Row row;
     row.bytes = elements * sizeof(float);
-    if (scatter) {  // first our all-reduce of the buffer, then the reduce-scatter
-      const auto checkWhole = [&] {
-        bench->download(result.data(), recv, elements);
-        return countWrong(Collective::kAllreduce, result.data(), count, n);
-      };
-      // MPI_IN_PLACE leaves the part at the buffer's start; NCCL where it belongs.
-      const auto checkRaw = [&] {
-        bench->download(result.data(), recv, elements);
-        return countWrong(o.collective, result.data(), count, n, rank,
-                          o.backend == "mpi" ? result.data() : nullptr);
-      };
-      row.outOfPlace = measure(
-          o.iterations, o.warmup, inPlace, [&] { bench->ours(recv, recv, count); }, checkWhole);
-      row.inPlace = measure(
-          o.iterations, o.warmup, inPlace, [&] { bench->oursReduceScatter(recv, count, n); },
-          checkRecv);
-      row.raw = measure(
-          o.iterations, o.warmup, inPlace, [&] { bench->raw(recv, count); }, checkRaw);
-    } else {
-      row.outOfPlace = measure(
-          o.iterations, o.warmup, outOfPlace, [&] { bench->ours(send, recv, count); }, checkRecv);
-      row.inPlace = measure(
-          o.iterations, o.warmup, inPlace, [&] { bench->ours(mineInRecv, recv, count); },
-          checkRecv);
-      row.raw = measure(
-          o.iterations, o.warmup, inPlace, [&] { bench->raw(recv, count); }, checkRecv);
-    }
+    // A reduce-scatter's first columns are our in-place all-reduce of the
+    // buffer; its raw call on MPI leaves the part at the buffer's start
+    // (MPI_IN_PLACE), on NCCL where it belongs.
+    const auto checkWhole = [&] {
+      bench->download(result.data(), recv, elements);
+      return countWrong(Collective::kAllreduce, result.data(), count, n);
+    };
+    const auto checkRaw = [&] {
+      bench->download(result.data(), recv, elements);
+      return countWrong(o.collective, result.data(), count, n, rank,
+                        scatter && o.backend == "mpi" ? result.data() : nullptr);
+    };
+    row.outOfPlace = scatter ? measure(
+                                   o.iterations, o.warmup, inPlace,
+                                   [&] { bench->ours(recv, recv, count); }, checkWhole)
+                             : measure(
+                                   o.iterations, o.warmup, outOfPlace,
+                                   [&] { bench->ours(send, recv, count); }, checkRecv);
+    row.inPlace = measure(
+        o.iterations, o.warmup, inPlace,
+        [&] {
+          if (scatter) {
+            bench->oursReduceScatter(recv, count, n);
+          } else {
+            bench->ours(mineInRecv, recv, count);
+          }
+        },
+        checkRecv);
+    row.raw = measure(
+        o.iterations, o.warmup, inPlace, [&] { bench->raw(recv, count); }, checkRaw);
     if (o.threadFloor) {
       row.onThread = measure(
           o.iterations, o.warmup, inPlace, [&] { bench->rawOnThread(recv, count); }, checkRecv);

@@ -22,11 +22,7 @@ set -euo pipefail
 . "$(dirname "$0")/bench_env.sh"  # mpirun's environment, $tmp
 launch=(mpirun -q)
 if [ "$TWO_NODES" = 1 ]; then
-  # nodes.sh needs lib.sh's $WORK and paths (and keeps its node list in $NODES).
-  export DDP_TRAIN=unused COMPARE_WEIGHTS=unused
-  . "$(dirname "$0")/../tests/e2e/lib.sh"
-  . "$(dirname "$0")/../tests/e2e/nodes.sh"
-  nodes_up a b
+  . "$(dirname "$0")/two_nodes_env.sh"  # its EXIT trap replaces bench_env.sh's
   trap 'nodes_down; rm -rf "$WORK" "$tmp"' EXIT
 elif [ "$TWO_NODES" != 0 ]; then
   echo "TWO_NODES: 0 or 1" >&2

@@ -16,10 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(realpath "${1:-build}")
 max=${2:-64M}
-export DDP_TRAIN=$build/launcher/ddp_train COMPARE_WEIGHTS=$build/tests/compare_weights
-. tests/e2e/lib.sh
-. tests/e2e/nodes.sh
-nodes_up a b
+. benchmarks/two_nodes_env.sh
 bench=$build/benchmarks/allreduce_bench
 sweep=(-b 64K -e "$max" -f 4 -n 10 -w 3)
 out=benchmarks/results/reduce_scatter.txt

@@ -102,6 +102,15 @@ std::size_t Reducer::layOutBuckets() {
     total += buckets_[b].count;
   }
   pending_.assign(buckets_.size(), 0);
+  // Each bucket's parts, in its own elements: the ranks' ranges cut to it.
+  scatterParts_.clear();
+  for (const Bucket& bucket : buckets_) {
+    if (!scatters()) break;
+    std::vector<std::size_t>& parts = scatterParts_.emplace_back();
+    for (std::size_t bound : options_.scatterBounds)
+      parts.push_back(std::clamp(bound, bucket.offset, bucket.offset + bucket.count) -
+                      bucket.offset);
+  }
 
   // Every rank must have built the same buckets, or the all-reduces would pair
   // up different gradients.
@@ -199,11 +208,7 @@ void Reducer::launchReadyBuckets() {
       type = DataType::kBFloat16;
     }
     if (scatters()) {  // Note [Reduce-scatter for a sharded optimizer]
-      std::vector<std::size_t> parts;
-      for (std::size_t bound : options_.scatterBounds)
-        parts.push_back(std::clamp(bound, bucket.offset, bucket.offset + bucket.count) -
-                        bucket.offset);
-      work = comm_.reduceScatter(wire, parts, type, op);
+      work = comm_.reduceScatter(wire, scatterParts_[nextLaunch_], type, op);
     } else {
       work = comm_.allreduce(wire, bucket.count, type, op);
     }

@@ -201,6 +201,9 @@ class Reducer {
   std::shared_ptr<void> compressed_;  // bfloat16 staging, one slot per element (kBf16 only)
   // Per backward pass:
   bool reducing_ = false;
+  // Reduce-scattering, per bucket: its reduceScatter() bounds, from
+  // options_.scatterBounds and the layout.
+  std::vector<std::vector<std::size_t>> scatterParts_;
   std::vector<std::size_t> pending_;  // per bucket: gradients not yet ready
   std::vector<bool> ready_;           // per gradient
   std::size_t nextLaunch_ = 0;        // buckets issued so far
