@@ -5,7 +5,10 @@
 // --checkpoint-dir writes. Median of 7 rounds of: CRC-32 of every tensor
 // alone, saveCheckpoint (checksums, write, fsync, rename), loadCheckpoint
 // (from the page cache: the file was just written) in its three parts: read
-// the file, parse it (checksums verified), restore into the model.
+// the file, parse it (checksums verified), restore into the model; and the
+// same through the file's mapping, as loadSafetensors reads it (Note
+// [Reading files through a mapping] in runtime/mapped_file.h): map and parse
+// (checksums verified, pages released), restore (pages read again).
 //
 //   build/benchmarks/checkpoint_bench [DIR]    (default: the current directory)
 #include <zlib.h>
@@ -52,7 +55,7 @@ void measure(const std::string& dir, const char* name, const std::vector<std::si
     bytes += t->numel() * sizeof(float);
 
   const std::string path = checkpointPath(dir, 1);
-  std::vector<double> crc, save, read, parse, restore;
+  std::vector<double> crc, save, read, parse, restore, mappedParse, mappedRestore;
   uLong sink = 0;
   for (int round = 0; round < 7; ++round) {
     auto start = Clock::now();
@@ -71,12 +74,19 @@ void measure(const std::string& dir, const char* name, const std::vector<std::si
     start = Clock::now();
     restoreCheckpoint(path, file, *model, sgd, {});
     restore.push_back(msSince(start));
+    start = Clock::now();
+    const SafetensorsFile mapped = loadSafetensors(path);
+    mappedParse.push_back(msSince(start));
+    start = Clock::now();
+    restoreCheckpoint(path, mapped, *model, sgd, {});
+    mappedRestore.push_back(msSince(start));
   }
   std::filesystem::remove(path);
   const double mib = static_cast<double>(bytes) / (1 << 20);
-  std::printf("%-8s %9.1f %9.1f %9.1f %11.0f%% %9.1f %9.1f %9.1f   (crc %08lx)\n", name, mib,
-              median(crc), median(save), 100.0 * median(crc) / median(save), median(read),
-              median(parse), median(restore), static_cast<unsigned long>(sink));
+  std::printf("%-8s %9.1f %9.1f %9.1f %11.0f%% %9.1f %9.1f %9.1f %11.1f %11.1f   (crc %08lx)\n",
+              name, mib, median(crc), median(save), 100.0 * median(crc) / median(save),
+              median(read), median(parse), median(restore), median(mappedParse),
+              median(mappedRestore), static_cast<unsigned long>(sink));
 }
 
 }  // namespace
@@ -84,8 +94,8 @@ void measure(const std::string& dir, const char* name, const std::vector<std::si
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : ".";
   std::printf("checkpoint_bench in %s: median of 7 rounds (ms)\n", dir.c_str());
-  std::printf("%-8s %9s %9s %9s %12s %9s %9s %9s\n", "model", "MiB", "crc32", "save", "crc of save",
-              "read", "parse", "restore");
+  std::printf("%-8s %9s %9s %9s %12s %9s %9s %9s %11s %11s\n", "model", "MiB", "crc32", "save",
+              "crc of save", "read", "parse", "restore", "map+parse", "restore");
   measure(dir, "default", {1024, 1024});
   measure(dir, "large", {4096, 4096, 4096});
   return 0;

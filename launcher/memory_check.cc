@@ -27,12 +27,11 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool ran
   }
   // The copy checkpoints are written from; sharded, the state gathered from
   // every rank is that copy's state (Note [Checkpoints written in the
-  // background]). With --resume, rank 0 first holds the file, the same
-  // bytes, before the copy exists (Note [Restoring a checkpoint from one
-  // rank]).
-  if (rankZero && (!o.checkpointDir.empty() || !o.resume.empty())) {
+  // background]). The file resumed from holds the same bytes.
+  if (rankZero && !o.checkpointDir.empty()) {
     need.checkpointCopy = need.weights + optimizerStateBytes(o);
   }
+  if (rankZero && !o.resume.empty()) need.resumedFile = need.weights + optimizerStateBytes(o);
   if (o.dataset == "synthetic") {
     need.data = (o.syntheticSamples + syntheticTestSamples(o)) *
                 (inputDim * sizeof(float) + sizeof(std::int32_t));
@@ -57,7 +56,7 @@ std::optional<std::string> memoryShortfall(const HostMemoryNeed& need, int ranks
              need.checkpointCopy > 0
                  ? str("and rank 0 ", bytes(need.checkpointCopy),
                        " more for the copy of the weights and optimizer state that checkpoints are "
-                       "written or resumed from, ")
+                       "written from, ")
                  : std::string(),
              bytesString(total), " in all, and ", bytes(available),
              " is available (MemAvailable plus free swap, or a cgroup limit's room); the kernel "
@@ -69,23 +68,28 @@ std::optional<std::string> processLimitShortfall(const HostMemoryNeed& need, tra
                                                  const ProcessMemoryLimit& limit,
                                                  const std::string& host) {
   const std::size_t blas = device == trainer::Device::kCpu ? kBlasBufferBytes : 0;
-  const std::size_t run = need.total() + need.checkpointCopy;  // this rank's
+  // The resumed file is unmapped before the copy exists.
+  const bool mapping = need.resumedFile > need.checkpointCopy;
+  const std::size_t rankZero = mapping ? need.resumedFile : need.checkpointCopy;
+  const std::size_t run = need.total() + rankZero;  // this rank's
   if (run + blas <= limit.room()) return std::nullopt;
   const auto bytes = [](std::size_t n) { return bytesString(static_cast<double>(n)); };
-  return str("out of memory: on host ", host, ", ", limit.name, " limits each rank's ", limit.what,
-             " to ", bytes(limit.limit), "; ", bytes(limit.used),
-             " of it is in use before the model is built (MPI, the libraries, thread stacks), "
-             "and a rank needs at least ",
-             bytes(run + blas), " more (", bytes(run), " for the run",
-             need.checkpointCopy > 0 ? str(", of which ", bytes(need.checkpointCopy),
-                                           " is rank 0's copy for checkpoints", blas > 0 ? "," : "")
-                                     : std::string(),
-             blas > 0 ? str(" and ", bytes(blas), " for OpenBLAS's work buffer") : std::string(),
-             "), but ", bytes(limit.room()), " is left",
-             blas > 0 && limit.room() >= run
-                 ? " (OpenBLAS would spin for ever trying to map its buffer)"
-                 : "",
-             "; raise the limit (", limit.name, " unlimited, or the batch system's setting)");
+  return str(
+      "out of memory: on host ", host, ", ", limit.name, " limits each rank's ", limit.what, " to ",
+      bytes(limit.limit), "; ", bytes(limit.used),
+      " of it is in use before the model is built (MPI, the libraries, thread stacks), "
+      "and a rank needs at least ",
+      bytes(run + blas), " more (", bytes(run), " for the run",
+      rankZero > 0
+          ? str(", of which ", bytes(rankZero), " is rank 0's ",
+                mapping ? "mapping of the checkpoint it resumes from" : "copy for checkpoints",
+                blas > 0 ? "," : "")
+          : std::string(),
+      blas > 0 ? str(" and ", bytes(blas), " for OpenBLAS's work buffer") : std::string(),
+      "), but ", bytes(limit.room()), " is left",
+      blas > 0 && limit.room() >= run ? " (OpenBLAS would spin for ever trying to map its buffer)"
+                                      : "",
+      "; raise the limit (", limit.name, " unlimited, or the batch system's setting)");
 }
 
 std::optional<std::string> processLimitWarning(const ProcessMemoryLimit& limit,

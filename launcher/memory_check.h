@@ -66,11 +66,15 @@ struct HostMemoryNeed {
   // the host copy of the weights and optimizer state that checkpoints are
   // written from (Note [Checkpoints written in the background] in
   // trainer/checkpoint_writer.h). Without it counted, a run too large for
-  // that copy was killed at its first checkpoint, its training lost. With
-  // --resume, the same bytes for the file while it is restored (Note
-  // [Restoring a checkpoint from one rank] in trainer/checkpoint_broadcast.h),
-  // before that copy exists.
+  // that copy was killed at its first checkpoint, its training lost.
   std::size_t checkpointCopy = 0;
+  // With --resume, rank 0 maps the file it restores from (the same bytes as
+  // the copy), before the copy exists, and releases its pages as they are
+  // sent (Note [Restoring a checkpoint from one rank] in
+  // trainer/checkpoint_broadcast.h): no memory of the node's, but address
+  // space and data segment (a private writable mapping), which `ulimit -v`
+  // and `ulimit -d` limit.
+  std::size_t resumedFile = 0;
 };
 
 // On a GPU the model is built on the host, then moved: the host holds the

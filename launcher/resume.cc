@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <memory>
 #include <string>
 
 #include "comm/agreement.h"
@@ -37,8 +36,7 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
     }
     if (file.empty()) return;
     try {
-      parsed = trainer::parseSafetensors(
-          std::make_shared<std::string>(trainer::readWholeFile(file)), file);
+      parsed = trainer::loadSafetensors(file);
     } catch (const DataError& e) {
       if (previous.empty()) throw;
       // A damaged newest checkpoint: say how to fall back, but do not do it

@@ -73,7 +73,7 @@ TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Optimiz
 
 // The same for a checkpoint already read (`path` names it in errors). A job's
 // ranks restore with restoreCheckpointFromRoot (trainer/checkpoint_broadcast.h)
-// instead, so that only one of them holds the file.
+// instead, so that only one of them reads the file.
 TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& file,
                                 Sequential& model, Optimizer& optimizer,
                                 const CheckpointOptions& expected);

@@ -4,7 +4,6 @@
 #include <array>
 #include <bit>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <span>
 #include <string>
@@ -108,7 +107,11 @@ TrainPosition restoreCheckpointFromRoot(comm::Communicator& comm, int root,
                           const std::function<void(std::size_t, std::span<const float>)>& keep) {
     for (std::size_t begin = 0; begin < count; begin += pieceFloats) {
       const std::span<float> part(piece.data(), std::min(pieceFloats, count - begin));
-      if (atRoot) std::memcpy(part.data(), source->data() + begin, part.size_bytes());
+      if (atRoot) {
+        const std::span<const float> from(source->data() + begin, part.size());
+        std::copy(from.begin(), from.end(), part.begin());
+        file->release(from);
+      }
       comm.broadcastSync(part, root);
       keep(begin, part);
     }

@@ -17,10 +17,13 @@
 // Until this, the whole file went to every rank, which then copied what it
 // needed out of it: for AdamW three model sizes beside a rank's own copies,
 // on every rank, and for a sharded optimizer the whole state too, that
-// sharding was there to divide. Now a rank other than the root holds one
-// piece beyond what it trains with, and the root the file besides, which the
-// start-up memory check counts. Pieces also keep each broadcast far below
-// MPI's int count: a file of 2 GiB or more could not be sent at all.
+// sharding was there to divide. Now a rank holds one piece beyond what it
+// trains with. The root too: it maps the file (loadSafetensors), and once a
+// piece has been broadcast it releases the piece's pages (Note [Reading
+// files through a mapping] in runtime/mapped_file.h), where it used to hold
+// the whole file in its own memory until the last piece, which the start-up
+// memory check had to count. Pieces also keep each broadcast far below MPI's
+// int count: a file of 2 GiB or more could not be sent at all.
 #pragma once
 
 #include <cstddef>
@@ -38,7 +41,8 @@ inline constexpr std::size_t kRestorePieceBytes = std::size_t{4} << 20;
 // Restores every rank's `model` and `optimizer` from the checkpoint the root
 // read and checked: `file` and `checked` are the root's (file holds the
 // tensors; checked, checkCheckpoint's verdict), ignored elsewhere (null
-// there). Returns the position on every rank. Collective over `comm`, on
+// there). The root releases each piece of `file` once sent
+// (SafetensorsFile::release). Returns the position on every rank. Collective over `comm`, on
 // the training thread. Throws MismatchError on every rank when some rank's
 // model or optimizer state differs from the root's (names, sizes).
 // `pieceBytes` is for tests.

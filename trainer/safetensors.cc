@@ -251,25 +251,25 @@ std::string readWholeFile(const std::string& path) {
   return bytes;
 }
 
-SafetensorsFile loadSafetensors(const std::string& path) {
-  return parseSafetensors(std::make_shared<std::string>(readWholeFile(path)), path);
-}
+namespace {
 
-SafetensorsFile parseSafetensors(std::shared_ptr<std::string> buffer, const std::string& path) {
-  const std::uint64_t fileSize = buffer->size();
+// The file's `bytes`, kept alive by `owner`; `mapping` is theirs when mapped.
+SafetensorsFile parseBytes(std::span<char> bytes, const std::shared_ptr<void>& owner,
+                           const MappedFile* mapping, const std::string& path) {
+  const std::uint64_t fileSize = bytes.size();
   if (fileSize < 8) {
     throw DataError(str(path, ": not a safetensors file (shorter than its 8-byte header length)"));
   }
   std::uint64_t length = 0;
   for (int i = 0; i < 8; ++i)
-    length |= std::uint64_t{static_cast<unsigned char>((*buffer)[i])} << (8 * i);
+    length |= std::uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
   if (length > kMaxHeaderBytes || length > fileSize - 8) {
     throw DataError(
         str(path, ": bad safetensors header length ", length, " (file has ", fileSize, " bytes)"));
   }
   json header;
   try {
-    header = json::parse(buffer->data() + 8, buffer->data() + 8 + length);
+    header = json::parse(bytes.data() + 8, bytes.data() + 8 + length);
   } catch (const json::exception& e) {
     throw DataError(str(path, ": safetensors header is not valid JSON (", e.what(), ")"));
   }
@@ -305,16 +305,16 @@ SafetensorsFile parseSafetensors(std::shared_ptr<std::string> buffer, const std:
         throw DataError(str(path, ": tensor '", name, "' data_offsets lie outside the file's ",
                             dataSize, " data bytes (truncated file?)"));
       }
-      const std::uint64_t bytes = offsets[1] - offsets[0];
-      if (bytes != numelOf(shape) * elementBytes) {
+      const std::uint64_t size = offsets[1] - offsets[0];
+      if (size != numelOf(shape) * elementBytes) {
         throw DataError(str(path, ": tensor '", name, "' shape ", shapeString(shape),
-                            " does not match its ", bytes, " data bytes"));
+                            " does not match its ", size, " data bytes"));
       }
       ranges.emplace_back(offsets[0], offsets[1]);
-      char* data = buffer->data() + 8 + length + offsets[0];
+      char* data = bytes.data() + 8 + length + offsets[0];
       if (file.checksummed) {
         expectCrc(path, file, str(kTensorCrcPrefix, name), str("tensor '", name, "'"),
-                  crcOf(data, bytes));
+                  crcOf(data, size));
       }
       // F32: a view into the file's bytes (no copy, no zero-filled
       // allocation), unless another writer left them unaligned for floats.
@@ -323,12 +323,16 @@ SafetensorsFile parseSafetensors(std::shared_ptr<std::string> buffer, const std:
         tensor = toFloat32(dtype, data, shape, str(path, ": tensor '", name, "'"));
         ++file.converted[dtype];
       } else if (reinterpret_cast<std::uintptr_t>(data) % alignof(float) == 0) {
-        tensor = Tensor::view(reinterpret_cast<float*>(data), shape, buffer);
+        tensor = Tensor::view(reinterpret_cast<float*>(data), shape, owner);
       } else {
         tensor = Tensor(shape);
-        std::memcpy(tensor.data(), data, bytes);
+        std::memcpy(tensor.data(), data, size);
       }
       file.tensors.emplace(name, std::move(tensor));
+      // Checked (and converted or copied): until a caller reads it, a
+      // view's data need not be resident (Note [Reading files through a
+      // mapping]).
+      if (mapping != nullptr) mapping->release(data, size);
     } catch (const json::exception& e) {
       throw DataError(str(path, ": malformed entry for tensor '", name, "' (", e.what(), ")"));
     }
@@ -348,6 +352,29 @@ SafetensorsFile parseSafetensors(std::shared_ptr<std::string> buffer, const std:
       throw DataError(str(path, ": tensors' data overlap"));
   }
   return file;
+}
+
+}  // namespace
+
+SafetensorsFile loadSafetensors(const std::string& path) {
+  std::shared_ptr<const MappedFile> mapping = MappedFile::map(path);
+  if (mapping == nullptr) {
+    return parseSafetensors(std::make_shared<std::string>(readWholeFile(path)), path);
+  }
+  // The views' owner is the mapping; const only in that nothing here writes.
+  SafetensorsFile file = parseBytes(mapping->bytes(), std::const_pointer_cast<MappedFile>(mapping),
+                                    mapping.get(), path);
+  file.mapping = std::move(mapping);
+  return file;
+}
+
+SafetensorsFile parseSafetensors(std::shared_ptr<std::string> buffer, const std::string& path) {
+  return parseBytes(std::span<char>(buffer->data(), buffer->size()), buffer, nullptr, path);
+}
+
+void SafetensorsFile::release(std::span<const float> values) const {
+  if (mapping != nullptr && mapping->contains(values.data(), values.size_bytes()))
+    mapping->release(values.data(), values.size_bytes());
 }
 
 void saveModel(const std::string& path, Sequential& model) {

@@ -24,15 +24,21 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "runtime/mapped_file.h"
 #include "trainer/sequential.h"
 #include "trainer/tensor.h"
 
 namespace ddp::trainer {
 
 struct SafetensorsFile {
+  // The tensors. Read by loadSafetensors, the F32 ones are views into the
+  // file's mapping (Note [Reading files through a mapping] in
+  // runtime/mapped_file.h): after the checksums their pages are no longer
+  // resident, and touching them reads them again.
   std::map<std::string, Tensor> tensors;
   std::map<std::string, std::string> metadata;  // the "__metadata__" entry
   // Whether the file carried checksums and they all matched (Note [Checksums
@@ -41,6 +47,16 @@ struct SafetensorsFile {
   // Tensors read from another float dtype into float32, by dtype (Note
   // [Weights in other float types] in trainer/float_formats.h).
   std::map<std::string, std::size_t> converted;
+  // The file's mapping, or null for a file read into memory (a pipe, bytes
+  // sent over MPI).
+  std::shared_ptr<const MappedFile> mapping;
+
+  // Drops the resident pages behind `values`, part of one of `tensors`,
+  // once the caller has read them (restoreCheckpointFromRoot, piece by
+  // piece): with a mapping they are read again from the file if touched;
+  // otherwise, or for a tensor converted into memory, nothing happens. The
+  // caller must not have written into them.
+  void release(std::span<const float> values) const;
 };
 
 // Writes atomically: a temporary file next to `path`, fsynced, then renamed
@@ -65,7 +81,8 @@ std::string readWholeFile(const std::string& path);
 // Reads and validates the whole file: header length, JSON, F32 dtype, shapes
 // matching data_offsets, offsets inside the file and not overlapping, and
 // the checksums if it has any. Throws DataError naming the file and the
-// problem (and the tensor, for a damaged one).
+// problem (and the tensor, for a damaged one). A regular file is mapped, not
+// copied (Note [Reading files through a mapping]); anything else is read.
 SafetensorsFile loadSafetensors(const std::string& path);
 // The same for a whole file already in memory (a file read elsewhere and
 // sent over MPI); `name` stands for the file in errors. The tensors are

@@ -118,32 +118,53 @@ TEST(MemoryCheck, RankZeroHoldsTheCheckpointCopyOnce) {
     const auto refusal = memoryShortfall(need, 4, 4 * need.total() + need.checkpointCopy - 1, "a");
     ASSERT_TRUE(refusal);
     EXPECT_NE(refusal->find("and rank 0 21.3 MiB more for the copy of the weights and optimizer "
-                            "state that checkpoints are written or resumed from"),
+                            "state that checkpoints are written from"),
               std::string::npos)
         << *refusal;
   }
 }
 
-// With --resume, rank 0 holds the checkpoint's file while the ranks restore
-// from it (Note [Restoring a checkpoint from one rank]): the same bytes as
-// the copy, which does not exist yet, so the larger of the two counts. The
-// other ranks hold no copy of the file.
-TEST(MemoryCheck, RankZeroHoldsTheFileItResumesFrom) {
+// With --resume, rank 0 maps the checkpoint's file while the ranks restore
+// from it, releasing each piece once sent (Note [Restoring a checkpoint from
+// one rank]): no memory beyond a piece, so the node's check leaves it out,
+// but address space and data segment, which a process limit caps. The other
+// ranks map nothing.
+TEST(MemoryCheck, RankZeroMapsTheFileItResumesFrom) {
   const Options resumed = parseArgs({"--optimizer", "adamw", "--resume", "ck.safetensors"});
-  EXPECT_EQ(hostMemoryNeed(resumed, trainer::Device::kCpu).checkpointCopy, 0u);
-  EXPECT_EQ(hostMemoryNeed(resumed, trainer::Device::kCpu, true).checkpointCopy,
-            3 * 4 * kParameters);
+  EXPECT_EQ(hostMemoryNeed(resumed, trainer::Device::kCpu).resumedFile, 0u);
+  const HostMemoryNeed rankZero = hostMemoryNeed(resumed, trainer::Device::kCpu, true);
+  EXPECT_EQ(rankZero.resumedFile, 3 * 4 * kParameters);
+  EXPECT_EQ(rankZero.checkpointCopy, 0u);
+  EXPECT_FALSE(memoryShortfall(rankZero, 4, 4 * rankZero.total(), "a"));
+
+  ProcessMemoryLimit limit{"ulimit -d", "data segment", std::size_t{1} << 30, 0};
+  limit.used = limit.limit - (rankZero.total() + kBlasBufferBytes);
+  const auto refusal = processLimitShortfall(rankZero, trainer::Device::kCpu, limit, "a");
+  ASSERT_TRUE(refusal);
+  EXPECT_NE(refusal->find("(50.3 MiB for the run, of which 21.3 MiB is rank 0's mapping of the "
+                          "checkpoint it resumes from, and 128.0 MiB for OpenBLAS's work buffer)"),
+            std::string::npos)
+      << *refusal;
+  limit.used -= rankZero.resumedFile;
+  EXPECT_FALSE(processLimitShortfall(rankZero, trainer::Device::kCpu, limit, "a"));
+
   // Sharded over 4: the file holds all of the state, the ranks a quarter each.
   const Options sharded =
       parseArgs({"--optimizer", "adamw", "--resume", "ck.safetensors", "--shard-optimizer"});
-  EXPECT_EQ(hostMemoryNeed(sharded, trainer::Device::kCpu, true, 4).checkpointCopy,
+  EXPECT_EQ(hostMemoryNeed(sharded, trainer::Device::kCpu, true, 4).resumedFile,
             3 * 4 * kParameters);
-  EXPECT_EQ(hostMemoryNeed(sharded, trainer::Device::kCpu, false, 4).checkpointCopy, 0u);
-  // Resuming and writing checkpoints: the file first, the copy later.
+  EXPECT_EQ(hostMemoryNeed(sharded, trainer::Device::kCpu, false, 4).resumedFile, 0u);
+  // Resuming and writing checkpoints: the file is unmapped before the copy
+  // exists, so it is the larger of the two that counts.
   const Options both = parseArgs(
       {"--optimizer", "adamw", "--resume", "--checkpoint-dir", "ck", "--shard-optimizer"});
-  EXPECT_EQ(hostMemoryNeed(both, trainer::Device::kCpu, true, 4).checkpointCopy,
-            3 * 4 * kParameters);
+  const HostMemoryNeed writer = hostMemoryNeed(both, trainer::Device::kCpu, true, 4);
+  EXPECT_EQ(writer.checkpointCopy, 3 * 4 * kParameters);
+  EXPECT_EQ(writer.resumedFile, 3 * 4 * kParameters);
+  limit.used = limit.limit - (writer.total() + writer.checkpointCopy + kBlasBufferBytes);
+  EXPECT_FALSE(processLimitShortfall(writer, trainer::Device::kCpu, limit, "a"));
+  limit.used += 1;
+  EXPECT_TRUE(processLimitShortfall(writer, trainer::Device::kCpu, limit, "a"));
 }
 
 // A fake root with proc/meminfo, proc/self/cgroup and cgroup files.

@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cinttypes>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 
 #include "runtime/error.h"
 #include "test_files.h"
@@ -320,6 +324,64 @@ TEST(Safetensors, DataUnalignedForFloatsIsReadCorrectly) {
   const SafetensorsFile file = loadSafetensors(dir.file("odd.safetensors"));
   EXPECT_EQ(file.tensors.at("x").data()[0], 1.5f);
   EXPECT_EQ(file.tensors.at("x").data()[1], -2.0f);
+}
+
+// The resident bytes of this process's mapping holding `address`, from
+// /proc/self/smaps; nullopt where no mapping holds it.
+std::optional<std::size_t> residentBytesOfMappingAt(const void* address) {
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  std::ifstream smaps("/proc/self/smaps");
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t begin = 0, end = 0;
+    // A mapping's first line starts "begin-end"; its fields' lines do not.
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR, &begin, &end) == 2) {
+      inside = begin <= at && at < end;
+    } else if (inside && line.starts_with("Rss:")) {
+      return std::stoull(line.substr(4)) * 1024;
+    }
+  }
+  return std::nullopt;
+}
+
+// Note [Reading files through a mapping]: loadSafetensors maps the file, and
+// once checked its tensors' pages are not resident: reading a file costs no
+// copy of it. Reading a tensor brings its pages in, release() lets them go
+// again, and the values read after that are the file's still.
+TEST(Safetensors, ALoadedFileIsMappedAndNotResidentOnceChecked) {
+  TempDir dir;
+  constexpr std::size_t kCount = std::size_t{4} << 20;  // 16 MiB of floats
+  Tensor weights({kCount});
+  for (std::size_t i = 0; i < kCount; ++i)
+    weights.data()[i] = static_cast<float>(i % 1000) - 500.0f;
+  saveSafetensors(dir.file("big.safetensors"), {{"w", &weights}});
+  const SafetensorsFile file = loadSafetensors(dir.file("big.safetensors"));
+  ASSERT_NE(file.mapping, nullptr);
+  EXPECT_TRUE(file.checksummed);  // every page was read to check it
+  const Tensor& w = file.tensors.at("w");
+  ASSERT_TRUE(file.mapping->contains(w.data(), kCount * sizeof(float)));
+  const auto resident = [&] {
+    return residentBytesOfMappingAt(w.data()).value_or(~std::size_t{0});
+  };
+  EXPECT_LT(resident(), std::size_t{64} << 10);
+
+  const std::span<const float> values(w.data(), kCount);
+  const auto matches = [&] {
+    for (std::size_t i = 0; i < kCount; ++i) {
+      if (values[i] != weights.data()[i]) return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(matches());
+  EXPECT_GT(resident(), std::size_t{15} << 20);  // read: resident, as the measure shows
+  file.release(values.subspan(0, kCount / 2));
+  EXPECT_LT(resident(), std::size_t{9} << 20);
+  file.release(values);
+  EXPECT_LT(resident(), std::size_t{64} << 10);
+  EXPECT_TRUE(matches());
+  // A tensor converted into memory is not the mapping's: nothing to release.
+  const Tensor copy = w.clone();
+  file.release(std::span<const float>(copy.data(), kCount));
 }
 
 TEST(Safetensors, ExtraTensorIsRejected) {
