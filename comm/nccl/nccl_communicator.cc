@@ -1,5 +1,7 @@
 #include "comm/nccl/nccl_communicator.h"
 
+#include <algorithm>
+
 #include "comm/nccl/nccl_check.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/memory.h"
@@ -276,8 +278,10 @@ WorkPtr NcclCommunicator::allreduce(const void* send, void* data, std::size_t co
 
 WorkPtr NcclCommunicator::reduceScatter(void* data, std::span<const std::size_t> bounds,
                                         DataType type, ReduceOp op) {
-  DDP_CHECK(bounds.size() == static_cast<std::size_t>(size_) + 1,
-            "reduceScatter: bounds must have world size + 1 entries");
+  DDP_CHECK(bounds.size() == static_cast<std::size_t>(size_) + 1 && bounds.front() == 0,
+            "reduceScatter: bounds must have world size + 1 entries, the first 0");
+  DDP_CHECK(std::is_sorted(bounds.begin(), bounds.end()),
+            "reduceScatter: bounds must not decrease");
   if (!cuda::isDevicePointer(data)) {
     host_->setContext(context());
     return host_->reduceScatter(data, bounds, type, op);
