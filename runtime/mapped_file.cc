@@ -1,21 +1,115 @@
 #include "runtime/mapped_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "runtime/str.h"
 
 namespace ddp {
+namespace {
+
+// The mappings the SIGBUS handler can name (Note [Reading files through a
+// mapping]). A slot is published by storing `begin` last, and withdrawn by
+// clearing it before the unmap, so the handler never reads a path being
+// written.
+struct NamedMapping {
+  std::atomic<std::uintptr_t> begin{0};
+  std::atomic<std::size_t> size{0};
+  char path[512] = {};
+};
+NamedMapping gNamed[MappedFile::kNamedMappings];
+std::mutex gNamedMutex;  // between threads claiming slots
+
+void writeText(const char* text) {
+  std::size_t left = std::strlen(text);
+  while (left > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, text, left);
+    if (n <= 0) return;
+    text += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+void writeNumber(std::uint64_t value) {
+  char digits[24];
+  int at = sizeof digits - 1;
+  digits[at] = '\0';
+  do {
+    digits[--at] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value != 0 && at > 0);
+  writeText(digits + at);
+}
+
+void onBusError(int, siginfo_t* info, void*) {
+  const auto at = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  for (const NamedMapping& named : gNamed) {
+    const std::uintptr_t begin = named.begin.load(std::memory_order_acquire);
+    if (begin == 0 || at < begin || at - begin >= named.size.load(std::memory_order_relaxed))
+      continue;
+    writeText("error: rank ");
+    writeNumber(static_cast<std::uint64_t>(std::max(log::processRank(), 0)));
+    writeText(": ");
+    writeText(named.path);
+    writeText(" shrank while it was being read (SIGBUS at byte ");
+    writeNumber(at - begin);
+    writeText(" of the ");
+    writeNumber(named.size.load(std::memory_order_relaxed));
+    writeText(
+        " it had when mapped): another process truncated or rewrote it in place (cp over "
+        "it does); replace such a file by renaming a new one over it\n");
+    break;
+  }
+  // SA_RESETHAND made the default action current: the signal, blocked while
+  // this runs, kills the process once the handler returns, as it would have.
+  ::raise(SIGBUS);
+}
+
+void installBusErrorHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = onBusError;
+    action.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, nullptr);  // without it, the bare signal: no worse
+  });
+}
+
+}  // namespace
+
+MappedFile::MappedFile(char* data, std::size_t size, const std::string& path)
+    : data_(data), size_(size) {
+  installBusErrorHandler();
+  const std::lock_guard<std::mutex> lock(gNamedMutex);
+  for (int i = 0; i < kNamedMappings; ++i) {
+    NamedMapping& named = gNamed[i];
+    if (named.begin.load(std::memory_order_relaxed) != 0) continue;
+    const std::size_t length = std::min(path.size(), sizeof named.path - 1);
+    std::memcpy(named.path, path.data(), length);
+    named.path[length] = '\0';
+    named.size.store(size, std::memory_order_relaxed);
+    named.begin.store(reinterpret_cast<std::uintptr_t>(data), std::memory_order_release);
+    slot_ = i;
+    return;
+  }
+}
 
 std::unique_ptr<MappedFile> MappedFile::map(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO would otherwise block here until a writer came.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw DataError(str(path, ": cannot open (", std::strerror(errno), ")"));
   struct stat info {};
   if (::fstat(fd, &info) != 0) {
@@ -35,10 +129,12 @@ std::unique_ptr<MappedFile> MappedFile::map(const std::string& path) {
   void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   ::close(fd);  // the mapping keeps the file
   if (data == MAP_FAILED) return nullptr;
-  return std::unique_ptr<MappedFile>(new MappedFile(static_cast<char*>(data), size));
+  return std::unique_ptr<MappedFile>(new MappedFile(static_cast<char*>(data), size, path));
 }
 
 MappedFile::~MappedFile() {
+  // Withdrawn before the unmap; the slot is free for the next mapping.
+  if (slot_ >= 0) gNamed[slot_].begin.store(0, std::memory_order_release);
   ::munmap(data_, size_);
 }
 

@@ -23,7 +23,12 @@
 // A mapped file must not shrink while mapped: touching a page past its new
 // end raises SIGBUS. ddp's own writers never change a file in place (a
 // temporary file renamed over it: Note [Checksums in safetensors files] in
-// trainer/safetensors.h), and deleting or renaming a mapped file is safe.
+// trainer/safetensors.h), and deleting or renaming a mapped file is safe, but
+// `cp` over a checkpoint truncates it first. The process dies of the signal,
+// as before; a handler (installed with the first mapping) first names the
+// file on stderr, since the bare "Bus error" mpirun reports says nothing of
+// a file. It writes only for an address inside one of the mappings alive
+// (at most kNamedMappings of them are named), with async-signal-safe calls.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +40,8 @@ namespace ddp {
 
 class MappedFile {
  public:
+  static constexpr int kNamedMappings = 16;
+
   // Maps the whole of `path`, or returns null when it cannot be mapped but
   // may still be readable another way: not a regular file (a pipe, a
   // device), empty, or a file system that refuses mmap. Throws DataError
@@ -58,9 +65,10 @@ class MappedFile {
   void release(const void* begin, std::size_t size) const;
 
  private:
-  MappedFile(char* data, std::size_t size) : data_(data), size_(size) {}
+  MappedFile(char* data, std::size_t size, const std::string& path);
   char* data_;
   std::size_t size_;
+  int slot_ = -1;  // where the SIGBUS handler finds the path, or -1
 };
 
 }  // namespace ddp
