@@ -53,7 +53,9 @@ void writeNumber(std::uint64_t value) {
   writeText(digits + at);
 }
 
-void onBusError(int, siginfo_t* info, void*) {
+struct sigaction gPrevious {};  // the SIGBUS handler before ours
+
+void onBusError(int signal, siginfo_t* info, void* context) {
   const auto at = reinterpret_cast<std::uintptr_t>(info->si_addr);
   for (const NamedMapping& named : gNamed) {
     const std::uintptr_t begin = named.begin.load(std::memory_order_acquire);
@@ -72,8 +74,19 @@ void onBusError(int, siginfo_t* info, void*) {
         "it does); replace such a file by renaming a new one over it\n");
     break;
   }
-  // SA_RESETHAND made the default action current: the signal, blocked while
-  // this runs, kills the process once the handler returns, as it would have.
+  // Then what the handler before did: Open MPI's (from MPI_Init) prints the
+  // stack and re-raises; with none, the default action, which kills the
+  // process once this returns (the signal is blocked until then).
+  if ((gPrevious.sa_flags & SA_SIGINFO) != 0 && gPrevious.sa_sigaction != nullptr) {
+    gPrevious.sa_sigaction(signal, info, context);
+    return;
+  }
+  if (gPrevious.sa_handler != SIG_DFL && gPrevious.sa_handler != SIG_IGN &&
+      gPrevious.sa_handler != nullptr) {
+    gPrevious.sa_handler(signal);
+    return;
+  }
+  ::signal(SIGBUS, SIG_DFL);
   ::raise(SIGBUS);
 }
 
@@ -82,9 +95,10 @@ void installBusErrorHandler() {
   std::call_once(once, [] {
     struct sigaction action {};
     action.sa_sigaction = onBusError;
+    // SA_RESETHAND: a second SIGBUS (inside the handler before) is not ours.
     action.sa_flags = SA_SIGINFO | SA_RESETHAND;
     sigemptyset(&action.sa_mask);
-    ::sigaction(SIGBUS, &action, nullptr);  // without it, the bare signal: no worse
+    ::sigaction(SIGBUS, &action, &gPrevious);  // without it, the bare signal: no worse
   });
 }
 
