@@ -122,7 +122,7 @@ WeightsSource loadWeights(const std::string& path, Sequential& model) {
   const bool checkpoint = format != file.metadata.end() && format->second == kFormat;
   checkHoldsModel(path, file, model, checkpoint ? kOptimizerPrefix : "");
   for (Parameter* p : model.parameters())
-    p->value.copyFrom(file.tensors.at(p->name));
+    file.copyInto(p->name, p->value);
   WeightsSource source;
   source.converted = file.converted;
   if (checkpoint) source.checkpointStep = parseCount(path, file.metadata, "ddp.global_step");
@@ -181,13 +181,16 @@ TrainPosition restoreCheckpoint(const std::string& path, const SafetensorsFile& 
   // Validate everything before copying anything.
   const CheckedCheckpoint checked = checkCheckpoint(path, file, model, optimizer, expected);
   for (Parameter* p : model.parameters())
-    p->value.copyFrom(file.tensors.at(p->name));
+    file.copyInto(p->name, p->value);
   if (!checked.holdsState) {
     optimizer.clearState();
     return checked.position;
   }
-  for (const OptimizerState& slot : optimizer.state())
-    optimizer.restoreState(slot, 0, checkpointTensor(file, slot).span());
+  for (const OptimizerState& slot : optimizer.state()) {
+    const std::span<const float> values = checkpointTensor(file, slot).span();
+    optimizer.restoreState(slot, 0, values);
+    file.release(values);
+  }
   return checked.position;
 }
 

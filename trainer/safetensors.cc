@@ -377,6 +377,12 @@ void SafetensorsFile::release(std::span<const float> values) const {
     mapping->release(values.data(), values.size_bytes());
 }
 
+void SafetensorsFile::copyInto(const std::string& name, Tensor& target) const {
+  const Tensor& source = tensors.at(name);
+  target.copyFrom(source);
+  release(source.span());
+}
+
 void saveModel(const std::string& path, Sequential& model) {
   std::vector<std::pair<std::string, const Tensor*>> tensors;
   for (Parameter* p : model.parameters())
@@ -413,7 +419,7 @@ void loadModel(const std::string& path, Sequential& model) {
   checkHoldsModel(path, file, model);
   // Everything checked: now copy, so a bad file never leaves a half-loaded model.
   for (Parameter* p : model.parameters())
-    p->value.copyFrom(file.tensors.at(p->name));
+    file.copyInto(p->name, p->value);
 }
 
 }  // namespace ddp::trainer

@@ -57,6 +57,10 @@ struct SafetensorsFile {
   // otherwise, or for a tensor converted into memory, nothing happens. The
   // caller must not have written into them.
   void release(std::span<const float> values) const;
+  // Copies tensor `name` into `target` (same count, on any device), then
+  // releases the tensor's pages: what loading a file into a model does, so
+  // that the file's pages are never all resident beside the model's.
+  void copyInto(const std::string& name, Tensor& target) const;
 };
 
 // Writes atomically: a temporary file next to `path`, fsynced, then renamed

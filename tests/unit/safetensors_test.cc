@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -382,6 +383,41 @@ TEST(Safetensors, ALoadedFileIsMappedAndNotResidentOnceChecked) {
   // A tensor converted into memory is not the mapping's: nothing to release.
   const Tensor copy = w.clone();
   file.release(std::span<const float>(copy.data(), kCount));
+}
+
+// This process's VmRSS or VmHWM ("VmRSS:"), in bytes.
+std::size_t statusBytes(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with(key)) return std::stoull(line.substr(key.size())) * 1024;
+  }
+  return 0;
+}
+
+// Loading a model from a file holds one tensor of the file at a time beside
+// the model: each tensor's pages go once checksummed and once copied
+// (SafetensorsFile::copyInto), so the peak grows by the largest tensor, not
+// by the file. The peak (VmHWM) is reset to the resident set first, through
+// /proc/self/clear_refs.
+TEST(Safetensors, LoadingAModelHoldsOneTensorOfTheFileAtATime) {
+  TempDir dir;
+  // 14.2 M parameters (57 MiB), the largest tensor 16 MiB.
+  auto saved = buildMlp(784, {2048, 2048, 2048, 2048}, 10, 1);
+  saveModel(dir.file("m.safetensors"), *saved);
+  auto model = buildMlp(784, {2048, 2048, 2048, 2048}, 10, 2);  // resident: initialised
+  if (!(std::ofstream("/proc/self/clear_refs") << "5").flush()) {
+    GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak here";
+  }
+  const std::size_t before = statusBytes("VmRSS:");
+  ASSERT_LE(statusBytes("VmHWM:"), before + (std::size_t{1} << 20));
+  loadModel(dir.file("m.safetensors"), *model);
+  const std::size_t grown = statusBytes("VmHWM:") - before;
+  EXPECT_LT(grown, std::size_t{28} << 20) << "the peak grew by " << (grown >> 20) << " MiB";
+  for (std::size_t i = 0; i < model->parameters().size(); ++i) {
+    const Tensor& a = model->parameters()[i]->value;
+    const Tensor& b = saved->parameters()[i]->value;
+    ASSERT_TRUE(std::equal(a.data(), a.data() + a.numel(), b.data())) << i;
+  }
 }
 
 TEST(Safetensors, ExtraTensorIsRejected) {
