@@ -70,6 +70,12 @@ TEST(MappedFile, LeavesWhatCannotBeMappedToAPlainReadAndRefusesTheRest) {
 // `cp` over a file truncates it: the next touch past its new end is SIGBUS,
 // which still ends the process, now with the file named.
 TEST(MappedFileDeathTest, AFileThatShrinksWhileMappedIsNamedBeforeTheSignal) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // A sanitizer handles SIGBUS itself (AddressSanitizer keeps it from other
+  // handlers; ThreadSanitizer's, which ours hands the signal on to, exits
+  // with its own status), and the child's report counts as one in ddp's code.
+  GTEST_SKIP() << "the sanitizer handles SIGBUS itself";
+#endif
   TempDir dir;
   writeAll(dir.file("checkpoint"), std::string(4 * 4096, 'x'));
   const auto mapped = MappedFile::map(dir.file("checkpoint"));
