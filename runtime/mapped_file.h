@@ -61,7 +61,8 @@ class MappedFile {
   // process's resident set (madvise MADV_DONTNEED); touching them again
   // reads them from the file (usually from the page cache). Pages only
   // partly inside are kept, so a neighbouring range is never affected.
-  // `begin` must lie in bytes(). Any thread; costs a system call.
+  // The range must lie in bytes() (InternalError otherwise). Any thread;
+  // costs a system call.
   void release(const void* begin, std::size_t size) const;
 
  private:
