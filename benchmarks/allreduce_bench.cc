@@ -216,9 +216,21 @@ class Bench {
   // `count` elements between host memory and a buffer of send() or recv().
   virtual void upload(float* buffer, const float* host, std::size_t count) = 0;
   virtual void download(float* host, const float* buffer, std::size_t count) = 0;
-  virtual void ours(const float* send, float* recv, std::size_t count) = 0;
+  // The backend's communicator, which ours() and oursReduceScatter() call.
+  virtual ddp::comm::Communicator& comm() = 0;
+  void ours(const float* send, float* recv, std::size_t count) {
+    const ddp::comm::WorkPtr work =
+        collective() == Collective::kAllgather
+            ? comm().allgather(send, recv, count, DataType::kFloat32)
+            : comm().allreduce(send, recv, count, DataType::kFloat32, ReduceOp::kSum);
+    work->wait(std::chrono::minutes(5));
+  }
   // In place, `count` elements in equal parts (Collective::kReduceScatter).
-  virtual void oursReduceScatter(float* data, std::size_t count, int ranks) = 0;
+  void oursReduceScatter(float* data, std::size_t count, int ranks) {
+    comm()
+        .reduceScatter(data, equalParts(count, ranks), DataType::kFloat32, ReduceOp::kSum)
+        ->wait(std::chrono::minutes(5));
+  }
   virtual void raw(float* data, std::size_t count) = 0;
   // The raw call on a bare worker thread (--thread-floor, which main() allows
   // for the MPI backend only).
@@ -254,17 +266,7 @@ class MpiBench final : public Bench {
   void download(float* host, const float* buffer, std::size_t count) override {
     std::memcpy(host, buffer, count * sizeof(float));
   }
-  void ours(const float* send, float* recv, std::size_t count) override {
-    const ddp::comm::WorkPtr work =
-        collective() == Collective::kAllgather
-            ? comm_.allgather(send, recv, count, DataType::kFloat32)
-            : comm_.allreduce(send, recv, count, DataType::kFloat32, ReduceOp::kSum);
-    work->wait(std::chrono::minutes(5));
-  }
-  void oursReduceScatter(float* data, std::size_t count, int ranks) override {
-    comm_.reduceScatter(data, equalParts(count, ranks), DataType::kFloat32, ReduceOp::kSum)
-        ->wait(std::chrono::minutes(5));
-  }
+  ddp::comm::Communicator& comm() override { return comm_; }
   // A reduce-scatter's raw call leaves this rank's part at the start (MPI_IN_PLACE).
   void raw(float* data, std::size_t count) override {
     if (collective() == Collective::kAllgather) {
@@ -355,17 +357,7 @@ class NcclBench final : public Bench {
   void download(float* host, const float* buffer, std::size_t count) override {
     cudaCheck(cudaMemcpy(host, buffer, count * 4, cudaMemcpyDeviceToHost), "download");
   }
-  void ours(const float* send, float* recv, std::size_t count) override {
-    const ddp::comm::WorkPtr work =
-        collective() == Collective::kAllgather
-            ? comm_.allgather(send, recv, count, DataType::kFloat32)
-            : comm_.allreduce(send, recv, count, DataType::kFloat32, ReduceOp::kSum);
-    work->wait(std::chrono::minutes(5));
-  }
-  void oursReduceScatter(float* data, std::size_t count, int ranks) override {
-    comm_.reduceScatter(data, equalParts(count, ranks), DataType::kFloat32, ReduceOp::kSum)
-        ->wait(std::chrono::minutes(5));
-  }
+  ddp::comm::Communicator& comm() override { return comm_; }
   // In place: this rank's part of the buffer receives its reduction.
   void raw(float* data, std::size_t count) override {
     const cudaStream_t stream = ddp::cuda::computeStream();

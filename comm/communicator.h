@@ -11,6 +11,7 @@
 // for MPI; device memory for NCCL).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "comm/activity.h"
 #include "comm/types.h"
 #include "comm/work.h"
+#include "runtime/error.h"
 #include "runtime/str.h"
 
 namespace ddp::comm {
@@ -41,6 +43,15 @@ struct CommOptions {
   // comm/finite.h). Every rank must ask alike.
   bool sumOfSquares = false;
 };
+
+// Throws InternalError unless `bounds` can be Communicator::reduceScatter's
+// for `worldSize` ranks: worldSize + 1 of them, the first 0, none decreasing.
+inline void checkScatterBounds(std::span<const std::size_t> bounds, int worldSize) {
+  DDP_CHECK(bounds.size() == static_cast<std::size_t>(worldSize) + 1 && bounds.front() == 0,
+            "reduceScatter: bounds must have world size + 1 entries, the first 0");
+  DDP_CHECK(std::is_sorted(bounds.begin(), bounds.end()),
+            "reduceScatter: bounds must not decrease");
+}
 
 class Communicator {
  public:

@@ -78,11 +78,10 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
                          comm_.backendName(), " backend reduces device memory"));
   }
   if (scatters()) {
-    const std::vector<std::size_t>& bounds = options_.scatterBounds;
-    DDP_CHECK(bounds.size() == static_cast<std::size_t>(comm_.size()) + 1 && bounds.front() == 0 &&
-                  bounds.back() == elements_ && std::is_sorted(bounds.begin(), bounds.end()),
-              str("reduce-scatter parts that do not cover the ", elements_,
-                  " gradient elements once, in order, one part per rank"));
+    checkScatterBounds(options_.scatterBounds, comm_.size());
+    DDP_CHECK(options_.scatterBounds.back() == elements_,
+              str("reduce-scatter parts that do not end at the ", elements_, " gradient elements"));
+    partSums_.resize(static_cast<std::size_t>(comm_.size()));
   }
   storage_ = comm_.allocate(elements_ * sizeof(float));
   if (options_.compression == GradCompression::kBf16) {
@@ -239,19 +238,18 @@ void Reducer::finalize() {
     // Widen the mean back into the gradients: this rank's part of it, when
     // reduce-scattering.
     const Bucket& bucket = buckets_[launch.bucket];
-    const auto [begin, end] =
-        scatters() ? ownedPart(bucket) : std::pair{bucket.offset, bucket.offset + bucket.count};
+    const auto [begin, end] = scatters() ? ownedPart(launch.bucket)
+                                         : std::pair{bucket.offset, bucket.offset + bucket.count};
     fromBFloat16(static_cast<const std::uint16_t*>(compressed_.get()) + begin,
                  static_cast<float*>(storage_.get()) + begin, end - begin);
   }
   reducing_ = false;
 }
 
-std::pair<std::size_t, std::size_t> Reducer::ownedPart(const Bucket& bucket) const {
+std::pair<std::size_t, std::size_t> Reducer::ownedPart(std::size_t bucket) const {
   const auto r = static_cast<std::size_t>(comm_.rank());
-  const std::size_t begin = std::max(bucket.offset, options_.scatterBounds[r]);
-  const std::size_t end = std::min(bucket.offset + bucket.count, options_.scatterBounds[r + 1]);
-  return {begin, std::max(begin, end)};
+  const std::vector<std::size_t>& parts = scatterParts_[bucket];
+  return {buckets_[bucket].offset + parts[r], buckets_[bucket].offset + parts[r + 1]};
 }
 
 std::optional<std::size_t> Reducer::firstNonFinite() const {
@@ -267,7 +265,7 @@ std::optional<std::size_t> Reducer::firstNonFinite() const {
     if (const std::optional<bool> checked = launch.work->resultChecks().nonFinite) {
       any = any || *checked;
     } else if (scatters()) {
-      const auto [begin, end] = ownedPart(bucket);
+      const auto [begin, end] = ownedPart(launch.bucket);
       any = any || anyNonFinite(storage + begin, end - begin);
       partial = true;
     } else {
@@ -320,7 +318,7 @@ double Reducer::sumOfSquares() const {
     if (measured) {
       total += *measured;
     } else if (scatters()) {
-      const auto [begin, end] = ownedPart(buckets_[b]);
+      const auto [begin, end] = ownedPart(b);
       mine += comm::sumOfSquares(storage + begin, end - begin);
       partial = true;
     } else {
@@ -329,10 +327,9 @@ double Reducer::sumOfSquares() const {
   }
   if (!partial) return total;
   // Every rank adds every rank's part in rank order: the same bits everywhere.
-  std::vector<double> parts(static_cast<std::size_t>(comm_.size()));
-  comm_.allgather(std::span<const double>(&mine, 1), std::span<double>(parts))
+  comm_.allgather(std::span<const double>(&mine, 1), std::span<double>(partSums_))
       ->wait(comm_.options().timeout);
-  for (double part : parts)
+  for (double part : partSums_)
     total += part;
   return total;
 }

@@ -182,9 +182,9 @@ class Reducer {
   // Computes buckets_, locations_ and pending_ from the options' caps and
   // checks that every rank has the same layout. Returns the elements in all.
   std::size_t layOutBuckets();
-  // Reduce-scattering: the part of `bucket` this rank owns, as [begin, end)
-  // in the storage's elements (empty when it owns none of it).
-  std::pair<std::size_t, std::size_t> ownedPart(const Bucket& bucket) const;
+  // Reduce-scattering: the part of bucket `bucket` this rank owns, as
+  // [begin, end) in the storage's elements (empty when it owns none of it).
+  std::pair<std::size_t, std::size_t> ownedPart(std::size_t bucket) const;
 
   struct Location {
     std::size_t bucket = 0;
@@ -204,6 +204,9 @@ class Reducer {
   // Reduce-scattering, per bucket: its reduceScatter() bounds, from
   // options_.scatterBounds and the layout.
   std::vector<std::vector<std::size_t>> scatterParts_;
+  // Reduce-scattering: sumOfSquares()' gather of the ranks' parts, kept so
+  // that a step allocates nothing.
+  mutable std::vector<double> partSums_;
   std::vector<std::size_t> pending_;  // per bucket: gradients not yet ready
   std::vector<bool> ready_;           // per gradient
   std::size_t nextLaunch_ = 0;        // buckets issued so far

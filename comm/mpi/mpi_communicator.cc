@@ -126,6 +126,9 @@ MpiCommunicator::MpiCommunicator(MPI_Comm base, CommOptions options)
   DDP_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   DDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   DDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  pieceCounts_.resize(static_cast<std::size_t>(size_));
+  pieceDisplacements_.resize(static_cast<std::size_t>(size_));
+  partChecks_.resize(2 * static_cast<std::size_t>(size_));
   DDP_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_));
   DDP_MPI_CHECK(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN));
   int nodeSize = 0;
@@ -219,17 +222,14 @@ WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t cou
 
 WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> bounds,
                                        DataType type, ReduceOp op) {
-  DDP_CHECK(bounds.size() == static_cast<std::size_t>(size_) + 1 && bounds.front() == 0,
-            "reduceScatter: bounds must have world size + 1 entries, the first 0");
-  DDP_CHECK(std::is_sorted(bounds.begin(), bounds.end()),
-            "reduceScatter: bounds must not decrease");
+  checkScatterBounds(bounds, size_);
   checkReduction("reduceScatter", type, op);
   const std::size_t count = bounds.back();
   std::vector<std::size_t> parts(bounds.begin(), bounds.end());
   const std::uint64_t sequence = nextSequence();
   return enqueue(
       str("reduce_scatter(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
-      [=, this](Work& work) {
+      [=, this, parts = std::move(parts)](Work& work) {
         if (auto region = findRegion(data, count * sizeOf(type))) {
           // Note [Node shared-memory reduce-scatter]: in place, measured while reducing.
           work.setResultChecks(region->reduceScatter(data, parts, type, op, sequence,
@@ -244,7 +244,7 @@ WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> 
         // part of a piece at the piece's start; one copy moves it where it
         // belongs.
         const std::size_t piece = kPlainPieceBytes / element;
-        std::vector<int> counts(static_cast<std::size_t>(size_));
+        std::vector<int>& counts = pieceCounts_;
         for (std::size_t at = 0; at < count; at += piece) {
           const std::size_t end = std::min(count, at + piece);
           const auto cut = [&](std::size_t bound) { return std::clamp(bound, at, end); };
@@ -274,7 +274,7 @@ WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> 
                             : anyNonFinite(reinterpret_cast<const double*>(mine), own);
         }
         if (squares) measured[1] = sumOfSquares(reinterpret_cast<const float*>(mine), own);
-        std::vector<double> all(2 * static_cast<std::size_t>(size_));
+        std::vector<double>& all = partChecks_;
         DDP_MPI_CHECK(MPI_Allgather(measured, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, comm_));
         ResultChecks checks;
         bool nonFinite = false;
@@ -318,7 +318,7 @@ WorkPtr MpiCommunicator::allgather(const void* send, void* recv, std::size_t cou
     // landing at its place in the rank's part (MPI_Allgatherv's displacements).
     if (!inPlace) std::memcpy(mine, send, bytes);
     const std::size_t piece = kPlainPieceBytes / sizeOf(type);
-    std::vector<int> counts(static_cast<std::size_t>(size_)), at(counts.size());
+    std::vector<int>&counts = pieceCounts_, &at = pieceDisplacements_;
     for (std::size_t begin = 0; begin < count; begin += piece) {
       for (std::size_t q = 0; q < counts.size(); ++q) {
         counts[q] = static_cast<int>(std::min(piece, count - begin));

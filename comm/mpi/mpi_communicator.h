@@ -73,6 +73,10 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm node_ = MPI_COMM_NULL;  // the ranks of comm_ on this node
   bool singleNode_ = false;
   std::vector<std::weak_ptr<SharedRegion>> regions_;  // comm thread only
+  // The plain path's per-rank piece counts, displacements and part checks,
+  // kept so that a collective allocates none of its own. Comm thread only.
+  std::vector<int> pieceCounts_, pieceDisplacements_;
+  std::vector<double> partChecks_;
   int rank_ = 0;
   int size_ = 1;
 

@@ -237,9 +237,8 @@ bool SharedRegion::contains(const void* begin, std::size_t length) const {
 void SharedRegion::arrive(std::size_t offset, std::size_t count, DataType type, std::uint32_t op,
                           bool sumOfSquares, std::uint64_t boundsHash, std::uint64_t sequence,
                           std::chrono::milliseconds timeout) {
-  const char* name = op == kAllgatherOp                ? "all-gather"
-                     : (op & kReduceScatterFlag) != 0u ? "reduce-scatter"
-                                                       : "all-reduce";
+  const bool gather = op == kAllgatherOp, scatter = !gather && (op & kReduceScatterFlag) != 0u;
+  const char* name = gather ? "all-gather" : scatter ? "reduce-scatter" : "all-reduce";
   Control& mine = control(rank_);
   mine.sequence = sequence;
   mine.offset = offset;
@@ -249,7 +248,9 @@ void SharedRegion::arrive(std::size_t offset, std::size_t count, DataType type, 
   mine.squaresAsked = sumOfSquares ? 1 : 0;
   mine.boundsHash = boundsHash;
   // Every rank's data and control slot are written.
-  barrier_.wait(timeout, str("shared-memory ", name, ", arrival").c_str());
+  barrier_.wait(timeout, gather    ? "shared-memory all-gather, arrival"
+                         : scatter ? "shared-memory reduce-scatter, arrival"
+                                   : "shared-memory all-reduce, arrival");
   for (int r = 0; r < size_; ++r) {
     const Control& other = control(r);
     if (other.sequence != sequence || other.offset != offset || other.count != count ||

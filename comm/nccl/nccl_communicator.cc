@@ -1,7 +1,5 @@
 #include "comm/nccl/nccl_communicator.h"
 
-#include <algorithm>
-
 #include "comm/nccl/nccl_check.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/memory.h"
@@ -278,10 +276,7 @@ WorkPtr NcclCommunicator::allreduce(const void* send, void* data, std::size_t co
 
 WorkPtr NcclCommunicator::reduceScatter(void* data, std::span<const std::size_t> bounds,
                                         DataType type, ReduceOp op) {
-  DDP_CHECK(bounds.size() == static_cast<std::size_t>(size_) + 1 && bounds.front() == 0,
-            "reduceScatter: bounds must have world size + 1 entries, the first 0");
-  DDP_CHECK(std::is_sorted(bounds.begin(), bounds.end()),
-            "reduceScatter: bounds must not decrease");
+  checkScatterBounds(bounds, size_);
   if (!cuda::isDevicePointer(data)) {
     host_->setContext(context());
     return host_->reduceScatter(data, bounds, type, op);
