@@ -8,7 +8,11 @@
 // the file, parse it (checksums verified), restore into the model; and the
 // same through the file's mapping, as loadSafetensors reads it (Note
 // [Reading files through a mapping] in runtime/mapped_file.h): map and parse
-// (checksums verified, pages released), restore (pages read again).
+// (checksums verified, pages released), restore (pages read again). Last,
+// what a run pauses for while CheckpointWriter takes a checkpoint, staged
+// in a copy or written directly into the file (Note [Checkpoints written in
+// the background] in trainer/checkpoint_writer.h): write()'s time, and the
+// time until the file is in place (finish()).
 //
 //   build/benchmarks/checkpoint_bench [DIR]    (default: the current directory)
 #include <zlib.h>
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_writer.h"
 #include "trainer/mlp.h"
 #include "trainer/sgd.h"
 
@@ -81,12 +86,26 @@ void measure(const std::string& dir, const char* name, const std::vector<std::si
     restoreCheckpoint(path, mapped, *model, sgd, {});
     mappedRestore.push_back(msSince(start));
   }
+  std::vector<double> pause[2], written[2];
+  for (const CheckpointStaging staging : {CheckpointStaging::kCopy, CheckpointStaging::kDirect}) {
+    const auto mode = static_cast<std::size_t>(staging == CheckpointStaging::kDirect);
+    CheckpointWriter writer([](const std::string&, const TrainPosition&) {}, staging);
+    for (int round = 0; round < 7; ++round) {
+      const auto start = Clock::now();
+      writer.write(path, *model, sgd, TrainPosition{}, {});
+      pause[mode].push_back(msSince(start));
+      writer.finish();
+      written[mode].push_back(msSince(start));
+    }
+  }
   std::filesystem::remove(path);
   const double mib = static_cast<double>(bytes) / (1 << 20);
-  std::printf("%-8s %9.1f %9.1f %9.1f %11.0f%% %9.1f %9.1f %9.1f %11.1f %11.1f   (crc %08lx)\n",
-              name, mib, median(crc), median(save), 100.0 * median(crc) / median(save),
-              median(read), median(parse), median(restore), median(mappedParse),
-              median(mappedRestore), static_cast<unsigned long>(sink));
+  std::printf(
+      "%-8s %9.1f %9.1f %9.1f %11.0f%% %9.1f %9.1f %9.1f %11.1f %11.1f %11.1f %11.1f %11.1f "
+      "%11.1f   (crc %08lx)\n",
+      name, mib, median(crc), median(save), 100.0 * median(crc) / median(save), median(read),
+      median(parse), median(restore), median(mappedParse), median(mappedRestore), median(pause[0]),
+      median(written[0]), median(pause[1]), median(written[1]), static_cast<unsigned long>(sink));
 }
 
 }  // namespace
@@ -94,8 +113,9 @@ void measure(const std::string& dir, const char* name, const std::vector<std::si
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : ".";
   std::printf("checkpoint_bench in %s: median of 7 rounds (ms)\n", dir.c_str());
-  std::printf("%-8s %9s %9s %9s %12s %9s %9s %9s %11s %11s\n", "model", "MiB", "crc32", "save",
-              "crc of save", "read", "parse", "restore", "map+parse", "restore");
+  std::printf("%-8s %9s %9s %9s %12s %9s %9s %9s %11s %11s %11s %11s %11s %11s\n", "model", "MiB",
+              "crc32", "save", "crc of save", "read", "parse", "restore", "map+parse", "restore",
+              "copy pause", "written", "direct", "written");
   measure(dir, "default", {1024, 1024});
   measure(dir, "large", {4096, 4096, 4096});
   return 0;

@@ -11,6 +11,9 @@
 #
 #   bash benchmarks/checkpoint_memory.sh DDP_TRAIN [DDP_TRAIN ...]
 #
+# STAGINGS="copy direct" writes checkpoints with each --checkpoint-staging
+# given (one row each; default: the build's default, given no option).
+#
 # Cases (CASES="adamw sharded 2gib" by default): the large MLP
 # (784-4096-4096-4096-10, 140.5 MiB of weights) with AdamW, whole and with
 # --shard-optimizer (the file: 421 MiB); and an MLP of 784-16384-16384-10
@@ -44,8 +47,9 @@ run() {  # run LOG DDP_TRAIN ARGS...: fails loudly
   local log=$1; shift
   mpirun -q -np 2 "$@" > "$log" 2>&1 || { tail -5 "$log" >&2; echo "failed: $*" >&2; return 1; }
 }
-echo "| case | ddp_train | rank | from the start (MiB) | writing checkpoints | resumed | writing - start | resumed - start |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|"
+: "${STAGINGS:=default}"
+echo "| case | ddp_train | staging | rank | from the start (MiB) | writing checkpoints | resumed | writing - start | resumed - start |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|"
 for c in $CASES; do
   read -ra extra <<< "$(args_of "$c")"
   rm -rf "$tmp/ck"
@@ -54,20 +58,24 @@ for c in $CASES; do
   for train in "$@"; do
     run "$tmp/start.log" "$train" "${common[@]}" "${extra[@]}" --max-steps 2
     read -r s0 s1 < <(peaks "$tmp/start.log")
-    rm -rf "$tmp/each"
-    run "$tmp/each.log" "$train" "${common[@]}" "${extra[@]}" --max-steps 2 --checkpoint-every 1 \
-      --checkpoint-dir "$tmp/each"
-    read -r w0 w1 < <(peaks "$tmp/each.log")
     if run "$tmp/resumed.log" "$train" "${common[@]}" "${extra[@]}" --max-steps 2 \
         --resume "$tmp/ck/checkpoint-000000001.safetensors"; then
       read -r r0 r1 < <(peaks "$tmp/resumed.log")
     else
       r0="fails: $(grep -o 'error: .*' "$tmp/resumed.log" | head -1 | cut -c8-100)" r1=$r0
     fi
-    for rank in 0 1; do
-      start=s$rank writing=w$rank resumed=r$rank
-      echo "| $c | $train | $rank | ${!start} | ${!writing} | ${!resumed} |" \
-        "$(more "${!start}" "${!writing}") | $(more "${!start}" "${!resumed}") |"
+    for staging in $STAGINGS; do
+      option=()
+      [ "$staging" = default ] || option=(--checkpoint-staging "$staging")
+      rm -rf "$tmp/each"
+      run "$tmp/each.log" "$train" "${common[@]}" "${extra[@]}" --max-steps 2 --checkpoint-every 1 \
+        --checkpoint-dir "$tmp/each" "${option[@]}"
+      read -r w0 w1 < <(peaks "$tmp/each.log")
+      for rank in 0 1; do
+        start=s$rank writing=w$rank resumed=r$rank
+        echo "| $c | $train | $staging | $rank | ${!start} | ${!writing} | ${!resumed} |" \
+          "$(more "${!start}" "${!writing}") | $(more "${!start}" "${!resumed}") |"
+      done
     done
   done
 done

@@ -5,6 +5,9 @@
 # Prints the wall time of each run and the median extra time per checkpoint.
 #
 #   bash benchmarks/checkpoint_overhead.sh [ROUNDS] DDP_TRAIN [DDP_TRAIN ...]
+#
+# STAGINGS="copy direct" runs each ddp_train once per --checkpoint-staging
+# given (default: the build's default, given no option).
 set -euo pipefail
 rounds=$1; shift
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -17,19 +20,27 @@ wall() {  # wall seconds of one run
   mpirun -q -np "${NP:-2}" ${MPIRUN_ARGS:-} "$@" > "$dir/log" 2>&1 || { cat "$dir/log"; exit 1; }
   echo "$(date +%s.%N) - $start" | bc
 }
+: "${STAGINGS:=default}"
 declare -A extra
 for r in $(seq "$rounds"); do
   for train in "$@"; do
-    plain=$(wall "$train" "${args[@]}")
-    rm -rf "$dir/ck"
-    with=$(wall "$train" "${args[@]}" --checkpoint-dir "$dir/ck" --checkpoint-every 5)
-    n=$(grep -c "checkpoint: wrote" "$dir/log")
-    per=$(echo "scale=3; ($with - $plain) / $n" | bc)
-    echo "round $r $train: no checkpoints ${plain:0:6} s, $n checkpoints ${with:0:6} s: ${per} s each"
-    extra[$train]+="$per "
+    for staging in $STAGINGS; do
+      option=()
+      [ "$staging" = default ] || option=(--checkpoint-staging "$staging")
+      plain=$(wall "$train" "${args[@]}")
+      rm -rf "$dir/ck"
+      with=$(wall "$train" "${args[@]}" --checkpoint-dir "$dir/ck" --checkpoint-every 5 "${option[@]}")
+      n=$(grep -c "checkpoint: wrote" "$dir/log")
+      per=$(echo "scale=3; ($with - $plain) / $n" | bc)
+      echo "round $r $train $staging: no checkpoints ${plain:0:6} s, $n checkpoints ${with:0:6} s:" \
+        "${per} s each"
+      extra[$train $staging]+="$per "
+    done
   done
 done
 for train in "$@"; do
-  echo "$train: median extra per checkpoint $(tr ' ' '\n' <<< "${extra[$train]}" | grep . | sort -n |
-    awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') s"
+  for staging in $STAGINGS; do
+    echo "$train $staging: median extra per checkpoint $(tr ' ' '\n' <<< "${extra[$train $staging]}" |
+      grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') s"
+  done
 done

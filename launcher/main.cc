@@ -147,7 +147,8 @@ int train(const Options& o) {
     std::optional<CheckpointDirLock> checkpointLock;  // Note [One run per checkpoint directory]
     // Agreed on before any rank allocates (Note [Refusing a model the node
     // cannot hold]).
-    comm::agree(comm, [&] { checkNodeMemory(o, world, placement.device); });
+    trainer::CheckpointStaging staging = trainer::CheckpointStaging::kCopy;
+    comm::agree(comm, [&] { staging = checkNodeMemory(o, world, placement.device); });
     comm.setContext("start-up: loading the data and building the model");
     comm::agree(comm, [&] {
       stallAtStartUp(fault, world.rank());
@@ -174,6 +175,8 @@ int train(const Options& o) {
     printSummary(world, comm, o, threadCount, placement, *model, data);
     if (world.rank() == 0) {
       warnAboutPlacement(world, o, cpus, threads);
+      if (const auto notice = stagingNotice(o, staging, placement.device, world))
+        log::info(*notice);
       if (const auto warning = batchWarning(o, data.train->size(), world.size()))
         log::warn(*warning);
     }
@@ -188,7 +191,7 @@ int train(const Options& o) {
     // in the background]); agree() makes a failed write stop every rank cleanly.
     std::optional<trainer::CheckpointWriter> checkpointWriter;
     if (!o.checkpointDir.empty() && world.rank() == 0) {
-      checkpointWriter.emplace(reportCheckpoint(o));
+      checkpointWriter.emplace(reportCheckpoint(o), staging);
     }
     if (!o.checkpointDir.empty()) {
       trainOptions.onCheckpoint = [&](const trainer::TrainPosition& at) {

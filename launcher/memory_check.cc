@@ -30,6 +30,7 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool ran
   // background]). The file resumed from holds the same bytes.
   if (rankZero && !o.checkpointDir.empty()) {
     need.checkpointCopy = need.weights + optimizerStateBytes(o);
+    if (o.shardOptimizer) need.checkpointGathered = optimizerStateBytes(o);
   }
   if (rankZero && !o.resume.empty()) need.resumedFile = need.weights + optimizerStateBytes(o);
   if (o.dataset == "synthetic") {
@@ -61,7 +62,11 @@ std::optional<std::string> memoryShortfall(const HostMemoryNeed& need, int ranks
              bytesString(total), " in all, and ", bytes(available),
              " is available (MemAvailable plus free swap, or a cgroup limit's room); the kernel "
              "would end the run part-way (try a smaller model, batch or data set, or fewer ranks "
-             "per node)");
+             "per node",
+             need.checkpointCopy > 0
+                 ? ", or checkpoints without the copy: --checkpoint-staging direct"
+                 : "",
+             ")");
 }
 
 std::optional<std::string> processLimitShortfall(const HostMemoryNeed& need, trainer::Device device,
@@ -89,7 +94,10 @@ std::optional<std::string> processLimitShortfall(const HostMemoryNeed& need, tra
       "), but ", bytes(limit.room()), " is left",
       blas > 0 && limit.room() >= run ? " (OpenBLAS would spin for ever trying to map its buffer)"
                                       : "",
-      "; raise the limit (", limit.name, " unlimited, or the batch system's setting)");
+      "; raise the limit (", limit.name, " unlimited, or the batch system's setting)",
+      rankZero > 0 && !mapping
+          ? ", or write checkpoints without the copy (--checkpoint-staging direct)"
+          : "");
 }
 
 std::optional<std::string> processLimitWarning(const ProcessMemoryLimit& limit,
@@ -103,18 +111,56 @@ std::optional<std::string> processLimitWarning(const ProcessMemoryLimit& limit,
              " unlimited, or the batch system's setting)");
 }
 
-void checkNodeMemory(const Options& o, const World& world, trainer::Device device) {
-  if (world.localRank() != 0) return;  // one report per node
+trainer::CheckpointStaging chooseStaging(const std::string& option, const HostMemoryNeed& need,
+                                         int ranks, std::optional<std::size_t> available,
+                                         const std::optional<ProcessMemoryLimit>& limit,
+                                         trainer::Device device) {
+  // No copy to place (another rank, or no checkpoints): nothing to choose.
+  if (need.checkpointCopy == 0 || option == "copy") return trainer::CheckpointStaging::kCopy;
+  if (option == "direct") return trainer::CheckpointStaging::kDirect;
+  const auto spared = [](std::size_t room) {
+    return static_cast<double>(room) * (1.0 - kStagingSpareFraction);
+  };
+  const bool nodeHasRoom =
+      !available ||
+      static_cast<double>(need.total()) * ranks + need.checkpointCopy <= spared(*available);
+  const std::size_t blas = device == trainer::Device::kCpu ? kBlasBufferBytes : 0;
+  const bool limitHasRoom = !limit || static_cast<double>(need.total() + need.checkpointCopy +
+                                                          blas) <= spared(limit->room());
+  return nodeHasRoom && limitHasRoom ? trainer::CheckpointStaging::kCopy
+                                     : trainer::CheckpointStaging::kDirect;
+}
+
+std::optional<std::string> stagingNotice(const Options& o, trainer::CheckpointStaging staging,
+                                         trainer::Device device, const World& world) {
+  if (o.checkpointStaging != "auto" || staging != trainer::CheckpointStaging::kDirect)
+    return std::nullopt;
+  const HostMemoryNeed need = hostMemoryNeed(o, device, true, world.size());
+  return str("checkpoint: rank 0 writes checkpoints into their files between steps, without a ",
+             bytesString(static_cast<double>(need.checkpointCopy - need.checkpointGathered)),
+             " copy: host ", world.hostname(),
+             " or its process limit has no room for one beside the run (--checkpoint-staging)");
+}
+
+trainer::CheckpointStaging checkNodeMemory(const Options& o, const World& world,
+                                           trainer::Device device) {
+  if (world.localRank() != 0) return trainer::CheckpointStaging::kCopy;  // one report per node
   // Rank 0 is its node's local rank 0 (World orders the node by global rank).
-  const HostMemoryNeed need = hostMemoryNeed(o, device, world.rank() == 0, world.size());
-  if (const std::optional<std::size_t> available = availableBytes()) {
+  HostMemoryNeed need = hostMemoryNeed(o, device, world.rank() == 0, world.size());
+  const std::optional<std::size_t> available = availableBytes();
+  const std::optional<ProcessMemoryLimit> limit = processMemoryLimit();
+  const trainer::CheckpointStaging staging =
+      chooseStaging(o.checkpointStaging, need, world.localSize(), available, limit, device);
+  if (staging == trainer::CheckpointStaging::kDirect) need.checkpointCopy = need.checkpointGathered;
+  if (available) {
     const auto shortfall = memoryShortfall(need, world.localSize(), *available, world.hostname());
     if (shortfall) throw UsageError(*shortfall);
   }
-  if (const auto limit = processMemoryLimit()) {  // Note [A process memory limit]
+  if (limit) {  // Note [A process memory limit]
     const auto shortfall = processLimitShortfall(need, device, *limit, world.hostname());
     if (shortfall) throw UsageError(*shortfall);
   }
+  return staging;
 }
 
 }  // namespace ddp::launcher

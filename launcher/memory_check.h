@@ -12,7 +12,8 @@
 // builds the model. With --checkpoint-dir, rank 0's node also counts the copy
 // that checkpoints are written from (allocated by the first checkpoint:
 // without it counted, a run that cannot hold it passes the check, trains,
-// and fails at that checkpoint). Activations beyond the layers' outputs,
+// and fails at that checkpoint), unless they are written without one (Note
+// [Choosing where checkpoints are staged]). Activations beyond the layers' outputs,
 // Fashion-MNIST's 55 MB and MPI's buffers come on top, so a run that passes
 // may still not fit; one that fails cannot.
 //
@@ -47,6 +48,7 @@
 #include "launcher/options.h"
 #include "runtime/memory.h"
 #include "runtime/world.h"
+#include "trainer/checkpoint_writer.h"
 #include "trainer/tensor.h"
 
 namespace ddp::launcher {
@@ -67,7 +69,13 @@ struct HostMemoryNeed {
   // written from (Note [Checkpoints written in the background] in
   // trainer/checkpoint_writer.h). Without it counted, a run too large for
   // that copy was killed at its first checkpoint, its training lost.
+  // Where checkpoints are written directly, checkNodeMemory counts
+  // checkpointGathered instead.
   std::size_t checkpointCopy = 0;
+  // Of that copy, what rank 0 holds when writing directly too: a sharded
+  // optimizer's state, gathered whole for each checkpoint and kept until
+  // written (OptimizerState::snapshot); 0 unsharded.
+  std::size_t checkpointGathered = 0;
   // With --resume, rank 0 maps the file it restores from (the same bytes as
   // the copy), before the copy exists, and releases its pages as they are
   // sent (Note [Restoring a checkpoint from one rank] in
@@ -108,11 +116,45 @@ inline constexpr std::size_t kMpiStartBytes = std::size_t{320} << 20;
 std::optional<std::string> processLimitWarning(const ProcessMemoryLimit& limit,
                                                const std::string& host);
 
+// Note [Choosing where checkpoints are staged]
+// Rank 0's copy for checkpoints (CheckpointStaging::kCopy, Note
+// [Checkpoints written in the background] in trainer/checkpoint_writer.h)
+// is one more checkpoint's worth of memory on the node that already holds
+// the most: 1x the weights with SGD and no momentum, 3x with AdamW. Where
+// the node or the process limit had no room for it, the run was refused,
+// though it could train, and checkpoint without the copy (kDirect). So
+// --checkpoint-staging auto copies only when the copy fits with a tenth of
+// the room to spare (the need is a lower bound: activations and MPI's
+// buffers come on top, and a copy that barely fits would end the run at its
+// first checkpoint), and otherwise writes directly and says so; `copy`
+// insists on the copy (refused when it does not fit, pointing to `direct`),
+// `direct` never makes one.
+
+// The room auto leaves free beside the copy (the Note above).
+inline constexpr double kStagingSpareFraction = 0.1;
+
+// Where rank 0 stages checkpoints, for `option` (--checkpoint-staging) and a
+// `need` whose checkpointCopy is the copy's size: `available` is its node's
+// room (for `ranks` ranks), `limit` its process limit's, either unknown.
+// Refusing a copy that does not fit is memoryShortfall's.
+trainer::CheckpointStaging chooseStaging(const std::string& option, const HostMemoryNeed& need,
+                                         int ranks, std::optional<std::size_t> available,
+                                         const std::optional<ProcessMemoryLimit>& limit,
+                                         trainer::Device device);
+
+// On rank 0, what the start-up says when auto chose kDirect (the copy's
+// size and why), or nullopt.
+std::optional<std::string> stagingNotice(const Options& o, trainer::CheckpointStaging staging,
+                                         trainer::Device device, const World& world);
+
 // Each node's first rank: throws UsageError (the options ask more than the
 // node has, as with more ranks than GPUs) when the node's ranks cannot hold
 // the run, or when its own process memory limit (which its siblings share:
 // they inherit it from one launcher) cannot hold one rank. Call inside agree(), and let it finish
-// before any rank loads data or builds the model.
-void checkNodeMemory(const Options& o, const World& world, trainer::Device device);
+// before any rank loads data or builds the model. Returns where rank 0
+// stages checkpoints (chooseStaging; kCopy on the other ranks, which write
+// none).
+trainer::CheckpointStaging checkNodeMemory(const Options& o, const World& world,
+                                           trainer::Device device);
 
 }  // namespace ddp::launcher

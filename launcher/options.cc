@@ -78,6 +78,11 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "also write a checkpoint every N steps")(
       "keep-checkpoints", po::value(&raw.keepCheckpoints)->value_name("N"),
       "after writing a checkpoint, delete the older ones beyond the newest N (default: keep all)")(
+      "checkpoint-staging",
+      po::value(&o.checkpointStaging)->value_name("NAME")->default_value(o.checkpointStaging),
+      "where rank 0 holds a checkpoint while a thread writes it and training goes on: copy (a "
+      "copy in memory of its own, the shortest pause) | direct (written into the file between "
+      "steps, no copy) | auto (copy when rank 0's node has room for it, else direct)")(
       "resume", po::value(&o.resume)->value_name("FILE")->implicit_value("latest"),
       "continue from checkpoint FILE, or without FILE from the newest one in --checkpoint-dir "
       "(any world size: the rest of the epoch is re-sharded)");
@@ -591,6 +596,13 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
   o.keepCheckpoints = nonNegative(raw.keepCheckpoints, "keep-checkpoints");
   if (o.keepCheckpoints > 0 && o.checkpointDir.empty())
     throw UsageError("--keep-checkpoints needs --checkpoint-dir");
+  if (o.checkpointStaging != "auto" && o.checkpointStaging != "copy" &&
+      o.checkpointStaging != "direct") {
+    throw UsageError(str("--checkpoint-staging: unknown '", o.checkpointStaging,
+                         "' (known: auto, copy, direct)"));
+  }
+  if (o.checkpointStaging != "auto" && o.checkpointDir.empty())
+    throw UsageError("--checkpoint-staging needs --checkpoint-dir");
   if (o.resume == "latest" && o.checkpointDir.empty())
     throw UsageError("--resume without a FILE needs --checkpoint-dir (where to look for one)");
   if (!o.resume.empty() && !o.initFrom.empty())

@@ -39,6 +39,7 @@ struct Options {
   std::size_t checkpointEvery = 0;  // steps; 0: at the end of each epoch only
   std::size_t keepCheckpoints = 0;  // 0: keep every checkpoint
   std::string resume;               // "": start fresh; "latest": newest in checkpointDir; or a file
+  std::string checkpointStaging = "auto";  // auto | copy | direct (trainer/checkpoint_writer.h)
   // optimisation
   std::size_t epochs = 5;
   std::size_t maxSteps = 0;
@@ -52,7 +53,7 @@ struct Options {
   double weightDecay = 0.0;                       // adamw: kAdamWDefaultWeightDecay unless given
   bool noBiasDecay = false;                       // weight decay on the weight matrices only
   bool shardOptimizer = false;  // each rank keeps 1/world of the optimizer state (ZeRO-1)
-  double clipGradNorm = 0.0;                      // 0: off; inf: measure the norm, never clip
+  double clipGradNorm = 0.0;    // 0: off; inf: measure the norm, never clip
   std::uint64_t seed = 42;
   std::size_t gradAccum = 1;
   // distributed

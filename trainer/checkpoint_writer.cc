@@ -9,8 +9,8 @@
 
 namespace ddp::trainer {
 
-CheckpointWriter::CheckpointWriter(WrittenHandler onWritten)
-    : onWritten_(std::move(onWritten)), thread_([this] { run(); }) {}
+CheckpointWriter::CheckpointWriter(WrittenHandler onWritten, CheckpointStaging staging)
+    : onWritten_(std::move(onWritten)), stagingMode_(staging), thread_([this] { run(); }) {}
 
 CheckpointWriter::~CheckpointWriter() {
   {
@@ -53,19 +53,33 @@ void CheckpointWriter::write(const std::string& path, Sequential& model, Optimiz
   for (const OptimizerState& slot : optimizer.state()) {
     if (slot.snapshot) snapshots.insert(slot.tensor);
   }
+  std::vector<SafetensorsWriter::Entry> entries;
+  for (const auto& [name, tensor] : live)
+    entries.push_back({name, tensor->shape()});
+  auto file = std::make_unique<SafetensorsWriter>(path, std::move(entries),
+                                                  checkpointMetadata(at, options));
   staging_.resize(live.size());
   for (std::size_t i = 0; i < live.size(); ++i) {
     Staged& staged = staging_[i];
-    staged.name = live[i].first;
-    staged.kept = snapshots.contains(live[i].second) && !live[i].second->onCuda();
-    if (staged.kept) {
-      staged.tensor = *live[i].second;  // shares its memory
+    const Tensor& source = *live[i].second;
+    staged.kept = snapshots.contains(&source) && !source.onCuda();
+    staged.written = false;
+    if (staged.kept) continue;  // below, once nothing here can fail
+    if (stagingMode_ == CheckpointStaging::kDirect) {
+      // Into the file's page cache, checksummed by the writer thread from
+      // there (Note [Writing a file in parts] in trainer/safetensors.h); a
+      // device tensor goes through a host copy of its own.
+      file->write(i, source.onHost().span(), SafetensorsWriter::Checksum::kAtCommit);
+      staged.written = true;
       continue;
     }
-    staged.tensor.resize(live[i].second->shape(), Device::kCpu);  // kept when the shape is
-    staged.tensor.copyFrom(*live[i].second);
+    staged.tensor.resize(source.shape(), Device::kCpu);  // kept when the shape is
+    staged.tensor.copyFrom(source);
   }
-  job_ = Job{path, at, checkpointMetadata(at, options)};
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    if (staging_[i].kept) staging_[i].tensor = *live[i].second;  // shares its memory
+  }
+  job_ = Job{std::move(file), at};
   busy_ = true;
   lock.unlock();
   changed_.notify_all();
@@ -76,18 +90,20 @@ void CheckpointWriter::run() {
   for (;;) {
     changed_.wait(lock, [this] { return busy_ || stopping_; });
     if (!busy_) return;  // stopping, nothing left to write
-    const Job job = job_;
+    Job job = std::move(job_);
     lock.unlock();
     std::exception_ptr error;
     try {
-      std::vector<std::pair<std::string, const Tensor*>> tensors;
-      for (const Staged& staged : staging_)
-        tensors.emplace_back(staged.name, &staged.tensor);
-      saveSafetensors(job.path, tensors, job.metadata);
-      onWritten_(job.path, job.at);
+      for (std::size_t i = 0; i < staging_.size(); ++i) {
+        if (!staging_[i].written)
+          job.file->write(i, staging_[i].tensor.span(), SafetensorsWriter::Checksum::kNow);
+      }
+      job.file->commit();
+      onWritten_(job.file->path(), job.at);
     } catch (...) {
       error = std::current_exception();
     }
+    job.file.reset();  // an uncommitted file's temporary goes
     for (Staged& staged : staging_) {
       if (staged.kept) staged.tensor = Tensor();  // the snapshot's memory goes now
     }

@@ -4,34 +4,51 @@
 // Every rank waits while rank 0 writes a checkpoint (the ranks agree on its
 // success before the next step), and writing is mostly the kernel copying
 // into the page cache and the disk's fsync: 1 s for the large MLP's 281 MiB
-// here, three steps' worth. Only the snapshot has to happen between two
-// steps. So rank 0 copies the parameters and optimizer state into staging
-// buffers of its own (kept from one checkpoint to the next, so no page is
-// faulted in twice; a device-to-host copy on the GPU path) and a writer
-// thread does the rest: checksums, write, fsync, rename, --keep-checkpoints.
-// Training continues meanwhile. What this keeps of the synchronous write:
+// here, three steps' worth. Only taking the checkpoint's values has to
+// happen between two steps; a writer thread does the rest (checksums,
+// write, fsync, rename, --keep-checkpoints) while training continues. Where
+// rank 0 keeps the values meanwhile (CheckpointStaging, --checkpoint-staging):
+//   * kCopy: staging buffers of its own (kept from one checkpoint to the
+//     next, so no page is faulted in twice; a device-to-host copy on the GPU
+//     path): a memory copy between steps, the fastest, for one more host
+//     copy of the checkpoint on rank 0 (1x its file);
+//   * kDirect: the temporary file itself. Between steps rank 0 writes the
+//     tensors into it, which puts them in the page cache (memory the kernel
+//     writes back and may then reclaim, not the rank's own), and the thread
+//     reads them back there for the checksums (Note [Writing a file in
+//     parts] in trainer/safetensors.h), fsyncs and renames: no copy held,
+//     for a longer pause (the kernel's copy is slower than memcpy, and much
+//     slower where page-cache pages are costly to get, as on this VM:
+//     benchmarks/RESULTS.md, "Checkpoints without a copy").
+// The launcher's auto (Note [Choosing where checkpoints are staged] in
+// launcher/memory_check.h) copies when rank 0's node and process limit have
+// room for the copy, and writes directly when not, where a run used to be
+// refused at start-up.
+// What both keep of a synchronous write:
 //   * atomicity: the same temporary file and rename (a crash or kill -9
 //     mid-write leaves the previous checkpoint);
 //   * errors: a failed write is rethrown on rank 0 at the next checkpoint or
-//     at finish(), inside agree(), so every rank stops, as before, only later;
+//     at finish() (kDirect's writes between steps: at once), inside agree(),
+//     so every rank stops;
 //   * order: one write at a time; a checkpoint due while the previous one is
 //     still being written waits for it;
 //   * the end: finish() waits for the last write, so a run that returns
 //     (finished, --max-steps, a signal) has its checkpoint on disk.
-// The cost: one more host copy of the checkpoint's tensors on rank 0; not
-// of a sharded optimizer's state, which is gathered into new tensors for
-// each checkpoint that nothing changes afterwards: the writer keeps those
-// (OptimizerState::snapshot) and lets go of them once written. The gain
-// needs a core for the thread: the write is CPU work (checksums, the
-// kernel's copy), so with one core per rank it only moves it (measured in
+// A sharded optimizer's state is neither copied nor written between steps:
+// it is gathered into new tensors for each checkpoint that nothing changes
+// afterwards, so the writer keeps those (OptimizerState::snapshot), writes
+// them on its thread and lets go of them once written. The gain of the
+// thread needs a core for it: the write is CPU work (checksums, the kernel's
+// copy), so with one core per rank it only moves it (measured in
 // benchmarks/RESULTS.md, "Checkpoints in a run": 3.2x less per checkpoint
-// with a free core, the same with none).
+// with a free core, the same with none); the fsync's wait for the disk is
+// off the critical path either way.
 #pragma once
 
 #include <condition_variable>
 #include <exception>
 #include <functional>
-#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -41,13 +58,20 @@
 
 namespace ddp::trainer {
 
+// Where rank 0 holds a checkpoint between the step it was taken after and
+// its write (Note [Checkpoints written in the background]).
+enum class CheckpointStaging {
+  kCopy,    // staging buffers of its own: one host copy of the checkpoint
+  kDirect,  // the file: written between steps into the page cache, no copy
+};
+
 class CheckpointWriter {
  public:
   // `onWritten` runs on the writer thread after each checkpoint is durable
   // (renamed into place, directory fsynced), with its path and position:
   // reporting it, deleting older ones. What it throws counts as a failed write.
   using WrittenHandler = std::function<void(const std::string& path, const TrainPosition& at)>;
-  explicit CheckpointWriter(WrittenHandler onWritten);
+  CheckpointWriter(WrittenHandler onWritten, CheckpointStaging staging);
   // Waits for a write in flight, then stops the thread. Never throws: a
   // failure nobody collected with finish() is logged.
   ~CheckpointWriter();
@@ -55,10 +79,12 @@ class CheckpointWriter {
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
   // The training thread, between steps: waits for the previous write
-  // (rethrowing its DataError), copies `model`'s parameters and
-  // `optimizer`'s state into the staging buffers, and hands them
-  // to the writer thread for `path`. Returns once the copy is done: the
-  // model may change right after.
+  // (rethrowing its DataError), creates the temporary file for `path`,
+  // copies `model`'s parameters and `optimizer`'s state into the staging
+  // buffers (kCopy) or writes them into the file (kDirect), and hands the
+  // rest to the writer thread. Returns once they are copied: the model may
+  // change right after. Throws DataError if the file cannot be created or
+  // (kDirect) written.
   void write(const std::string& path, Sequential& model, Optimizer& optimizer,
              const TrainPosition& at, const CheckpointOptions& options);
   // Waits until nothing is being written; rethrows a failed write's error.
@@ -70,18 +96,20 @@ class CheckpointWriter {
 
  private:
   struct Job {
-    std::string path;
+    std::unique_ptr<SafetensorsWriter> file;
     TrainPosition at;
-    std::map<std::string, std::string> metadata;
   };
   void run();
   // Waits for the writer to be idle. Caller holds `lock`; rethrows a stored error.
   void waitIdle(std::unique_lock<std::mutex>& lock);
 
   WrittenHandler onWritten_;
+  const CheckpointStaging stagingMode_;
   struct Staged {
-    std::string name;
+    // kCopy's copy (kept for the next checkpoint), or the optimizer's
+    // snapshot; empty when written by write() (kDirect).
     Tensor tensor;
+    bool written = false;  // into the file by write() (kDirect)
     // A snapshot the optimizer made for this checkpoint, kept instead of
     // copied and let go of once written (OptimizerState::snapshot).
     bool kept = false;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "comm/bfloat16.h"
 #include "runtime/error.h"
@@ -120,11 +121,12 @@ void expectCrc(const std::string& path, const SafetensorsFile& file, const std::
                       " (changed or corrupted after it was written)"));
 }
 
-// Writes all of `data`; false, with errno set, if it cannot.
-bool writeAll(int fd, const void* data, std::size_t size) {
+// Writes all of `data` at `offset`; false, with errno set, if it cannot.
+bool writeAllAt(int fd, const void* data, std::size_t size, std::uint64_t offset) {
   const auto* bytes = static_cast<const char*>(data);
   while (size > 0) {
-    const ssize_t n = ::write(fd, bytes, std::min(size, kHeartbeatBytes));
+    const ssize_t n =
+        ::pwrite(fd, bytes, std::min(size, kHeartbeatBytes), static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return false;
     if (n == 0) {
@@ -132,11 +134,15 @@ bool writeAll(int fd, const void* data, std::size_t size) {
       return false;
     }
     bytes += n;
+    offset += static_cast<std::uint64_t>(n);
     size -= static_cast<std::size_t>(n);
     heartbeat();
   }
   return true;
 }
+
+// What SafetensorsWriter::commit reads back at a time.
+constexpr std::size_t kReadBackBytes = std::size_t{4} << 20;
 
 // "<file>: write failed (No space left on device: the file needs 14.2 MiB
 // and 3.0 MiB was free)": on a full disk, how far off it was.
@@ -163,60 +169,127 @@ void fsyncDirectoryOf(const std::string& path) {
 
 }  // namespace
 
-void saveSafetensors(const std::string& path,
-                     const std::vector<std::pair<std::string, const Tensor*>>& tensors,
-                     const std::map<std::string, std::string>& metadata) {
-  for (const auto& entry : metadata)
+SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<Entry> entries,
+                                     std::map<std::string, std::string> metadata)
+    : path_(std::move(path)),
+      temporary_(temporaryPathFor(path_)),
+      entries_(std::move(entries)),
+      metadata_(std::move(metadata)),
+      crcs_(entries_.size()),
+      written_(entries_.size(), false) {
+  for (const auto& entry : metadata_)
     DDP_CHECK(!isChecksumKey(entry.first), str("saveSafetensors: reserved key ", entry.first));
-  std::vector<Tensor> host;  // views of host tensors, copies of device ones
-  host.reserve(tensors.size());
-  for (const auto& entry : tensors)
-    host.push_back(entry.second->onHost());
-  std::map<std::string, std::string> meta = metadata;
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    meta[str(kTensorCrcPrefix, tensors[i].first)] =
-        hex(crcOf(host[i].data(), host[i].numel() * sizeof(float)));
+  // Placeholders as long as the checksums: the header's size, and so every
+  // tensor's place, is known now (Note [Writing a file in parts]).
+  const std::string headerText = header(std::vector<std::string>(entries_.size(), hex(0)));
+  std::uint64_t offset = 8 + headerText.size();
+  for (const Entry& entry : entries_) {
+    offsets_.push_back(offset);
+    offset += numelOf(entry.shape) * sizeof(float);
   }
+  fileSize_ = offset;
+  fd_ = ::open(temporary_.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  if (fd_ < 0) throw DataError(str(path_, ": cannot create (", std::strerror(errno), ")"));
+  freeBefore_ = freeBytesOf(fd_);
+}
+
+SafetensorsWriter::~SafetensorsWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temporary_.c_str());
+}
+
+// The JSON header with checksums `crcs` (one per entry), padded so the data
+// is 8-byte aligned.
+std::string SafetensorsWriter::header(const std::vector<std::string>& crcs) const {
+  std::map<std::string, std::string> meta = metadata_;
+  for (std::size_t i = 0; i < entries_.size(); ++i)
+    meta[str(kTensorCrcPrefix, entries_[i].name)] = crcs[i];
   meta[std::string(kMetadataCrcKey)] = hex(metadataCrc(meta));
   json header = json::object();
   header["__metadata__"] = meta;
   std::uint64_t offset = 0;
-  for (const auto& [name, tensor] : tensors) {
-    const std::uint64_t bytes = tensor->numel() * sizeof(float);
-    header[name] = {
-        {"dtype", "F32"}, {"shape", tensor->shape()}, {"data_offsets", {offset, offset + bytes}}};
+  for (const Entry& entry : entries_) {
+    const std::uint64_t bytes = numelOf(entry.shape) * sizeof(float);
+    header[entry.name] = {
+        {"dtype", "F32"}, {"shape", entry.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data is 8-byte aligned
-  const std::uint64_t length = text.size();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+void SafetensorsWriter::fail(const char* what, int error) const {
+  throw writeError(temporary_, what, error, fileSize_, freeBefore_);
+}
+
+void SafetensorsWriter::write(std::size_t index, std::span<const float> values, Checksum checksum) {
+  DDP_CHECK(index < entries_.size() && !written_[index] && fd_ >= 0,
+            str("SafetensorsWriter::write: entry ", index, " of ", entries_.size(),
+                written_.size() > index && written_[index] ? ", written already" : ""));
+  DDP_CHECK(values.size() == numelOf(entries_[index].shape),
+            str("SafetensorsWriter::write: ", values.size(), " values for '", entries_[index].name,
+                "' of shape ", shapeString(entries_[index].shape)));
+  if (!writeAllAt(fd_, values.data(), values.size_bytes(), offsets_[index])) fail("write", errno);
+  if (checksum == Checksum::kNow) crcs_[index] = hex(crcOf(values.data(), values.size_bytes()));
+  written_[index] = true;
+}
+
+void SafetensorsWriter::commit() {
+  DDP_CHECK(fd_ >= 0 && !committed_, "SafetensorsWriter::commit: committed already");
+  std::vector<char> buffer;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    DDP_CHECK(written_[i], str("SafetensorsWriter::commit: '", entries_[i].name, "' not written"));
+    if (!crcs_[i].empty()) continue;
+    // Read back from the page cache in small pieces: the checksum of what
+    // the file holds, with no copy of the tensor held.
+    buffer.resize(kReadBackBytes);
+    const std::uint64_t bytes = numelOf(entries_[i].shape) * sizeof(float);
+    uLong crc = crc32_z(0, nullptr, 0);
+    for (std::uint64_t done = 0; done < bytes;) {
+      const std::size_t want =
+          static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), bytes - done));
+      const ssize_t n = ::pread(fd_, buffer.data(), want, static_cast<off_t>(offsets_[i] + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail("read back", n < 0 ? errno : EIO);
+      crc =
+          crc32_z(crc, reinterpret_cast<const Bytef*>(buffer.data()), static_cast<std::size_t>(n));
+      done += static_cast<std::uint64_t>(n);
+      heartbeat();
+    }
+    crcs_[i] = hex(static_cast<std::uint32_t>(crc));
+  }
+  buffer = {};
+  const std::string text = header(crcs_);
+  DDP_CHECK(8 + text.size() == (offsets_.empty() ? fileSize_ : offsets_.front()),
+            "SafetensorsWriter::commit: the header changed size");
   unsigned char lengthBytes[8];
   for (int i = 0; i < 8; ++i)
-    lengthBytes[i] = static_cast<unsigned char>(length >> (8 * i));
-
-  const std::string temporary = temporaryPathFor(path);
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw DataError(str(path, ": cannot create (", std::strerror(errno), ")"));
-  const std::uint64_t fileSize = 8 + length + offset;
-  const std::optional<std::uint64_t> freeBefore = freeBytesOf(fd);
-  bool written = writeAll(fd, lengthBytes, 8) && writeAll(fd, text.data(), text.size());
-  for (std::size_t i = 0; written && i < host.size(); ++i)
-    written = writeAll(fd, host[i].data(), host[i].numel() * sizeof(float));
-  const char* failed = !written ? "write" : ::fsync(fd) != 0 ? "fsync" : nullptr;
-  if (failed != nullptr) {
-    const int error = errno;
-    ::close(fd);
-    ::unlink(temporary.c_str());
-    throw writeError(temporary, failed, error, fileSize, freeBefore);
-  }
-  ::close(fd);
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(temporary.c_str());
+    lengthBytes[i] = static_cast<unsigned char>(std::uint64_t{text.size()} >> (8 * i));
+  if (!writeAllAt(fd_, lengthBytes, 8, 0) || !writeAllAt(fd_, text.data(), text.size(), 8))
+    fail("write", errno);
+  if (::fsync(fd_) != 0) fail("fsync", errno);
+  ::close(std::exchange(fd_, -1));
+  if (std::rename(temporary_.c_str(), path_.c_str()) != 0) {
     throw DataError(
-        str(path, ": cannot rename the temporary file into place (", std::strerror(error), ")"));
+        str(path_, ": cannot rename the temporary file into place (", std::strerror(errno), ")"));
   }
-  fsyncDirectoryOf(path);
+  committed_ = true;
+  fsyncDirectoryOf(path_);
+}
+
+void saveSafetensors(const std::string& path,
+                     const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+                     const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsWriter::Entry> entries;
+  for (const auto& [name, tensor] : tensors)
+    entries.push_back({name, tensor->shape()});
+  SafetensorsWriter writer(path, std::move(entries), metadata);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor host = tensors[i].second->onHost();  // a view, or a device tensor's copy
+    writer.write(i, host.span(), SafetensorsWriter::Checksum::kNow);
+  }
+  writer.commit();
 }
 
 void checkCanSave(const std::string& path) {

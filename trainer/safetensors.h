@@ -22,8 +22,10 @@
 // (0.07-0.3 s of 1.0-1.1 s, as this VM's memory bandwidth varies).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -72,6 +74,69 @@ struct SafetensorsFile {
 void saveSafetensors(const std::string& path,
                      const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                      const std::map<std::string, std::string>& metadata = {});
+
+// Note [Writing a file in parts]
+// saveSafetensors writes the header first, so it must have every tensor's
+// checksum before its first data byte goes out. A writer that fixes the
+// layout instead (names, shapes, hence every tensor's place in the file,
+// with the checksums' places in the header: 8 hex digits each) can write
+// the tensors' bytes in any order and at different times, and the header
+// last. CheckpointWriter's direct mode needs that: between two steps the
+// training thread writes the tensors into the file (the page cache), and
+// the writer thread checksums them later, reading them back from the file,
+// so no copy of them is ever held in memory (Note [Checkpoints written in
+// the background] in trainer/checkpoint_writer.h). The file is the same,
+// byte for byte, as saveSafetensors's.
+class SafetensorsWriter {
+ public:
+  struct Entry {
+    std::string name;
+    Shape shape;  // F32
+  };
+  // When a tensor's checksum is computed: from the values as they are
+  // written (they are in cache), or by commit(), from the file.
+  enum class Checksum { kNow, kAtCommit };
+
+  // Creates the temporary file next to `path` (as saveSafetensors) for
+  // `entries`, in this order, and `metadata` (whose keys saveSafetensors
+  // reserves are refused). Throws DataError if it cannot create it.
+  SafetensorsWriter(std::string path, std::vector<Entry> entries,
+                    std::map<std::string, std::string> metadata);
+  // Closes the temporary file and, unless commit() succeeded, removes it.
+  // Never throws.
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+
+  // Writes entry `index`'s values (host memory, as many floats as its
+  // shape holds) to its place. One thread at a time; the values may change
+  // once it returns. Throws DataError if the write fails (a full disk:
+  // with the sizes), leaving the temporary file for the destructor.
+  void write(std::size_t index, std::span<const float> values, Checksum checksum);
+  // Once every entry is written: checksums those written kAtCommit, reading
+  // them back, writes the header, fsyncs, renames over the path and fsyncs
+  // the directory. Throws DataError if it cannot.
+  void commit();
+
+  const std::string& path() const { return path_; }
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  std::string header(const std::vector<std::string>& crcs) const;
+  [[noreturn]] void fail(const char* what, int error) const;
+
+  std::string path_;
+  std::string temporary_;
+  std::vector<Entry> entries_;
+  std::map<std::string, std::string> metadata_;
+  std::vector<std::uint64_t> offsets_;  // of each entry's data, from the file's start
+  std::uint64_t fileSize_ = 0;
+  std::optional<std::uint64_t> freeBefore_;  // for a full disk's message
+  std::vector<std::string> crcs_;            // 8 hex digits each, "" until known
+  std::vector<bool> written_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
 
 // Throws DataError unless saveSafetensors(path, ...) could create its
 // temporary file now: creates that file and removes it, and refuses a

@@ -92,17 +92,26 @@ if [ -z "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ]; then
   [ "$rc" = 1 ] || fail "a model beyond ulimit -v: exit $rc: $(cat "$WORK/ulimit.out")"
   grep -q "\[r0\] error: out of memory: on host .*, ulimit -v limits each rank's address space to 3.0 GiB; .* a rank needs at least 3.3 GiB more (3.2 GiB for the run and 128.0 MiB for OpenBLAS's work buffer)" \
     "$WORK/ulimit.out" || fail "a model beyond ulimit -v not explained: $(cat "$WORK/ulimit.out")"
-  # Rank 0 also holds the copy checkpoints are written from (weights and
-  # AdamW's two moments): a run that fits without --checkpoint-dir is
+  # Rank 0's copy for checkpoints (weights and AdamW's two moments,
+  # --checkpoint-staging copy): a run that fits without --checkpoint-dir is
   # refused with it at start-up, instead of failing at its first checkpoint.
+  # Left to auto, it writes its checkpoints without the copy and says so
+  # (Note [Choosing where checkpoints are staged]).
   big=(--dataset synthetic --synthetic-samples 256 --hidden 8192,8192 --optimizer adamw --max-steps 1)
   (ulimit -v 2621440 && run 1 "${big[@]}") > "$WORK/fits.out" 2>&1 ||
     fail "a model within ulimit -v: $(cat "$WORK/fits.out")"
   rc=0
-  (ulimit -v 2621440 && run 1 "${big[@]}" --checkpoint-dir "$WORK/big-ck") > "$WORK/copy.out" 2>&1 || rc=$?
+  (ulimit -v 2621440 && run 1 "${big[@]}" --checkpoint-dir "$WORK/big-ck" --checkpoint-staging copy) \
+    > "$WORK/copy.out" 2>&1 || rc=$?
   [ "$rc" = 1 ] || fail "a checkpoint copy beyond ulimit -v: exit $rc: $(cat "$WORK/copy.out")"
-  grep -q "\[r0\] error: out of memory: .* GiB for the run, of which 842.6 MiB is rank 0's copy for checkpoints" \
+  grep -q "\[r0\] error: out of memory: .* GiB for the run, of which 842.6 MiB is rank 0's copy for checkpoints.*, or write checkpoints without the copy (--checkpoint-staging direct)$" \
     "$WORK/copy.out" || fail "a checkpoint copy beyond ulimit -v not explained: $(cat "$WORK/copy.out")"
+  (ulimit -v 2621440 && run 1 "${big[@]}" --checkpoint-dir "$WORK/big-auto") > "$WORK/auto.out" 2>&1 ||
+    fail "auto staging beyond ulimit -v: $(cat "$WORK/auto.out")"
+  grep -q "\[r0\] checkpoint: rank 0 writes checkpoints into their files between steps, without a 842.6 MiB copy" \
+    "$WORK/auto.out" || fail "auto staging did not say it writes directly: $(cat "$WORK/auto.out")"
+  [ "$(stat -c %s "$WORK/big-auto/checkpoint-000000001.safetensors")" -gt 883000000 ] ||
+    fail "no whole checkpoint written directly: $(ls -l "$WORK/big-auto")"
 fi
 
 # Data that gives a rank nothing to train on: refused, not a run that ends

@@ -51,6 +51,21 @@ run 2 "${c[@]}" --epochs 1 --max-steps 18 --resume "$mid/ck/checkpoint-000000016
 grep -q "resume: from $mid/ck/checkpoint-000000016.safetensors" "$WORK/resumed" ||
   fail "did not resume: $(cat "$WORK/resumed")"
 
+# The same writing directly (--checkpoint-staging direct): the 5th write
+# fails between two steps, on the training thread, with the same message,
+# and leaves the same files.
+rm -rf "$mid/ck"
+set +e
+run 2 "${c[@]}" --epochs 1 --checkpoint-dir "$mid/ck" --checkpoint-every 4 --checkpoint-staging direct \
+  > "$WORK/out" 2> "$WORK/err"
+code=$?
+set -e
+[ "$code" = 1 ] || fail "a full disk, writing directly, exited $code, not 1: $(cat "$WORK/err")"
+grep -q "error: $mid/ck/checkpoint-000000020.safetensors.tmp.[0-9]*: write failed (No space left on device: the file needs 14.2 MiB and [0-9.]* MiB was free when writing began)" \
+  "$WORK/err" || fail "the failed direct write does not say why: $(cat "$WORK/err")"
+[ "$(ls "$mid/ck")" = "$(printf 'checkpoint-%09d.safetensors\n' 4 8 12 16)" ] ||
+  fail "writing directly: expected the 4 checkpoints that fitted and no temporary file: $(ls "$mid/ck")"
+
 # 3. --metrics on a full disk: the run goes on, and says once that the
 # epochs from then on are not recorded (they were dropped in silence).
 dd if=/dev/zero of="$small/filler" bs=64k 2> /dev/null || true  # until the disk is full

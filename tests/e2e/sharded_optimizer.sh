@@ -111,7 +111,32 @@ if [ -z "${ASAN_OPTIONS:-}" ]; then
   awk -v a="$plain" -v b="$sharded" 'BEGIN { exit !(b < a + 22) }' ||
     fail "rank 0's peak writing checkpoints was $sharded MiB sharded but $plain MiB unsharded"
 fi
+# 7. Memory, writing without a copy (--checkpoint-staging direct, Note
+#    [Checkpoints written in the background]): rank 0 writes the weights
+#    and state into the file between steps and keeps none of it, so it peaks
+#    as rank 1, which writes nothing, where the copy adds the file's 136 MiB
+#    (as in case 6's run, checked here so that this case can fail). Sharded,
+#    the gathered state is written from where it was gathered, as before.
+#    The files are the copy's, byte for byte.
+run 2 "${big[@]}" --max-steps 6 --checkpoint-every 3 --checkpoint-dir "$WORK/big-direct" \
+  --checkpoint-staging direct > "$WORK/direct.log"
+run 2 "${big[@]}" --shard-optimizer --max-steps 6 --checkpoint-every 3 \
+  --checkpoint-dir "$WORK/big-sharded-direct" --checkpoint-staging direct > /dev/null
+for step in 3 6; do
+  f=$(printf 'checkpoint-%09d.safetensors' "$step")
+  cmp -s "$WORK/big-plain/$f" "$WORK/big-direct/$f" ||
+    fail "the direct checkpoint $f differs from the copy's"
+  cmp -s "$WORK/big/$f" "$WORK/big-sharded-direct/$f" ||
+    fail "the sharded direct checkpoint $f differs from the copy's"
+done
+copy1=$(peak 1 "$WORK/plain.log") || fail "no peak of rank 1: $(tail -3 "$WORK/plain.log")"
+direct0=$(peak 0 "$WORK/direct.log") || fail "no peak of rank 0: $(tail -3 "$WORK/direct.log")"
+direct1=$(peak 1 "$WORK/direct.log") || fail "no peak of rank 1: $(tail -3 "$WORK/direct.log")"
+awk -v a="$copy1" -v b="$plain" 'BEGIN { exit !(b > a + 100) }' ||
+  fail "the copy did not show: rank 0 peaked at $plain MiB, rank 1 at $copy1 MiB"
+awk -v a="$direct1" -v b="$direct0" 'BEGIN { exit !(b < a + 20) }' ||
+  fail "writing directly, rank 0 peaked at $direct0 MiB, rank 1 at $direct1 MiB"
 echo "ok: sharded runs equal unsharded ones, checkpoints included; rank 1 peaks at $resumed MiB" \
   "resumed (rank 0 at $root MiB), $fresh MiB from the start; rank 0 writing checkpoints at" \
   "$sharded MiB sharded," \
-  "$plain MiB not"
+  "$plain MiB not (rank 1: $copy1); writing directly rank 0 at $direct0 MiB, rank 1 at $direct1"

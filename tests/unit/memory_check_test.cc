@@ -69,7 +69,8 @@ TEST(MemoryCheck, AdamWKeepsTwoMomentsPerTrainableParameter) {
 // (rounded up to whole elements); rank 0, writing checkpoints, gathers the
 // whole of it, which the checkpoint writer keeps instead of copying (Note
 // [Checkpoints written in the background]): a copy of the weights and the
-// whole state, as unsharded.
+// whole state, as unsharded. Written directly, the weights need no copy,
+// but the gathered state is held all the same.
 TEST(MemoryCheck, ShardedStateIsAWorldsPartPerRankAndWholeOnceForCheckpoints) {
   const Options o = parseArgs(
       {"--optimizer", "adamw", "--freeze", "0", "--shard-optimizer", "--checkpoint-dir", "ck"});
@@ -79,6 +80,12 @@ TEST(MemoryCheck, ShardedStateIsAWorldsPartPerRankAndWholeOnceForCheckpoints) {
   EXPECT_EQ(hostMemoryNeed(o, trainer::Device::kCpu, false, 1).optimizerState, 2 * 4 * trainable);
   EXPECT_EQ(hostMemoryNeed(o, trainer::Device::kCpu, true, 3).checkpointCopy,
             4 * kParameters + 2 * 4 * trainable);
+  EXPECT_EQ(hostMemoryNeed(o, trainer::Device::kCpu, true, 3).checkpointGathered,
+            2 * 4 * trainable);
+  EXPECT_EQ(hostMemoryNeed(parseArgs({"--optimizer", "adamw", "--checkpoint-dir", "ck"}),
+                           trainer::Device::kCpu, true, 3)
+                .checkpointGathered,
+            0u);
 }
 
 TEST(MemoryCheck, GpuRankHoldsOnlyTheWeightsOnTheHost) {
@@ -121,7 +128,44 @@ TEST(MemoryCheck, RankZeroHoldsTheCheckpointCopyOnce) {
                             "state that checkpoints are written from"),
               std::string::npos)
         << *refusal;
+    EXPECT_TRUE(
+        refusal->ends_with(", or checkpoints without the copy: --checkpoint-staging direct)"))
+        << *refusal;
   }
+}
+
+// Note [Choosing where checkpoints are staged]: auto copies while the copy
+// fits with a tenth of the room to spare, on the node and under a process
+// limit, and writes directly from there on; copy and direct are as given.
+TEST(MemoryCheck, AutoStagesCheckpointsInACopyOnlyWhereItFitsWithRoomToSpare) {
+  using trainer::CheckpointStaging;
+  const trainer::Device cpu = trainer::Device::kCpu;
+  const Options o = parseArgs({"--optimizer", "adamw", "--checkpoint-dir", "ck"});
+  const HostMemoryNeed need = hostMemoryNeed(o, cpu, true);
+  const std::size_t copy = need.checkpointCopy, run = 4 * need.total();
+  ASSERT_EQ(copy, 3 * 4 * kParameters);
+  // Just enough for the copy and its tenth to spare, then a little less.
+  const auto fitting = static_cast<std::size_t>(static_cast<double>(run + copy) / 0.9) + 1;
+  EXPECT_EQ(chooseStaging("auto", need, 4, fitting, std::nullopt, cpu), CheckpointStaging::kCopy);
+  EXPECT_EQ(chooseStaging("auto", need, 4, fitting - 64, std::nullopt, cpu),
+            CheckpointStaging::kDirect);
+  EXPECT_EQ(chooseStaging("auto", need, 4, std::nullopt, std::nullopt, cpu),
+            CheckpointStaging::kCopy);  // nothing known: as before
+  EXPECT_EQ(chooseStaging("copy", need, 4, run, std::nullopt, cpu), CheckpointStaging::kCopy);
+  EXPECT_EQ(chooseStaging("direct", need, 4, 100 * run, std::nullopt, cpu),
+            CheckpointStaging::kDirect);
+  // Under a process limit: one rank's run, the copy and OpenBLAS's buffer.
+  ProcessMemoryLimit limit{"ulimit -v", "address space", std::size_t{4} << 30, 0};
+  const auto room =
+      static_cast<std::size_t>(static_cast<double>(need.total() + copy + kBlasBufferBytes) / 0.9) +
+      1;
+  limit.used = limit.limit - room;
+  EXPECT_EQ(chooseStaging("auto", need, 4, 100 * run, limit, cpu), CheckpointStaging::kCopy);
+  limit.used += 64;
+  EXPECT_EQ(chooseStaging("auto", need, 4, 100 * run, limit, cpu), CheckpointStaging::kDirect);
+  // A rank that writes no checkpoints has nothing to stage.
+  const HostMemoryNeed other = hostMemoryNeed(o, cpu, false);
+  EXPECT_EQ(chooseStaging("direct", other, 4, run, limit, cpu), CheckpointStaging::kCopy);
 }
 
 // With --resume, rank 0 maps the checkpoint's file while the ranks restore
@@ -306,6 +350,9 @@ TEST(ProcessLimitShortfall, OneRankAndABlasBufferAgainstTheRoom) {
   EXPECT_NE(rankZero->find("(21.3 MiB for the run, of which 14.2 MiB is rank 0's copy for "
                            "checkpoints), but"),
             std::string::npos)
+      << *rankZero;
+  EXPECT_TRUE(
+      rankZero->ends_with(", or write checkpoints without the copy (--checkpoint-staging direct)"))
       << *rankZero;
 }
 

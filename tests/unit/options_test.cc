@@ -110,6 +110,9 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--inject-fault", "stall:0:3:-2"}, "--inject-fault"},
         Invalid{{"--keep-checkpoints", "-1"}, "--keep-checkpoints"},
         Invalid{{"--keep-checkpoints", "2"}, "--keep-checkpoints needs --checkpoint-dir"},
+        Invalid{{"--checkpoint-staging", "direct"}, "--checkpoint-staging needs --checkpoint-dir"},
+        Invalid{{"--checkpoint-dir", "ck", "--checkpoint-staging", "disk"},
+                "--checkpoint-staging: unknown 'disk' (known: auto, copy, direct)"},
         Invalid{{"--optimizer", "adam"}, "--optimizer: unknown 'adam' (known: sgd, adamw)"},
         Invalid{{"--optimizer", "adamw", "--momentum", "0.5"},
                 "--momentum is --optimizer sgd's, but this run uses adamw (its --betas play "

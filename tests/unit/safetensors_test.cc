@@ -24,6 +24,7 @@
 namespace ddp::trainer {
 namespace {
 
+using ddp::testing::statusBytes;
 using ddp::testing::TempDir;
 
 std::string readAll(const std::string& path) {
@@ -385,15 +386,6 @@ TEST(Safetensors, ALoadedFileIsMappedAndNotResidentOnceChecked) {
   file.release(std::span<const float>(copy.data(), kCount));
 }
 
-// This process's VmRSS or VmHWM ("VmRSS:"), in bytes.
-std::size_t statusBytes(const std::string& key) {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.starts_with(key)) return std::stoull(line.substr(key.size())) * 1024;
-  }
-  return 0;
-}
-
 // Loading a model from a file holds one tensor of the file at a time beside
 // the model: each tensor's pages go once checksummed and once copied
 // (SafetensorsFile::copyInto), so the peak grows by the largest tensor, not
@@ -409,9 +401,8 @@ TEST(Safetensors, LoadingAModelHoldsOneTensorOfTheFileAtATime) {
   auto saved = buildMlp(784, {2048, 2048, 2048, 2048}, 10, 1);
   saveModel(dir.file("m.safetensors"), *saved);
   auto model = buildMlp(784, {2048, 2048, 2048, 2048}, 10, 2);  // resident: initialised
-  if (!(std::ofstream("/proc/self/clear_refs") << "5").flush()) {
+  if (!ddp::testing::resetResidentPeak())
     GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak here";
-  }
   const std::size_t before = statusBytes("VmRSS:");
   ASSERT_LE(statusBytes("VmHWM:"), before + (std::size_t{1} << 20));
   loadModel(dir.file("m.safetensors"), *model);

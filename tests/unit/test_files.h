@@ -51,6 +51,21 @@ inline void writePlain(const std::string& path, const std::vector<std::uint8_t>&
              static_cast<std::streamsize>(bytes.size()));
 }
 
+// This process's VmRSS or VmHWM ("VmRSS:"), in bytes; 0 if absent.
+inline std::size_t statusBytes(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with(key)) return std::stoull(line.substr(key.size())) * 1024;
+  }
+  return 0;
+}
+
+// Resets the peak resident set (VmHWM) to the resident set now, through
+// /proc/self/clear_refs; false where the kernel does not allow it.
+inline bool resetResidentPeak() {
+  return static_cast<bool>((std::ofstream("/proc/self/clear_refs") << "5").flush());
+}
+
 inline std::vector<std::uint8_t> concat(std::vector<std::uint8_t> a,
                                         const std::vector<std::uint8_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
