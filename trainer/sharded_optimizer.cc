@@ -141,22 +141,40 @@ void ShardedOptimizer::gatherState(int root) {
   releaseGatheredState();
   const bool atRoot = comm_.rank() == root;
   const std::size_t count = layout_.shardElements;
-  Tensor mine({count});  // padding past E stays zero
+  const auto world = static_cast<std::size_t>(comm_.size());
+  // Note [Sharded optimizer state]: each rank sends its shard in pieces, so
+  // that only the root holds a whole kind of state; the root's pieces from
+  // all ranks together are kGatherPieceBytes.
+  const std::size_t piece =
+      std::clamp<std::size_t>(kGatherPieceBytes / sizeof(float) / world, 1, count);
+  std::vector<float> mine(piece), received(atRoot ? piece * world : 0);
   for (std::size_t k = 0; k < kinds_.size(); ++k) {
     const std::vector<Tensor*> tensors = sliceState(k);
     // State is created by the first step, for every slice at once, and every
     // rank has taken the same steps: all ranks skip a kind, or none does.
     if (tensors.front()->empty()) continue;
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      const ShardSlice& s = layout_.slices[i];
-      Tensor::view(mine.data() + s.shardOffset, {s.count}, nullptr).copyFrom(*tensors[i]);
-    }
     std::shared_ptr<Tensor> all;
-    if (atRoot)
-      all = std::make_shared<Tensor>(Shape{count * static_cast<std::size_t>(comm_.size())});
-    comm_
-        .gather(mine.data(), atRoot ? all->data() : nullptr, count, comm::DataType::kFloat32, root)
-        ->wait(comm_.options().timeout);
+    if (atRoot) all = std::make_shared<Tensor>(Shape{count * world});
+    for (std::size_t start = 0; start < count; start += piece) {
+      const std::size_t n = std::min(piece, count - start);
+      std::fill(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(n), 0.0f);  // padding
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const ShardSlice& s = layout_.slices[i];
+        const std::size_t from = std::max(start, s.shardOffset);
+        const std::size_t to = std::min(start + n, s.shardOffset + s.count);
+        if (from >= to) continue;
+        Tensor::view(mine.data() + (from - start), {to - from}, nullptr)
+            .copyFrom(Tensor::view(tensors[i]->data() + (from - s.shardOffset), {to - from},
+                                   nullptr, device_));
+      }
+      comm_
+          .gather(mine.data(), atRoot ? received.data() : nullptr, n, comm::DataType::kFloat32,
+                  root)
+          ->wait(comm_.options().timeout);
+      if (!atRoot) continue;
+      for (std::size_t r = 0; r < world; ++r)
+        std::copy_n(received.data() + r * n, n, all->data() + r * count + start);
+    }
     if (!atRoot) continue;
     // The shards laid end to end are the parameters laid end to end: each
     // parameter's state is a range of `all`, viewed, not copied. A

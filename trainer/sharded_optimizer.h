@@ -39,7 +39,8 @@
 // Checkpoints keep their format (one file, whole tensors, the same names), so
 // a checkpoint resumes sharded or not, at any world size. Writing one, the
 // ranks gather each kind of state to rank 0, one kind at a time
-// (gatherState); restoring, the file's pieces reach every rank in turn and
+// (gatherState, in pieces: a rank holds no second copy of its shard, the
+// root only the whole state); restoring, the file's pieces reach every rank in turn and
 // each keeps its part (restoreState; Note [Restoring a checkpoint from one
 // rank] in trainer/checkpoint_broadcast.h), so no rank holds all of the
 // state. The replica check (Note [Checking that the replicas agree]) covers
@@ -85,6 +86,9 @@ struct ShardLayout {
 // rank would own nothing (fewer elements than that needs).
 ShardLayout computeShardLayout(std::span<const std::size_t> numels, int world, int rank);
 
+// What gatherState's root receives at a time, from all ranks together.
+inline constexpr std::size_t kGatherPieceBytes = std::size_t{4} << 20;
+
 class ShardedOptimizer final : public Optimizer {
  public:
   using Factory = std::function<std::unique_ptr<Optimizer>(std::vector<Parameter*>)>;
@@ -114,7 +118,8 @@ class ShardedOptimizer final : public Optimizer {
   // end last first, which is the Reducer's storage (the trainer checks
   // that). On a GPU none: the device path all-reduces.
   std::optional<GradientPartition> gradientPartition() const override;
-  // Collective: one gather per kind of state that exists yet.
+  // Collective: the kinds of state that exist yet, one after the other,
+  // each gathered in pieces of kGatherPieceBytes at the root.
   void gatherState(int root) override;
   void releaseGatheredState() override;
   // This rank's part of each piece of per-parameter state; replicated state

@@ -105,8 +105,7 @@ TEST(ShardLayout, RefusesARankWithNothing) {
 struct Model {
   std::vector<std::unique_ptr<Parameter>> owned;
   std::vector<Tensor> grads;
-  Model() {
-    const std::vector<Shape> shapes = {{7, 5}, {5}, {3, 5}};
+  explicit Model(const std::vector<Shape>& shapes = {{7, 5}, {5}, {3, 5}}) {
     for (std::size_t i = 0; i < shapes.size(); ++i) {
       auto p = std::make_unique<Parameter>();
       p->name = str("p", i);
@@ -217,6 +216,40 @@ TEST(ShardedOptimizer, GathersTheWholeStateToTheRootAndTakesARestoreApart) {
   optimizer.step();
   for (std::size_t i = 0; i < plain.owned.size(); ++i)
     expectSameValues(plain.owned[i]->value, sharded.owned[i]->value, plain.owned[i]->name);
+}
+
+// A shard larger than a gather piece (kGatherPieceBytes from all ranks at
+// the root: 1.2 M elements give every world size here two or more pieces,
+// which the parameters' slices cut across) is gathered whole, bit for bit.
+TEST(ShardedOptimizer, GathersAShardLargerThanAPieceInPieces) {
+  auto comm = comm::makeTestComm();
+  const std::vector<Shape> shapes = {{1100, 1000}, {1000}, {3, 7}};
+  Model plain(shapes), sharded(shapes);
+  const SgdOptions options{0.1f, 0.9f, 0.0f, false, false};
+  Sgd reference(plain.parameters(), options);
+  ShardedOptimizer optimizer(*comm, sharded.parameters(),
+                             [&](std::vector<Parameter*> parameters) -> std::unique_ptr<Optimizer> {
+                               return std::make_unique<Sgd>(std::move(parameters), options);
+                             });
+  const std::size_t perRank =
+      kGatherPieceBytes / sizeof(float) / static_cast<std::size_t>(comm->size());
+  ASSERT_GT(optimizer.layout().shardElements, perRank) << "one piece: the test tests nothing";
+  for (int step = 0; step < 2; ++step) {
+    plain.setGradients(step);
+    sharded.setGradients(step);
+    reference.step();
+    optimizer.step();
+  }
+  optimizer.gatherState(0);
+  const std::vector<OptimizerState> expected = reference.state(), gathered = optimizer.state();
+  ASSERT_EQ(gathered.size(), expected.size());
+  for (std::size_t i = 0; i < gathered.size(); ++i) {
+    if (comm->rank() == 0) {
+      expectSameValues(*gathered[i].tensor, *expected[i].tensor, gathered[i].name);
+    } else {
+      EXPECT_TRUE(gathered[i].tensor->empty()) << gathered[i].name;
+    }
+  }
 }
 
 }  // namespace
