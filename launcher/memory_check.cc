@@ -118,15 +118,14 @@ trainer::CheckpointStaging chooseStaging(const std::string& option, const HostMe
   // No copy to place (another rank, or no checkpoints): nothing to choose.
   if (need.checkpointCopy == 0 || option == "copy") return trainer::CheckpointStaging::kCopy;
   if (option == "direct") return trainer::CheckpointStaging::kDirect;
+  // The same checks as the refusals', against a tenth less room.
   const auto spared = [](std::size_t room) {
-    return static_cast<double>(room) * (1.0 - kStagingSpareFraction);
+    return room - static_cast<std::size_t>(static_cast<double>(room) * kStagingSpareFraction);
   };
-  const bool nodeHasRoom =
-      !available ||
-      static_cast<double>(need.total()) * ranks + need.checkpointCopy <= spared(*available);
-  const std::size_t blas = device == trainer::Device::kCpu ? kBlasBufferBytes : 0;
-  const bool limitHasRoom = !limit || static_cast<double>(need.total() + need.checkpointCopy +
-                                                          blas) <= spared(limit->room());
+  const bool nodeHasRoom = !available || !memoryShortfall(need, ranks, spared(*available), "");
+  std::optional<ProcessMemoryLimit> tighter = limit;
+  if (tighter) tighter->used += tighter->room() - spared(tighter->room());
+  const bool limitHasRoom = !tighter || !processLimitShortfall(need, device, *tighter, "");
   return nodeHasRoom && limitHasRoom ? trainer::CheckpointStaging::kCopy
                                      : trainer::CheckpointStaging::kDirect;
 }

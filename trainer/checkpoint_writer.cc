@@ -63,14 +63,12 @@ void CheckpointWriter::write(const std::string& path, Sequential& model, Optimiz
     Staged& staged = staging_[i];
     const Tensor& source = *live[i].second;
     staged.kept = snapshots.contains(&source) && !source.onCuda();
-    staged.written = false;
     if (staged.kept) continue;  // below, once nothing here can fail
     if (stagingMode_ == CheckpointStaging::kDirect) {
       // Into the file's page cache, checksummed by the writer thread from
       // there (Note [Writing a file in parts] in trainer/safetensors.h); a
       // device tensor goes through a host copy of its own.
       file->write(i, source.onHost().span(), SafetensorsWriter::Checksum::kAtCommit);
-      staged.written = true;
       continue;
     }
     staged.tensor.resize(source.shape(), Device::kCpu);  // kept when the shape is
@@ -94,8 +92,9 @@ void CheckpointWriter::run() {
     lock.unlock();
     std::exception_ptr error;
     try {
+      // What write() left to this thread: kCopy's copies and the snapshots.
       for (std::size_t i = 0; i < staging_.size(); ++i) {
-        if (!staging_[i].written)
+        if (stagingMode_ == CheckpointStaging::kCopy || staging_[i].kept)
           job.file->write(i, staging_[i].tensor.span(), SafetensorsWriter::Checksum::kNow);
       }
       job.file->commit();

@@ -107,9 +107,8 @@ class CheckpointWriter {
   const CheckpointStaging stagingMode_;
   struct Staged {
     // kCopy's copy (kept for the next checkpoint), or the optimizer's
-    // snapshot; empty when written by write() (kDirect).
+    // snapshot; empty when kDirect's write() wrote it into the file.
     Tensor tensor;
-    bool written = false;  // into the file by write() (kDirect)
     // A snapshot the optimizer made for this checkpoint, kept instead of
     // copied and let go of once written (OptimizerState::snapshot).
     bool kept = false;
