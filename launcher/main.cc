@@ -7,6 +7,7 @@
 // collective), reported by the rank that saw it.
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -64,6 +65,16 @@ void logDiagnosis(const comm::Diagnosis& d) {
   log::error(str("watchdog: ", d.report));
   for (const std::string& line : d.details)
     log::error(line);
+}
+
+// How rank 0 stages checkpoints, on every rank: checkNodeMemory chooses it
+// there, and the others must know whether to join its stream of a sharded
+// optimizer's state (trainer::streamsState).
+trainer::CheckpointStaging rankZeroStaging(comm::Communicator& comm,
+                                           trainer::CheckpointStaging staging) {
+  std::int32_t direct = staging == trainer::CheckpointStaging::kDirect ? 1 : 0;
+  comm.broadcast(&direct, 1, comm::DataType::kInt32, 0)->wait(comm.options().timeout);
+  return direct != 0 ? trainer::CheckpointStaging::kDirect : trainer::CheckpointStaging::kCopy;
 }
 
 int train(const Options& o) {
@@ -149,6 +160,7 @@ int train(const Options& o) {
     // cannot hold]).
     trainer::CheckpointStaging staging = trainer::CheckpointStaging::kCopy;
     comm::agree(comm, [&] { staging = checkNodeMemory(o, world, placement.device); });
+    staging = rankZeroStaging(comm, staging);
     comm.setContext("start-up: loading the data and building the model");
     comm::agree(comm, [&] {
       stallAtStartUp(fault, world.rank());
@@ -198,12 +210,18 @@ int train(const Options& o) {
         // Sharded: rank 0 gets everyone's part, once the last checkpoint is
         // written and its snapshot gone (Note [Checkpoints written in the
         // background]); write() would wait for it anyway.
+        // Written directly, it streams into the file instead (Note
+        // [Streaming a sharded optimizer's state]), a collective.
+        const bool streamed = trainer::streamsState(staging, *optimizer);
         if (checkpointWriter) checkpointWriter->awaitIdle();
-        optimizer->gatherState(0);
+        if (!streamed) optimizer->gatherState(0);
         comm::agree(comm, [&] {
-          if (!checkpointWriter) return;
-          checkpointWriter->write(trainer::checkpointPath(o.checkpointDir, at.globalStep), *model,
-                                  *optimizer, at, checkpointOptions(o));
+          if (checkpointWriter) {
+            checkpointWriter->write(trainer::checkpointPath(o.checkpointDir, at.globalStep), *model,
+                                    *optimizer, at, checkpointOptions(o));
+          } else if (streamed) {
+            optimizer->streamState(0, {});
+          }
         });
         optimizer->releaseGatheredState();
       };

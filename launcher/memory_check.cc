@@ -30,7 +30,6 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool ran
   // background]). The file resumed from holds the same bytes.
   if (rankZero && !o.checkpointDir.empty()) {
     need.checkpointCopy = need.weights + optimizerStateBytes(o);
-    if (o.shardOptimizer) need.checkpointGathered = optimizerStateBytes(o);
   }
   if (rankZero && !o.resume.empty()) need.resumedFile = need.weights + optimizerStateBytes(o);
   if (o.dataset == "synthetic") {
@@ -114,10 +113,10 @@ std::optional<std::string> processLimitWarning(const ProcessMemoryLimit& limit,
 trainer::CheckpointStaging chooseStaging(const std::string& option, const HostMemoryNeed& need,
                                          int ranks, std::optional<std::size_t> available,
                                          const std::optional<ProcessMemoryLimit>& limit,
-                                         trainer::Device device) {
+                                         trainer::Device device, bool sharded) {
   // No copy to place (another rank, or no checkpoints): nothing to choose.
   if (need.checkpointCopy == 0 || option == "copy") return trainer::CheckpointStaging::kCopy;
-  if (option == "direct") return trainer::CheckpointStaging::kDirect;
+  if (option == "direct" || sharded) return trainer::CheckpointStaging::kDirect;
   // The same checks as the refusals', against a tenth less room.
   const auto spared = [](std::size_t room) {
     return room - static_cast<std::size_t>(static_cast<double>(room) * kStagingSpareFraction);
@@ -132,12 +131,14 @@ trainer::CheckpointStaging chooseStaging(const std::string& option, const HostMe
 
 std::optional<std::string> stagingNotice(const Options& o, trainer::CheckpointStaging staging,
                                          trainer::Device device, const World& world) {
-  if (o.checkpointStaging != "auto" || staging != trainer::CheckpointStaging::kDirect)
+  // Sharded, auto always writes directly: nothing to explain.
+  if (o.checkpointStaging != "auto" || staging != trainer::CheckpointStaging::kDirect ||
+      o.shardOptimizer)
     return std::nullopt;
   const HostMemoryNeed need = hostMemoryNeed(o, device, true, world.size());
   return str("checkpoint: rank 0 writes checkpoints into their files between steps, without a ",
-             bytesString(static_cast<double>(need.checkpointCopy - need.checkpointGathered)),
-             " copy: host ", world.hostname(),
+             bytesString(static_cast<double>(need.checkpointCopy)), " copy: host ",
+             world.hostname(),
              " or its process limit has no room for one beside the run (--checkpoint-staging)");
 }
 
@@ -149,8 +150,9 @@ trainer::CheckpointStaging checkNodeMemory(const Options& o, const World& world,
   const std::optional<std::size_t> available = availableBytes();
   const std::optional<ProcessMemoryLimit> limit = processMemoryLimit();
   const trainer::CheckpointStaging staging =
-      chooseStaging(o.checkpointStaging, need, world.localSize(), available, limit, device);
-  if (staging == trainer::CheckpointStaging::kDirect) need.checkpointCopy = need.checkpointGathered;
+      chooseStaging(o.checkpointStaging, need, world.localSize(), available, limit, device,
+                    o.shardOptimizer);
+  if (staging == trainer::CheckpointStaging::kDirect) need.checkpointCopy = 0;
   if (available) {
     const auto shortfall = memoryShortfall(need, world.localSize(), *available, world.hostname());
     if (shortfall) throw UsageError(*shortfall);

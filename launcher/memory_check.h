@@ -69,13 +69,10 @@ struct HostMemoryNeed {
   // written from (Note [Checkpoints written in the background] in
   // trainer/checkpoint_writer.h). Without it counted, a run too large for
   // that copy was killed at its first checkpoint, its training lost.
-  // Where checkpoints are written directly, checkNodeMemory counts
-  // checkpointGathered instead.
+  // Where checkpoints are written directly, no copy is held, not even of a
+  // sharded optimizer's state (Note [Streaming a sharded optimizer's state]
+  // in trainer/sharded_optimizer.h), and checkNodeMemory counts none.
   std::size_t checkpointCopy = 0;
-  // Of that copy, what rank 0 holds when writing directly too: a sharded
-  // optimizer's state, gathered whole for each checkpoint and kept until
-  // written (OptimizerState::snapshot); 0 unsharded.
-  std::size_t checkpointGathered = 0;
   // With --resume, rank 0 maps the file it restores from (the same bytes as
   // the copy), before the copy exists, and releases its pages as they are
   // sent (Note [Restoring a checkpoint from one rank] in
@@ -129,6 +126,14 @@ std::optional<std::string> processLimitWarning(const ProcessMemoryLimit& limit,
 // first checkpoint), and otherwise writes directly and says so; `copy`
 // insists on the copy (refused when it does not fit, pointing to `direct`),
 // `direct` never makes one.
+// With --shard-optimizer, auto writes directly wherever it could copy:
+// the state then streams from the ranks into the file (Note [Streaming a
+// sharded optimizer's state] in trainer/sharded_optimizer.h), where the
+// copy needs it gathered whole first, into memory faulted in afresh for
+// each checkpoint. Less work, and measured less time: 1.3 s per checkpoint
+// of the large MLP with AdamW at np=2 against the copy's 3.4
+// (benchmarks/RESULTS.md, "A sharded optimizer's state streamed into the
+// file"), and none of the state held on rank 0.
 
 // The room auto leaves free beside the copy (the Note above).
 inline constexpr double kStagingSpareFraction = 0.1;
@@ -136,11 +141,12 @@ inline constexpr double kStagingSpareFraction = 0.1;
 // Where rank 0 stages checkpoints, for `option` (--checkpoint-staging) and a
 // `need` whose checkpointCopy is the copy's size: `available` is its node's
 // room (for `ranks` ranks), `limit` its process limit's, either unknown.
-// Refusing a copy that does not fit is memoryShortfall's.
+// Refusing a copy that does not fit is memoryShortfall's. `sharded`:
+// --shard-optimizer.
 trainer::CheckpointStaging chooseStaging(const std::string& option, const HostMemoryNeed& need,
                                          int ranks, std::optional<std::size_t> available,
                                          const std::optional<ProcessMemoryLimit>& limit,
-                                         trainer::Device device);
+                                         trainer::Device device, bool sharded = false);
 
 // On rank 0, what the start-up says when auto chose kDirect (the copy's
 // size and why), or nullopt.

@@ -79,13 +79,25 @@ std::string checkpointPath(const std::string& dir, std::size_t globalStep) {
   return (std::filesystem::path(dir) / name).string();
 }
 
+std::vector<CheckpointEntry> checkpointEntries(Sequential& model, Optimizer& optimizer) {
+  std::vector<CheckpointEntry> entries;
+  for (Parameter* p : model.parameters())
+    entries.push_back({p->name, p->value.shape(), &p->value, std::nullopt});
+  const std::vector<OptimizerState> slots = optimizer.state();
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].tensor->empty() && !slots[i].onShards) continue;  // not created yet
+    const Tensor& tensor = *slots[i].tensor;
+    entries.push_back({kOptimizerPrefix + slots[i].name,
+                       tensor.empty() ? slots[i].shape : tensor.shape(), &tensor, i});
+  }
+  return entries;
+}
+
 std::vector<std::pair<std::string, const Tensor*>> checkpointTensors(Sequential& model,
                                                                      Optimizer& optimizer) {
   std::vector<std::pair<std::string, const Tensor*>> tensors;
-  for (Parameter* p : model.parameters())
-    tensors.emplace_back(p->name, &p->value);
-  for (const OptimizerState& slot : optimizer.state()) {
-    if (!slot.tensor->empty()) tensors.emplace_back(kOptimizerPrefix + slot.name, slot.tensor);
+  for (const CheckpointEntry& entry : checkpointEntries(model, optimizer)) {
+    if (!entry.tensor->empty()) tensors.emplace_back(entry.name, entry.tensor);
   }
   return tensors;
 }

@@ -48,9 +48,21 @@ using CheckpointOptions = std::map<std::string, std::string>;
 // "<dir>/checkpoint-<step, 9 digits>.safetensors"
 std::string checkpointPath(const std::string& dir, std::size_t globalStep);
 
-// What a checkpoint holds: the live tensors (on their device) under their
-// names, parameters first, then the optimizer state that exists (a sharded
-// optimizer's only on the root of its gatherState(): Optimizer::sharded())...
+// One tensor of a checkpoint, in file order: parameters first, then the
+// optimizer state that exists.
+struct CheckpointEntry {
+  std::string name;  // in the file
+  Shape shape;
+  // The live tensor (on its device); empty for a sharded optimizer's state
+  // that is not gathered (OptimizerState::onShards), which streamState
+  // delivers instead.
+  const Tensor* tensor = nullptr;
+  // Optimizer state: the slot's index in state() (streamState's `slot`).
+  std::optional<std::size_t> slot;
+};
+std::vector<CheckpointEntry> checkpointEntries(Sequential& model, Optimizer& optimizer);
+// What a checkpoint holds here: the entries whose tensors are not empty (a
+// sharded optimizer's state only on the root of its gatherState())...
 std::vector<std::pair<std::string, const Tensor*>> checkpointTensors(Sequential& model,
                                                                      Optimizer& optimizer);
 // ... and its metadata: the position and `options`.

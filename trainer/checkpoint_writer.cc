@@ -44,24 +44,75 @@ void CheckpointWriter::finish() {
   waitIdle(lock);
 }
 
+bool streamsState(CheckpointStaging staging, const Optimizer& optimizer) {
+  return staging == CheckpointStaging::kDirect && optimizer.sharded();
+}
+
 void CheckpointWriter::write(const std::string& path, Sequential& model, Optimizer& optimizer,
                              const TrainPosition& at, const CheckpointOptions& options) {
+  // Note [Streaming a sharded optimizer's state]: the other ranks are in the
+  // stream's collective, so it is reached whatever fails before it.
+  const bool streams = streamsState(stagingMode_, optimizer);
   std::unique_lock lock(mutex_);
-  waitIdle(lock);  // the writer thread no longer touches staging_
-  const auto live = checkpointTensors(model, optimizer);
+  std::unique_ptr<SafetensorsWriter> file;
+  std::vector<std::size_t> entryOfSlot;  // streamed state: its entry in the file
+  std::exception_ptr failed;
+  try {
+    waitIdle(lock);  // the writer thread no longer touches staging_
+    file = stage(path, model, optimizer, at, options, entryOfSlot);
+  } catch (...) {
+    if (!streams) throw;
+    failed = std::current_exception();
+  }
+  if (streams) {
+    try {
+      optimizer.streamState(0, [&](std::size_t slot, std::size_t begin,
+                                   std::span<const float> values) {
+        if (failed) return;
+        DDP_CHECK(slot < entryOfSlot.size() && entryOfSlot[slot] < file->size(),
+                  str("optimizer state slot ", slot, " streamed into no entry of the checkpoint"));
+        file->writePart(entryOfSlot[slot], begin, values);
+      });
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+  job_ = Job{std::move(file), at};
+  busy_ = true;
+  lock.unlock();
+  changed_.notify_all();
+}
+
+std::unique_ptr<SafetensorsWriter> CheckpointWriter::stage(const std::string& path,
+                                                           Sequential& model, Optimizer& optimizer,
+                                                           const TrainPosition& at,
+                                                           const CheckpointOptions& options,
+                                                           std::vector<std::size_t>& entryOfSlot) {
+  const std::vector<CheckpointEntry> entries = checkpointEntries(model, optimizer);
   std::set<const Tensor*> snapshots;
   for (const OptimizerState& slot : optimizer.state()) {
     if (slot.snapshot) snapshots.insert(slot.tensor);
   }
-  std::vector<SafetensorsWriter::Entry> entries;
-  for (const auto& [name, tensor] : live)
-    entries.push_back({name, tensor->shape()});
-  auto file = std::make_unique<SafetensorsWriter>(path, std::move(entries),
-                                                  checkpointMetadata(at, options));
-  staging_.resize(live.size());
-  for (std::size_t i = 0; i < live.size(); ++i) {
+  std::vector<SafetensorsWriter::Entry> layout;
+  for (const CheckpointEntry& entry : entries)
+    layout.push_back({entry.name, entry.shape});
+  auto file =
+      std::make_unique<SafetensorsWriter>(path, std::move(layout), checkpointMetadata(at, options));
+  staging_.resize(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
     Staged& staged = staging_[i];
-    const Tensor& source = *live[i].second;
+    const Tensor& source = *entries[i].tensor;
+    staged.kept = false;
+    if (source.empty()) {  // state on the shards, not gathered: streamed into the file
+      DDP_CHECK(
+          streamsState(stagingMode_, optimizer),
+          str("a checkpoint of ", entries[i].name, " that was neither gathered nor streamed"));
+      const std::size_t slot = *entries[i].slot;
+      if (entryOfSlot.size() <= slot) entryOfSlot.resize(slot + 1, entries.size());
+      entryOfSlot[slot] = i;
+      continue;
+    }
     staged.kept = snapshots.contains(&source) && !source.onCuda();
     if (staged.kept) continue;  // below, once nothing here can fail
     if (stagingMode_ == CheckpointStaging::kDirect) {
@@ -74,13 +125,10 @@ void CheckpointWriter::write(const std::string& path, Sequential& model, Optimiz
     staged.tensor.resize(source.shape(), Device::kCpu);  // kept when the shape is
     staged.tensor.copyFrom(source);
   }
-  for (std::size_t i = 0; i < live.size(); ++i) {
-    if (staging_[i].kept) staging_[i].tensor = *live[i].second;  // shares its memory
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (staging_[i].kept) staging_[i].tensor = *entries[i].tensor;  // shares its memory
   }
-  job_ = Job{std::move(file), at};
-  busy_ = true;
-  lock.unlock();
-  changed_.notify_all();
+  return file;
 }
 
 void CheckpointWriter::run() {

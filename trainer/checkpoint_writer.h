@@ -34,15 +34,17 @@
 //     still being written waits for it;
 //   * the end: finish() waits for the last write, so a run that returns
 //     (finished, --max-steps, a signal) has its checkpoint on disk.
-// A sharded optimizer's state is neither copied nor written between steps:
-// it is gathered into new tensors for each checkpoint that nothing changes
-// afterwards, so the writer keeps those (OptimizerState::snapshot), writes
-// them on its thread and lets go of them once written. The gain of the
-// thread needs a core for it: the write is CPU work (checksums, the kernel's
-// copy), so with one core per rank it only moves it (measured in
-// benchmarks/RESULTS.md, "Checkpoints in a run": 3.2x less per checkpoint
-// with a free core, the same with none); the fsync's wait for the disk is
-// off the critical path either way.
+// A sharded optimizer's state is never copied: kCopy gathers it into new
+// tensors for each checkpoint that nothing changes afterwards, so the
+// writer keeps those (OptimizerState::snapshot), writes them on its thread
+// and lets go of them once written; kDirect streams it into the file
+// between steps, piece by piece, as it arrives from the ranks (Note
+// [Streaming a sharded optimizer's state] in trainer/sharded_optimizer.h).
+// The gain of the thread needs a core for it: the write is CPU work
+// (checksums, the kernel's copy), so with one core per rank it only moves
+// it (measured in benchmarks/RESULTS.md, "Checkpoints in a run": 3.2x
+// less per checkpoint with a free core, the same with none); the fsync's
+// wait for the disk is off the critical path either way.
 #pragma once
 
 #include <condition_variable>
@@ -65,6 +67,13 @@ enum class CheckpointStaging {
   kDirect,  // the file: written between steps into the page cache, no copy
 };
 
+// Whether CheckpointWriter::write, staging `staging`, streams `optimizer`'s
+// state from every rank into the file instead of taking it gathered:
+// written directly, a sharded optimizer's (Note [Streaming a sharded
+// optimizer's state] in trainer/sharded_optimizer.h). Every rank asks, to
+// know whether to gather before a checkpoint or to join the stream.
+bool streamsState(CheckpointStaging staging, const Optimizer& optimizer);
+
 class CheckpointWriter {
  public:
   // `onWritten` runs on the writer thread after each checkpoint is durable
@@ -85,6 +94,13 @@ class CheckpointWriter {
   // rest to the writer thread. Returns once they are copied: the model may
   // change right after. Throws DataError if the file cannot be created or
   // (kDirect) written.
+  //
+  // Where streamsState(): a collective, rank 0's part of
+  // optimizer.streamState(0, ...), which writes the state into the file as
+  // it arrives (Note [Streaming a sharded optimizer's state] in
+  // trainer/sharded_optimizer.h); the other ranks call
+  // optimizer.streamState(0, {}) meanwhile. Whatever fails before it, rank
+  // 0 takes part to the end, and throws then.
   void write(const std::string& path, Sequential& model, Optimizer& optimizer,
              const TrainPosition& at, const CheckpointOptions& options);
   // Waits until nothing is being written; rethrows a failed write's error.
@@ -100,6 +116,13 @@ class CheckpointWriter {
     TrainPosition at;
   };
   void run();
+  // write()'s part before the optimizer's state streams: creates the file
+  // and stages every entry held here; for each entry streamed, records
+  // which one it is under the optimizer's slot index in `entryOfSlot`.
+  std::unique_ptr<SafetensorsWriter> stage(const std::string& path, Sequential& model,
+                                           Optimizer& optimizer, const TrainPosition& at,
+                                           const CheckpointOptions& options,
+                                           std::vector<std::size_t>& entryOfSlot);
   // Waits for the writer to be idle. Caller holds `lock`; rethrows a stored error.
   void waitIdle(std::unique_lock<std::mutex>& lock);
 
@@ -107,7 +130,8 @@ class CheckpointWriter {
   const CheckpointStaging stagingMode_;
   struct Staged {
     // kCopy's copy (kept for the next checkpoint), or the optimizer's
-    // snapshot; empty when kDirect's write() wrote it into the file.
+    // snapshot; empty when kDirect's write() wrote or streamed it into the
+    // file.
     Tensor tensor;
     // A snapshot the optimizer made for this checkpoint, kept instead of
     // copied and let go of once written (OptimizerState::snapshot).

@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -76,7 +77,18 @@ struct OptimizerState {
   // state) and nothing writes it afterwards: releaseGatheredState() only lets
   // go of it. So a checkpoint writer may keep it instead of copying it.
   bool snapshot = false;
+  // A sharded optimizer's checkpoint form: the state exists, each rank
+  // holding its part, whether or not `tensor` holds it gathered (a
+  // checkpoint holds every slot whose state exists: checkpointLayout() in
+  // trainer/checkpoint.h).
+  bool onShards = false;
 };
+
+// Where streamState delivers the state: slot `slot` of state() gets the
+// elements [begin, begin + values.size()). The values are the optimizer's
+// buffer, valid during the call only.
+using StatePieceSink =
+    std::function<void(std::size_t slot, std::size_t begin, std::span<const float> values)>;
 
 // The weight decay `p` gets: `weightDecay`, except that without
 // `decayBiases` the 1-D parameters (the biases) get none. That is
@@ -134,6 +146,16 @@ class Optimizer {
   virtual std::optional<GradientPartition> gradientPartition() const { return std::nullopt; }
   virtual void gatherState(int /*root*/) {}
   virtual void releaseGatheredState() {}
+  // Collective, like gatherState, but nothing is kept: `root`'s `deliver`
+  // is handed the state of every slot onShards piece by piece, as the
+  // pieces arrive, in no particular order, each element once (the others
+  // pass an empty one, which is not called). So a checkpoint's state can go
+  // into its file without rank 0 ever holding all of it (Note [Streaming a
+  // sharded optimizer's state] in trainer/sharded_optimizer.h). If
+  // `deliver` throws, nothing more is delivered, the collective goes on to
+  // its end (the other ranks are in it), and the exception is rethrown
+  // then. For the others: nothing.
+  virtual void streamState(int /*root*/, const StatePieceSink& /*deliver*/) {}
 };
 
 }  // namespace ddp::trainer

@@ -176,7 +176,7 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<Entry> entrie
       entries_(std::move(entries)),
       metadata_(std::move(metadata)),
       crcs_(entries_.size()),
-      written_(entries_.size(), false) {
+      written_(entries_.size(), 0) {
   for (const auto& entry : metadata_)
     DDP_CHECK(!isChecksumKey(entry.first), str("saveSafetensors: reserved key ", entry.first));
   // Placeholders as long as the checksums: the header's size, and so every
@@ -224,22 +224,37 @@ void SafetensorsWriter::fail(const char* what, int error) const {
 }
 
 void SafetensorsWriter::write(std::size_t index, std::span<const float> values, Checksum checksum) {
-  DDP_CHECK(index < entries_.size() && !written_[index] && fd_ >= 0,
+  DDP_CHECK(index < entries_.size() && written_[index] == 0,
             str("SafetensorsWriter::write: entry ", index, " of ", entries_.size(),
-                written_.size() > index && written_[index] ? ", written already" : ""));
+                written_.size() > index && written_[index] > 0 ? ", written already" : ""));
   DDP_CHECK(values.size() == numelOf(entries_[index].shape),
             str("SafetensorsWriter::write: ", values.size(), " values for '", entries_[index].name,
                 "' of shape ", shapeString(entries_[index].shape)));
-  if (!writeAllAt(fd_, values.data(), values.size_bytes(), offsets_[index])) fail("write", errno);
+  writePart(index, 0, values);
   if (checksum == Checksum::kNow) crcs_[index] = hex(crcOf(values.data(), values.size_bytes()));
-  written_[index] = true;
+}
+
+void SafetensorsWriter::writePart(std::size_t index, std::size_t begin,
+                                  std::span<const float> values) {
+  DDP_CHECK(index < entries_.size() && fd_ >= 0,
+            str("SafetensorsWriter::writePart: entry ", index, " of ", entries_.size()));
+  const std::size_t numel = numelOf(entries_[index].shape);
+  DDP_CHECK(
+      begin + values.size() <= numel && written_[index] + values.size() <= numel,
+      str("SafetensorsWriter::writePart: elements [", begin, ", ", begin + values.size(), ") of '",
+          entries_[index].name, "' (", numel, ", ", written_[index], " written already)"));
+  if (!writeAllAt(fd_, values.data(), values.size_bytes(), offsets_[index] + begin * sizeof(float)))
+    fail("write", errno);
+  written_[index] += values.size();
 }
 
 void SafetensorsWriter::commit() {
   DDP_CHECK(fd_ >= 0 && !committed_, "SafetensorsWriter::commit: committed already");
   std::vector<char> buffer;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
-    DDP_CHECK(written_[i], str("SafetensorsWriter::commit: '", entries_[i].name, "' not written"));
+    DDP_CHECK(written_[i] == numelOf(entries_[i].shape),
+              str("SafetensorsWriter::commit: '", entries_[i].name, "' not written (", written_[i],
+                  " of ", numelOf(entries_[i].shape), " elements)"));
     if (!crcs_[i].empty()) continue;
     // Read back from the page cache in small pieces: the checksum of what
     // the file holds, with no copy of the tensor held.

@@ -113,6 +113,12 @@ class SafetensorsWriter {
   // once it returns. Throws DataError if the write fails (a full disk:
   // with the sizes), leaving the temporary file for the destructor.
   void write(std::size_t index, std::span<const float> values, Checksum checksum);
+  // Writes `values` as entry `index`'s elements [begin, begin +
+  // values.size()): a tensor that arrives in pieces (a sharded optimizer's
+  // state, gathered piece by piece: ShardedOptimizer::streamState). The
+  // pieces may come in any order and must cover the entry once; commit()
+  // checksums it from the file. Otherwise as write().
+  void writePart(std::size_t index, std::size_t begin, std::span<const float> values);
   // Once every entry is written: checksums those written kAtCommit, reading
   // them back, writes the header, fsyncs, renames over the path and fsyncs
   // the directory. Throws DataError if it cannot.
@@ -133,7 +139,7 @@ class SafetensorsWriter {
   std::uint64_t fileSize_ = 0;
   std::optional<std::uint64_t> freeBefore_;  // for a full disk's message
   std::vector<std::string> crcs_;            // 8 hex digits each, "" until known
-  std::vector<bool> written_;
+  std::vector<std::uint64_t> written_;       // elements of each entry
   int fd_ = -1;
   bool committed_ = false;
 };

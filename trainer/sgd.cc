@@ -19,8 +19,8 @@ std::vector<OptimizerState> Sgd::state() {
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     const Parameter& param = *parameters_[i];
     if (!param.trainable) continue;
-    slots.push_back(
-        {"momentum." + param.name, &buffers_[i], param.value.shape(), param.value.device(), &param});
+    slots.push_back({"momentum." + param.name, &buffers_[i], param.value.shape(),
+                     param.value.device(), &param});
   }
   return slots;
 }

@@ -1,6 +1,7 @@
 #include "trainer/sharded_optimizer.h"
 
 #include <algorithm>
+#include <exception>
 
 #include "runtime/error.h"
 
@@ -126,9 +127,12 @@ void ShardedOptimizer::step(const StepInputs& inputs) {
 std::vector<OptimizerState> ShardedOptimizer::state() {
   std::vector<OptimizerState> slots;
   for (std::size_t k = 0; k < kinds_.size(); ++k) {
+    // State is created by the first step, for every slice at once, and every
+    // rank has taken the same steps: a kind exists on all ranks or on none.
+    const bool exists = !sliceState(k).front()->empty();
     for (std::size_t t = 0; t < trainable_.size(); ++t) {
       slots.push_back({kinds_[k] + "." + trainable_[t]->name, &full(k, t),
-                       trainable_[t]->value.shape(), Device::kCpu, trainable_[t], true});
+                       trainable_[t]->value.shape(), Device::kCpu, trainable_[t], true, exists});
     }
   }
   for (const OptimizerState& slot : inner_->state()) {
@@ -139,22 +143,39 @@ std::vector<OptimizerState> ShardedOptimizer::state() {
 
 void ShardedOptimizer::gatherState(int root) {
   releaseGatheredState();
+  if (comm_.rank() == root) {
+    for (std::size_t k = 0; k < kinds_.size(); ++k) {
+      if (sliceState(k).front()->empty()) continue;
+      // The shards laid end to end are the parameters laid end to end: each
+      // parameter's state is a range of `all`, viewed, not copied. A
+      // checkpoint writer keeps the views (OptimizerState::snapshot), and
+      // with them `all`, until the file is written.
+      const auto all = std::make_shared<Tensor>(Shape{layout_.elements});
+      for (std::size_t t = 0; t < trainable_.size(); ++t) {
+        full(k, t) =
+            Tensor::view(all->data() + layout_.offsets[t], trainable_[t]->value.shape(), all);
+      }
+    }
+  }
+  streamState(root, [this](std::size_t slot, std::size_t begin, std::span<const float> values) {
+    std::copy(values.begin(), values.end(), full_[slot].data() + begin);
+  });
+}
+
+void ShardedOptimizer::streamState(int root, const StatePieceSink& deliver) {
   const bool atRoot = comm_.rank() == root;
   const std::size_t count = layout_.shardElements;
   const auto world = static_cast<std::size_t>(comm_.size());
-  // Note [Sharded optimizer state]: each rank sends its shard in pieces, so
-  // that only the root holds a whole kind of state; the root's pieces from
-  // all ranks together are kGatherPieceBytes.
+  // Note [Streaming a sharded optimizer's state]: each rank sends its shard
+  // in pieces; the root's pieces from all ranks together are
+  // kGatherPieceBytes, and they are all it holds.
   const std::size_t piece =
       std::clamp<std::size_t>(kGatherPieceBytes / sizeof(float) / world, 1, count);
   std::vector<float> mine(piece), received(atRoot ? piece * world : 0);
+  std::exception_ptr failed;
   for (std::size_t k = 0; k < kinds_.size(); ++k) {
     const std::vector<Tensor*> tensors = sliceState(k);
-    // State is created by the first step, for every slice at once, and every
-    // rank has taken the same steps: all ranks skip a kind, or none does.
-    if (tensors.front()->empty()) continue;
-    std::shared_ptr<Tensor> all;
-    if (atRoot) all = std::make_shared<Tensor>(Shape{count * world});
+    if (tensors.front()->empty()) continue;  // on no rank (state())
     for (std::size_t start = 0; start < count; start += piece) {
       const std::size_t n = std::min(piece, count - start);
       std::fill(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(n), 0.0f);  // padding
@@ -171,20 +192,28 @@ void ShardedOptimizer::gatherState(int root) {
           .gather(mine.data(), atRoot ? received.data() : nullptr, n, comm::DataType::kFloat32,
                   root)
           ->wait(comm_.options().timeout);
-      if (!atRoot) continue;
-      for (std::size_t r = 0; r < world; ++r)
-        std::copy_n(received.data() + r * n, n, all->data() + r * count + start);
-    }
-    if (!atRoot) continue;
-    // The shards laid end to end are the parameters laid end to end: each
-    // parameter's state is a range of `all`, viewed, not copied. A
-    // checkpoint writer keeps the views (OptimizerState::snapshot), and with
-    // them `all`, until the file is written.
-    for (std::size_t t = 0; t < trainable_.size(); ++t) {
-      full(k, t) =
-          Tensor::view(all->data() + layout_.offsets[t], trainable_[t]->value.shape(), all);
+      if (!atRoot || failed) continue;
+      try {
+        // Rank r's piece is elements [r S + start, r S + start + n) of the
+        // parameters laid end to end (the last rank's end is padding).
+        for (std::size_t r = 0; r < world; ++r) {
+          const std::size_t first = r * count + start;
+          const std::size_t last = std::min(first + n, layout_.elements);
+          for (std::size_t t = 0; t < trainable_.size(); ++t) {
+            const std::size_t begin = layout_.offsets[t];
+            const std::size_t from = std::max(first, begin);
+            const std::size_t to = std::min(last, begin + trainable_[t]->value.numel());
+            if (from >= to) continue;
+            deliver(k * trainable_.size() + t, from - begin,
+                    std::span<const float>(received.data() + r * n + (from - first), to - from));
+          }
+        }
+      } catch (...) {
+        failed = std::current_exception();  // the others are still gathering
+      }
     }
   }
+  if (failed) std::rethrow_exception(failed);
 }
 
 void ShardedOptimizer::releaseGatheredState() {

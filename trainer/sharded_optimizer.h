@@ -38,18 +38,19 @@
 //
 // Checkpoints keep their format (one file, whole tensors, the same names), so
 // a checkpoint resumes sharded or not, at any world size. Writing one, the
-// ranks gather each kind of state to rank 0, one kind at a time
-// (gatherState, in pieces: a rank holds no second copy of its shard, the
-// root only the whole state); restoring, the file's pieces reach every rank in turn and
-// each keeps its part (restoreState; Note [Restoring a checkpoint from one
-// rank] in trainer/checkpoint_broadcast.h), so no rank holds all of the
-// state. The replica check (Note [Checking that the replicas agree]) covers
-// the weights and the replicated state (AdamW's step count):
-// sharded state has one copy, so there is nothing to compare it with. And the
-// all-gather re-synchronises the weights every step: a weight corrupted on
-// one rank is overwritten by its owner's copy, or, corrupted on its owner,
-// handed to every rank. The replicas then agree, corrupted or not: in a
-// sharded run the check sees only what changed since the last all-gather.
+// ranks send each kind of state to rank 0 in pieces, and rank 0 either keeps
+// it whole (gatherState) or writes each piece into the file as it arrives
+// (streamState; Note [Streaming a sharded optimizer's state]); restoring, the
+// file's pieces reach every rank in turn and each keeps its part
+// (restoreState; Note [Restoring a checkpoint from one rank] in
+// trainer/checkpoint_broadcast.h), so no rank holds all of the state. The
+// replica check (Note [Checking that the replicas agree]) covers the weights
+// and the replicated state (AdamW's step count): sharded state has one copy,
+// so there is nothing to compare it with. And the all-gather re-synchronises
+// the weights every step: a weight corrupted on one rank is overwritten by
+// its owner's copy, or, corrupted on its owner, handed to every rank. The
+// replicas then agree, corrupted or not: in a sharded run the check sees only
+// what changed since the last all-gather.
 #pragma once
 
 #include <cstddef>
@@ -86,7 +87,27 @@ struct ShardLayout {
 // rank would own nothing (fewer elements than that needs).
 ShardLayout computeShardLayout(std::span<const std::size_t> numels, int world, int rank);
 
-// What gatherState's root receives at a time, from all ranks together.
+// Note [Streaming a sharded optimizer's state]
+// A checkpoint needs the whole state in rank 0's file, and rank 0 holds a
+// world's part of it. Gathering it whole first (gatherState) costs rank 0
+// the whole state in memory: twice the model for AdamW, what
+// --shard-optimizer saved. --checkpoint-staging copy wants that (the
+// gathered tensors are the copy the writer thread writes from, kept and
+// not copied again), but where checkpoints are written directly into
+// their files (CheckpointWriter's kDirect, chosen where memory is short)
+// it was the one copy left: 289 MiB of the large MLP's AdamW state at np=2
+// (benchmarks/RESULTS.md, "A sharded optimizer's state streamed into the
+// file"). So there streamState hands each gathered piece to the file
+// (SafetensorsWriter::writePart) as it arrives, rank 0 holding one piece
+// from every rank (kGatherPieceBytes) and nothing else. Each rank sends
+// its shard in the same pieces either way, so that none holds a second
+// copy of it; gatherState is streamState into the whole tensors.
+// A write that fails (a full disk) stops the writing, not the gather: the
+// other ranks are sending, and a root that left would leave them waiting
+// until --timeout; the error is rethrown once the gather ends, inside
+// agree(), which stops every rank.
+
+// What the root receives at a time, from all ranks together.
 inline constexpr std::size_t kGatherPieceBytes = std::size_t{4} << 20;
 
 class ShardedOptimizer final : public Optimizer {
@@ -108,8 +129,9 @@ class ShardedOptimizer final : public Optimizer {
   void setLearningRate(float lr) override { inner_->setLearningRate(lr); }
   // The checkpoint form: every kind of the wrapped optimizer's per-parameter
   // state for every trainable parameter (host tensors of the parameter's
-  // shape, empty except as Optimizer::sharded() describes), then its other
-  // state (replicated: AdamW's step), as it is.
+  // shape, empty except as Optimizer::sharded() describes; onShards once
+  // the first step made the state), then its other state (replicated:
+  // AdamW's step), as it is.
   std::vector<OptimizerState> state() override;
   const char* name() const override { return inner_->name(); }
 
@@ -119,8 +141,12 @@ class ShardedOptimizer final : public Optimizer {
   // that). On a GPU none: the device path all-reduces.
   std::optional<GradientPartition> gradientPartition() const override;
   // Collective: the kinds of state that exist yet, one after the other,
-  // each gathered in pieces of kGatherPieceBytes at the root.
+  // each gathered in pieces of kGatherPieceBytes at the root (Note
+  // [Streaming a sharded optimizer's state]).
   void gatherState(int root) override;
+  // The same pieces, handed to the root's `deliver` in the order they
+  // arrive instead of kept.
+  void streamState(int root, const StatePieceSink& deliver) override;
   void releaseGatheredState() override;
   // This rank's part of each piece of per-parameter state; replicated state
   // whole.

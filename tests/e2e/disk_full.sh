@@ -12,9 +12,9 @@ if [ -z "${DDP_IN_MOUNT_NAMESPACE:-}" ]; then
   DDP_IN_MOUNT_NAMESPACE=1 exec unshare -m --propagation private bash "$0" "$@"
 fi
 . "$(dirname "$0")/lib.sh"
-small=$WORK/small mid=$WORK/mid
-mkdir -p "$small" "$mid"
-trap 'umount "$small" "$mid" 2> /dev/null; rm -rf "$WORK"' EXIT
+small=$WORK/small mid=$WORK/mid wide=$WORK/wide
+mkdir -p "$small" "$mid" "$wide"
+trap 'umount "$small" "$mid" "$wide" 2> /dev/null; rm -rf "$WORK"' EXIT
 mount -t tmpfs -o size=3m tmpfs "$small" && mount -t tmpfs -o size=60m tmpfs "$mid" ||
   { echo "SKIP: cannot mount a tmpfs"; exit 77; }
 c=(--dataset synthetic --synthetic-samples 4096 --threads 1)  # the default MLP: 14.2 MiB checkpoints
@@ -65,6 +65,24 @@ grep -q "error: $mid/ck/checkpoint-000000020.safetensors.tmp.[0-9]*: write faile
   "$WORK/err" || fail "the failed direct write does not say why: $(cat "$WORK/err")"
 [ "$(ls "$mid/ck")" = "$(printf 'checkpoint-%09d.safetensors\n' 4 8 12 16)" ] ||
   fail "writing directly: expected the 4 checkpoints that fitted and no temporary file: $(ls "$mid/ck")"
+
+# The same sharded (--shard-optimizer), writing directly: the weights of the
+# 5th fit, and its momentum, streaming from both ranks into the file (Note
+# [Streaming a sharded optimizer's state]), fills the disk part-way. Rank 0
+# stops writing but stays in the gather until its end, so both ranks stop
+# at once with the same message (leaving the gather, it would leave rank 1
+# waiting there until --timeout).
+mount -t tmpfs -o size=66m tmpfs "$wide" || fail "cannot mount a third tmpfs"
+set +e
+run 2 "${c[@]}" --epochs 1 --checkpoint-dir "$wide/ck" --checkpoint-every 4 --checkpoint-staging direct \
+  --shard-optimizer --timeout 120 > "$WORK/out" 2> "$WORK/err"
+code=$?
+set -e
+[ "$code" = 1 ] || fail "a full disk, streaming sharded state, exited $code, not 1: $(cat "$WORK/err")"
+grep -q "error: $wide/ck/checkpoint-000000020.safetensors.tmp.[0-9]*: write failed (No space left on device: the file needs 14.2 MiB and [0-9.]* MiB was free when writing began)" \
+  "$WORK/err" || fail "the failed streamed write does not say why: $(cat "$WORK/err")"
+! grep -q "watchdog\|did not arrive\|timed out" "$WORK/err" ||
+  fail "a rank was left waiting in the gather: $(cat "$WORK/err")"
 
 # 3. --metrics on a full disk: the run goes on, and says once that the
 # epochs from then on are not recorded (they were dropped in silence).

@@ -118,6 +118,14 @@ run 1 "${adamw[@]}" --max-steps 30 --device cuda --shard-optimizer \
   --save-model "$WORK/gpu_adamw_sharded.safetensors" > /dev/null
 "$COMPARE_WEIGHTS" "$WORK/gpu_adamw_straight.safetensors" "$WORK/gpu_adamw_sharded.safetensors" --exact ||
   fail "a sharded GPU AdamW run differs from the unsharded one"
+# Its checkpoint, the moments streamed from device memory into the file
+# (Note [Streaming a sharded optimizer's state]), holds the unsharded one's
+# tensors, bit for bit.
+run 1 "${adamw[@]}" --max-steps 15 --device cuda --shard-optimizer \
+  --checkpoint-dir "$WORK/ck_adamw_sharded" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/ck_adamw/checkpoint-000000015.safetensors" \
+  "$WORK/ck_adamw_sharded/checkpoint-000000015.safetensors" --exact > /dev/null ||
+  fail "a sharded GPU AdamW checkpoint differs from the unsharded one"
 run 1 "${adamw[@]}" --max-steps 30 --device cuda --shard-optimizer \
   --resume "$WORK/ck_adamw/checkpoint-000000015.safetensors" \
   --save-model "$WORK/gpu_adamw_sharded_resumed.safetensors" > /dev/null

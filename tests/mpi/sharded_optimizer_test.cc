@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <span>
 #include <vector>
@@ -249,6 +250,95 @@ TEST(ShardedOptimizer, GathersAShardLargerThanAPieceInPieces) {
     } else {
       EXPECT_TRUE(gathered[i].tensor->empty()) << gathered[i].name;
     }
+  }
+}
+
+// Note [Streaming a sharded optimizer's state]: the root is handed every
+// element of every slot that exists exactly once, with the unsharded
+// optimizer's values, in pieces no larger than what it receives at a time,
+// and keeps none of it; before the first step nothing exists and nothing is
+// handed over. A sink that throws stops the delivery, not the collective:
+// every rank gets through it, the root rethrows, and the ranks go on to the
+// next collective together.
+TEST(ShardedOptimizer, StreamsEveryElementOnceToTheRootAndKeepsNone) {
+  auto comm = comm::makeTestComm();
+  const std::vector<Shape> shapes = {{1100, 1000}, {1000}, {3, 7}};
+  Model plain(shapes), sharded(shapes);
+  AdamW reference(plain.parameters(), AdamWOptions{});
+  ShardedOptimizer optimizer(*comm, sharded.parameters(),
+                             [](std::vector<Parameter*> parameters) -> std::unique_ptr<Optimizer> {
+                               return std::make_unique<AdamW>(std::move(parameters),
+                                                              AdamWOptions{});
+                             });
+  const int root = comm->size() - 1;
+  const bool atRoot = comm->rank() == root;
+  std::size_t calls = 0;
+  optimizer.streamState(root, [&](std::size_t, std::size_t, std::span<const float>) { ++calls; });
+  EXPECT_EQ(calls, 0u) << "state streamed before it exists";
+  for (const OptimizerState& slot : optimizer.state())
+    EXPECT_FALSE(slot.onShards) << slot.name;
+  for (int step = 0; step < 2; ++step) {
+    plain.setGradients(step);
+    sharded.setGradients(step);
+    reference.step();
+    optimizer.step();
+  }
+  const std::vector<OptimizerState> slots = optimizer.state();
+  std::map<std::string, const Tensor*> expected;  // AdamW lists its state in another order
+  for (const OptimizerState& slot : reference.state())
+    expected[slot.name] = slot.tensor;
+  std::vector<std::vector<float>> received(slots.size());
+  std::vector<std::vector<int>> times(slots.size());
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (!slots[i].onShards) continue;  // AdamW's step, replicated
+    received[i].resize(numelOf(slots[i].shape));
+    times[i].resize(received[i].size());
+  }
+  std::size_t largest = 0;
+  optimizer.streamState(
+      root, [&](std::size_t slot, std::size_t begin, std::span<const float> values) {
+        ASSERT_LT(slot, slots.size());
+        ASSERT_TRUE(slots[slot].onShards) << slots[slot].name;
+        ASSERT_LE(begin + values.size(), received[slot].size()) << slots[slot].name;
+        std::copy(values.begin(), values.end(), received[slot].begin() + begin);
+        for (std::size_t j = 0; j < values.size(); ++j)
+          ++times[slot][begin + j];
+        largest = std::max(largest, values.size());
+      });
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (!slots[i].onShards) continue;  // AdamW's step, held by every rank
+    EXPECT_TRUE(slots[i].tensor->empty()) << slots[i].name << ": kept";
+    if (!atRoot) continue;
+    ASSERT_TRUE(expected.contains(slots[i].name)) << slots[i].name;
+    EXPECT_TRUE(std::all_of(times[i].begin(), times[i].end(), [](int n) { return n == 1; }))
+        << slots[i].name << ": an element handed over twice or never";
+    const Tensor got = Tensor::view(received[i].data(), slots[i].shape, nullptr);
+    expectSameValues(got, *expected.at(slots[i].name), slots[i].name);
+  }
+  if (atRoot) {
+    EXPECT_GT(largest, 0u);
+    EXPECT_LE(largest * sizeof(float), kGatherPieceBytes / static_cast<std::size_t>(comm->size()));
+  } else {
+    EXPECT_EQ(largest, 0u) << "delivered on a rank other than the root";
+  }
+
+  calls = 0;
+  bool threw = false;
+  try {
+    optimizer.streamState(root, [&](std::size_t, std::size_t, std::span<const float>) {
+      ++calls;
+      throw DataError("the disk is full");
+    });
+  } catch (const DataError& e) {
+    threw = true;
+    EXPECT_STREQ(e.what(), "the disk is full");
+  }
+  EXPECT_EQ(threw, atRoot);
+  EXPECT_EQ(calls, atRoot ? 1u : 0u) << "delivered on after the sink threw";
+  optimizer.gatherState(root);  // the ranks are still in step
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (atRoot && slots[i].onShards)
+      expectSameValues(*slots[i].tensor, *expected.at(slots[i].name), slots[i].name);
   }
 }
 

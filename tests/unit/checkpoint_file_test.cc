@@ -418,6 +418,83 @@ INSTANTIATE_TEST_SUITE_P(Staging, CheckpointWriterTest,
                          ::testing::Values(CheckpointStaging::kCopy, CheckpointStaging::kDirect),
                          stagingName);
 
+// An optimizer whose state is spread over ranks, as a sharded optimizer's
+// (OptimizerState::onShards): gatherState makes it whole, streamState hands
+// it over in three pieces, the last first, and counts its calls.
+class ShardedStateOptimizer final : public Optimizer {
+ public:
+  explicit ShardedStateOptimizer(const Parameter& p) : parameter_(&p), values_(p.value.numel()) {
+    for (std::size_t i = 0; i < values_.size(); ++i)
+      values_[i] = 0.25f * static_cast<float>(i) - 1.0f;
+  }
+  void step(const StepInputs&) override {}
+  float learningRate() const override { return 0.1f; }
+  void setLearningRate(float) override {}
+  std::vector<OptimizerState> state() override {
+    return {{"momentum." + parameter_->name, &gathered, parameter_->value.shape(), Device::kCpu,
+             parameter_, true, true}};
+  }
+  const char* name() const override { return "sgd"; }
+  bool sharded() const override { return true; }
+  void gatherState(int) override {
+    gathered = Tensor(parameter_->value.shape());
+    std::copy(values_.begin(), values_.end(), gathered.data());
+  }
+  void releaseGatheredState() override { gathered = Tensor(); }
+  void streamState(int, const StatePieceSink& deliver) override {
+    ++streams;
+    const std::size_t n = values_.size(), third = n / 3;
+    const std::pair<std::size_t, std::size_t> pieces[] = {
+        {2 * third, n}, {0, third}, {third, 2 * third}};
+    for (const auto& [begin, end] : pieces)
+      deliver(0, begin, std::span<const float>(values_.data() + begin, end - begin));
+  }
+  Tensor gathered;
+  int streams = 0;
+
+ private:
+  const Parameter* parameter_;
+  std::vector<float> values_;
+};
+
+// Note [Streaming a sharded optimizer's state]: written directly, a sharded
+// optimizer's state goes into the file piece by piece as it arrives, never
+// gathered, and the file is the one the copy writes from the gathered
+// state. Where the file cannot even be created, rank 0 still takes part in
+// the stream (the other ranks are in it), and throws after. The copy, given
+// state neither gathered nor streamed, refuses it.
+TEST(CheckpointWriter, StreamsAShardedOptimizersStateIntoAFileWrittenDirectly) {
+  TempDir dir;
+  auto model = buildMlp(3, {4}, 2, 1);
+  ShardedStateOptimizer optimizer(*model->parameters()[0]);
+  const auto ignore = [](const std::string&, const TrainPosition&) {};
+  CheckpointWriter copy(ignore, CheckpointStaging::kCopy);
+  optimizer.gatherState(0);
+  copy.write(dir.file("copy"), *model, optimizer, somePosition(), {});
+  optimizer.releaseGatheredState();
+  copy.finish();
+  EXPECT_EQ(optimizer.streams, 0);
+
+  CheckpointWriter direct(ignore, CheckpointStaging::kDirect);
+  direct.write(dir.file("direct"), *model, optimizer, somePosition(), {});
+  EXPECT_EQ(optimizer.streams, 1);
+  EXPECT_TRUE(optimizer.gathered.empty());
+  direct.finish();
+  const std::string expected = bytesOf(dir.file("copy"));
+  ASSERT_GT(expected.size(), 100u);
+  EXPECT_EQ(bytesOf(dir.file("direct")), expected);
+
+  try {
+    direct.write(dir.file("no-such-dir/c.safetensors"), *model, optimizer, somePosition(), {});
+    FAIL() << "a file that cannot be created was not reported";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot create"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(optimizer.streams, 2) << "rank 0 left the stream the other ranks are in";
+  EXPECT_THROW(copy.write(dir.file("ungathered"), *model, optimizer, somePosition(), {}),
+               InternalError);
+}
+
 TEST(Checkpoint, WithoutChecksumsIsRefusedBeforeAnythingIsLoaded) {
   TempDir dir;
   TrainedModel written(1), target(2);

@@ -69,8 +69,8 @@ TEST(MemoryCheck, AdamWKeepsTwoMomentsPerTrainableParameter) {
 // (rounded up to whole elements); rank 0, writing checkpoints, gathers the
 // whole of it, which the checkpoint writer keeps instead of copying (Note
 // [Checkpoints written in the background]): a copy of the weights and the
-// whole state, as unsharded. Written directly, the weights need no copy,
-// but the gathered state is held all the same.
+// whole state, as unsharded. (Written directly, rank 0 holds neither: Note
+// [Streaming a sharded optimizer's state].)
 TEST(MemoryCheck, ShardedStateIsAWorldsPartPerRankAndWholeOnceForCheckpoints) {
   const Options o = parseArgs(
       {"--optimizer", "adamw", "--freeze", "0", "--shard-optimizer", "--checkpoint-dir", "ck"});
@@ -80,12 +80,6 @@ TEST(MemoryCheck, ShardedStateIsAWorldsPartPerRankAndWholeOnceForCheckpoints) {
   EXPECT_EQ(hostMemoryNeed(o, trainer::Device::kCpu, false, 1).optimizerState, 2 * 4 * trainable);
   EXPECT_EQ(hostMemoryNeed(o, trainer::Device::kCpu, true, 3).checkpointCopy,
             4 * kParameters + 2 * 4 * trainable);
-  EXPECT_EQ(hostMemoryNeed(o, trainer::Device::kCpu, true, 3).checkpointGathered,
-            2 * 4 * trainable);
-  EXPECT_EQ(hostMemoryNeed(parseArgs({"--optimizer", "adamw", "--checkpoint-dir", "ck"}),
-                           trainer::Device::kCpu, true, 3)
-                .checkpointGathered,
-            0u);
 }
 
 TEST(MemoryCheck, GpuRankHoldsOnlyTheWeightsOnTheHost) {
@@ -137,6 +131,7 @@ TEST(MemoryCheck, RankZeroHoldsTheCheckpointCopyOnce) {
 // Note [Choosing where checkpoints are staged]: auto copies while the copy
 // fits with a tenth of the room to spare, on the node and under a process
 // limit, and writes directly from there on; copy and direct are as given.
+// Sharded, auto always writes directly.
 TEST(MemoryCheck, AutoStagesCheckpointsInACopyOnlyWhereItFitsWithRoomToSpare) {
   using trainer::CheckpointStaging;
   const trainer::Device cpu = trainer::Device::kCpu;
@@ -166,6 +161,12 @@ TEST(MemoryCheck, AutoStagesCheckpointsInACopyOnlyWhereItFitsWithRoomToSpare) {
   // A rank that writes no checkpoints has nothing to stage.
   const HostMemoryNeed other = hostMemoryNeed(o, cpu, false);
   EXPECT_EQ(chooseStaging("direct", other, 4, run, limit, cpu), CheckpointStaging::kCopy);
+  // Sharded, auto streams the state into the file wherever the copy would
+  // fit; an explicit copy is kept.
+  EXPECT_EQ(chooseStaging("auto", need, 4, 100 * run, std::nullopt, cpu, true),
+            CheckpointStaging::kDirect);
+  EXPECT_EQ(chooseStaging("copy", need, 4, 100 * run, std::nullopt, cpu, true),
+            CheckpointStaging::kCopy);
 }
 
 // With --resume, rank 0 maps the checkpoint's file while the ranks restore

@@ -156,6 +156,47 @@ TEST(Safetensors, SavingLeavesNoTemporaryFiles) {
   EXPECT_EQ(files, 1u);
 }
 
+// Note [Writing a file in parts]: tensors that arrive in pieces (a sharded
+// optimizer's state streamed from the ranks), in any order and interleaved
+// with other tensors' pieces, make the file saveSafetensors writes, checksums
+// included; a tensor with a piece missing is not committed.
+TEST(Safetensors, AWriterTakesTensorsInPiecesInAnyOrder) {
+  TempDir dir;
+  Tensor a({3, 5}), b({7});
+  for (std::size_t i = 0; i < a.numel(); ++i)
+    a.data()[i] = 0.5f * static_cast<float>(i) - 3.0f;
+  for (std::size_t i = 0; i < b.numel(); ++i)
+    b.data()[i] = 100.0f + static_cast<float>(i);
+  const std::map<std::string, std::string> meta = {{"format", "pt"}};
+  saveSafetensors(dir.file("whole.safetensors"), {{"a", &a}, {"b", &b}}, meta);
+  const auto piece = [](const Tensor& t, std::size_t begin, std::size_t count) {
+    return std::span<const float>(t.data() + begin, count);
+  };
+  {
+    SafetensorsWriter writer(dir.file("parts.safetensors"), {{"a", {3, 5}}, {"b", {7}}}, meta);
+    writer.writePart(1, 4, piece(b, 4, 3));
+    writer.writePart(0, 9, piece(a, 9, 6));
+    writer.writePart(1, 0, piece(b, 0, 4));
+    writer.writePart(0, 0, piece(a, 0, 2));
+    writer.writePart(0, 2, piece(a, 2, 7));
+    writer.commit();
+  }
+  EXPECT_EQ(readAll(dir.file("parts.safetensors")), readAll(dir.file("whole.safetensors")));
+
+  SafetensorsWriter gap(dir.file("gap.safetensors"), {{"a", {3, 5}}, {"b", {7}}}, meta);
+  gap.write(0, a.span(), SafetensorsWriter::Checksum::kNow);
+  gap.writePart(1, 0, piece(b, 0, 6));
+  EXPECT_THROW(gap.writePart(1, 5, piece(b, 5, 2)), InternalError) << "past the tensor's end";
+  try {
+    gap.commit();
+    FAIL() << "a tensor with a piece missing was committed";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("'b' not written (6 of 7 elements)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("gap.safetensors")));
+}
+
 TEST(Safetensors, CheckCanSaveLeavesNothingAndRefusesWhatSavingWouldFailOn) {
   TempDir dir;
   ddp::trainer::checkCanSave(dir.file("m.safetensors"));
