@@ -1,5 +1,6 @@
 #include "trainer/checkpoint_writer.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -43,6 +44,13 @@ void CheckpointWriter::finish() {
   std::unique_lock lock(mutex_);
   waitIdle(lock);
 }
+
+namespace {
+
+// What kDirect copies of a device tensor to the host at a time.
+constexpr std::size_t kDevicePieceFloats = (std::size_t{4} << 20) / sizeof(float);
+
+}  // namespace
 
 bool streamsState(CheckpointStaging staging, const Optimizer& optimizer) {
   return staging == CheckpointStaging::kDirect && optimizer.sharded();
@@ -117,9 +125,19 @@ std::unique_ptr<SafetensorsWriter> CheckpointWriter::stage(const std::string& pa
     if (staged.kept) continue;  // below, once nothing here can fail
     if (stagingMode_ == CheckpointStaging::kDirect) {
       // Into the file's page cache, checksummed by the writer thread from
-      // there (Note [Writing a file in parts] in trainer/safetensors.h); a
-      // device tensor goes through a host copy of its own.
-      file->write(i, source.onHost().span(), SafetensorsWriter::Checksum::kAtCommit);
+      // there (Note [Writing a file in parts] in trainer/safetensors.h).
+      if (!source.onCuda()) {
+        file->write(i, source.span(), SafetensorsWriter::Checksum::kAtCommit);
+        continue;
+      }
+      // A device tensor goes through one host piece, not a host copy of
+      // itself: rank 0 holds no more than that beside the run.
+      piece_.resize(std::min(kDevicePieceFloats, source.numel()));
+      for (std::size_t start = 0; start < source.numel(); start += piece_.size()) {
+        const std::span<float> part(piece_.data(), std::min(piece_.size(), source.numel() - start));
+        source.copyToHost(start, part);
+        file->writePart(i, start, part);
+      }
       continue;
     }
     staged.tensor.resize(source.shape(), Device::kCpu);  // kept when the shape is

@@ -16,7 +16,8 @@
 //     tensors into it, which puts them in the page cache (memory the kernel
 //     writes back and may then reclaim, not the rank's own), and the thread
 //     reads them back there for the checksums (Note [Writing a file in
-//     parts] in trainer/safetensors.h), fsyncs and renames: no copy held,
+//     parts] in trainer/safetensors.h), fsyncs and renames: no copy held
+//     (a device tensor goes to the file through a 4 MiB host piece),
 //     for a longer pause (the kernel's copy is slower than memcpy, and much
 //     slower where page-cache pages are costly to get, as on this VM:
 //     benchmarks/RESULTS.md, "Checkpoints without a copy").
@@ -138,6 +139,7 @@ class CheckpointWriter {
     bool kept = false;
   };
   std::vector<Staged> staging_;  // writer thread while a job runs
+  std::vector<float> piece_;     // kDirect: a device tensor's way to the file
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -122,6 +122,12 @@ void Tensor::copyFromHost(std::size_t offset, std::span<const float> values) {
   copyFloats(data_ + offset, device_, values.data(), Device::kCpu, values.size());
 }
 
+void Tensor::copyToHost(std::size_t offset, std::span<float> out) const {
+  DDP_CHECK(offset + out.size() <= numel_,
+            str("copyToHost: ", out.size(), " values at ", offset, " of ", shapeString(shape_)));
+  copyFloats(out.data(), Device::kCpu, data_ + offset, device_, out.size());
+}
+
 void Tensor::fill(float value) {
   if (device_ == Device::kCpu) {
     std::fill(data_, data_ + numel_, value);

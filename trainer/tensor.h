@@ -68,6 +68,9 @@ class Tensor {
   // Copies host `values` into elements [offset, offset + values.size()) of
   // this tensor, on its device (a checkpoint restored piece by piece).
   void copyFromHost(std::size_t offset, std::span<const float> values);
+  // Copies elements [offset, offset + out.size()) of this tensor, on any
+  // device, into host `out` (a checkpoint written piece by piece).
+  void copyToHost(std::size_t offset, std::span<float> out) const;
 
  private:
   std::shared_ptr<void> owner_;

@@ -10,8 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "comm/finite.h"
 #include "runtime/cuda/memory.h"
@@ -328,6 +330,18 @@ TEST(TensorOnGpu, CopiesRoundTripAndFill) {
   Tensor expected({1000});
   expected.fill(3.5f);
   expectClose(expected, filled, 0.0, "fill");
+  // Piece by piece both ways (checkpoints: CheckpointWriter's kDirect out,
+  // restoreState in), poisoned first.
+  std::vector<float> piece(1000, kNaN);
+  device.copyToHost(4000, piece);
+  for (std::size_t i = 0; i < piece.size(); ++i)
+    ASSERT_EQ(piece[i], host.data()[4000 + i]) << "copyToHost, element " << 4000 + i;
+  Tensor target({123, 45}, Device::kCuda);
+  target.fill(kNaN);
+  for (std::size_t start = 0; start < host.numel(); start += 1000)
+    target.copyFromHost(
+        start, host.span().subspan(start, std::min<std::size_t>(1000, host.numel() - start)));
+  expectClose(host, target, 0.0, "copyFromHost in pieces");
 }
 
 }  // namespace

@@ -93,6 +93,15 @@ run 1 "${constant[@]}" --max-steps 30 --checkpoint-dir "$WORK/ck" --resume --sav
 grep -q "resume: from" "$WORK/resumed.log" || fail "did not resume on the GPU"
 "$COMPARE_WEIGHTS" "$WORK/straight.safetensors" "$WORK/resumed.safetensors" --exact ||
   fail "a GPU run resumed from its checkpoint differs from the uninterrupted one"
+# Written directly (--checkpoint-staging direct), each device tensor goes
+# to the file through one 4 MiB host piece (the 2048 x 2048 weights: four),
+# and the file is the copy's, byte for byte.
+wide=(--hidden 2048,2048 --lr-schedule constant --device cuda --max-steps 2 --checkpoint-every 2)
+for staging in copy direct; do
+  run 1 "${wide[@]}" --checkpoint-dir "$WORK/ck_$staging" --checkpoint-staging "$staging" > /dev/null
+done
+cmp -s "$WORK/ck_copy/checkpoint-000000002.safetensors" "$WORK/ck_direct/checkpoint-000000002.safetensors" ||
+  fail "a GPU checkpoint written directly differs from the copy's"
 
 # AdamW on the GPU (its step count lives on the device): with a skipped
 # step and clipping it ends where the CPU run does, and a checkpoint of its

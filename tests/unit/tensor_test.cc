@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/error.h"
 #include "trainer/random.h"
@@ -48,6 +49,20 @@ TEST(Tensor, CopiesShareCloneDoesNot) {
   a.data()[1] = 3.0f;
   EXPECT_EQ(b.data()[1], 3.0f);
   EXPECT_EQ(c.data()[1], 0.0f);
+}
+
+TEST(Tensor, CopiesPiecesToAndFromTheHost) {
+  Tensor t({3, 4});
+  for (std::size_t i = 0; i < t.numel(); ++i)
+    t.data()[i] = static_cast<float>(i);
+  std::vector<float> out(5, -1.0f);
+  t.copyToHost(6, out);
+  EXPECT_EQ(out, (std::vector<float>{6, 7, 8, 9, 10}));
+  EXPECT_THROW(t.copyToHost(8, out), InternalError) << "past the end";
+  const std::vector<float> in = {-1, -2};
+  t.copyFromHost(10, in);
+  EXPECT_EQ(t.data()[10], -1.0f);
+  EXPECT_EQ(t.data()[11], -2.0f);
 }
 
 TEST(Tensor, ResizeKeepsStorageWhenTheShapeMatches) {
