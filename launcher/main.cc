@@ -207,11 +207,11 @@ int train(const Options& o) {
     }
     if (!o.checkpointDir.empty()) {
       trainOptions.onCheckpoint = [&](const trainer::TrainPosition& at) {
-        // Sharded: rank 0 gets everyone's part, once the last checkpoint is
+        // Sharded: rank 0 gets everyone's part once the last checkpoint is
         // written and its snapshot gone (Note [Checkpoints written in the
-        // background]); write() would wait for it anyway.
-        // Written directly, it streams into the file instead (Note
-        // [Streaming a sharded optimizer's state]), a collective.
+        // background]): gathered for the copy, or, written directly,
+        // streamed into the file inside write(), a collective the other
+        // ranks join (Note [Streaming a sharded optimizer's state]).
         const bool streamed = trainer::streamsState(staging, *optimizer);
         if (checkpointWriter) checkpointWriter->awaitIdle();
         if (!streamed) optimizer->gatherState(0);

@@ -149,9 +149,8 @@ trainer::CheckpointStaging checkNodeMemory(const Options& o, const World& world,
   HostMemoryNeed need = hostMemoryNeed(o, device, world.rank() == 0, world.size());
   const std::optional<std::size_t> available = availableBytes();
   const std::optional<ProcessMemoryLimit> limit = processMemoryLimit();
-  const trainer::CheckpointStaging staging =
-      chooseStaging(o.checkpointStaging, need, world.localSize(), available, limit, device,
-                    o.shardOptimizer);
+  const trainer::CheckpointStaging staging = chooseStaging(
+      o.checkpointStaging, need, world.localSize(), available, limit, device, o.shardOptimizer);
   if (staging == trainer::CheckpointStaging::kDirect) need.checkpointCopy = 0;
   if (available) {
     const auto shortfall = memoryShortfall(need, world.localSize(), *available, world.hostname());

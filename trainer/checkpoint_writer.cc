@@ -111,7 +111,7 @@ std::unique_ptr<SafetensorsWriter> CheckpointWriter::stage(const std::string& pa
   for (std::size_t i = 0; i < entries.size(); ++i) {
     Staged& staged = staging_[i];
     const Tensor& source = *entries[i].tensor;
-    staged.kept = false;
+    staged.kept = !source.empty() && snapshots.contains(&source) && !source.onCuda();
     if (source.empty()) {  // state on the shards, not gathered: streamed into the file
       DDP_CHECK(
           streamsState(stagingMode_, optimizer),
@@ -121,7 +121,6 @@ std::unique_ptr<SafetensorsWriter> CheckpointWriter::stage(const std::string& pa
       entryOfSlot[slot] = i;
       continue;
     }
-    staged.kept = snapshots.contains(&source) && !source.onCuda();
     if (staged.kept) continue;  // below, once nothing here can fail
     if (stagingMode_ == CheckpointStaging::kDirect) {
       // Into the file's page cache, checksummed by the writer thread from

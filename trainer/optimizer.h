@@ -79,8 +79,8 @@ struct OptimizerState {
   bool snapshot = false;
   // A sharded optimizer's checkpoint form: the state exists, each rank
   // holding its part, whether or not `tensor` holds it gathered (a
-  // checkpoint holds every slot whose state exists: checkpointLayout() in
-  // trainer/checkpoint.h).
+  // checkpoint holds every slot whose state exists: checkpointEntries()
+  // in trainer/checkpoint.h).
   bool onShards = false;
 };
 
