@@ -9,13 +9,15 @@
 # STAGINGS="copy direct" runs each ddp_train once per --checkpoint-staging
 # given (default: the build's default, given no option).
 # EXTRA_ARGS="--optimizer adamw --shard-optimizer" adds options to every run.
+# THREADS=N gives each rank N BLAS threads (default 1); NP and MPIRUN_ARGS
+# change the world size (default 2) and add mpirun options.
 set -euo pipefail
 rounds=$1; shift
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 args=(--dataset synthetic --synthetic-samples 8192 --hidden 4096,4096,4096 --max-steps 40
-      --epochs 1 --threads 1 --log-every 40)
+      --epochs 1 --threads "${THREADS:-1}" --log-every 40)
 read -ra more <<< "${EXTRA_ARGS:-}"
 args+=("${more[@]}")
 wall() {  # wall seconds of one run

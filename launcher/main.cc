@@ -158,9 +158,9 @@ int train(const Options& o) {
     std::optional<CheckpointDirLock> checkpointLock;  // Note [One run per checkpoint directory]
     // Agreed on before any rank allocates (Note [Refusing a model the node
     // cannot hold]).
-    trainer::CheckpointStaging staging = trainer::CheckpointStaging::kCopy;
-    comm::agree(comm, [&] { staging = checkNodeMemory(o, world, placement.device); });
-    staging = rankZeroStaging(comm, staging);
+    StagingChoice stagingChoice;
+    comm::agree(comm, [&] { stagingChoice = checkNodeMemory(o, world, placement.device, cpus); });
+    const trainer::CheckpointStaging staging = rankZeroStaging(comm, stagingChoice.staging);
     comm.setContext("start-up: loading the data and building the model");
     comm::agree(comm, [&] {
       stallAtStartUp(fault, world.rank());
@@ -187,7 +187,7 @@ int train(const Options& o) {
     printSummary(world, comm, o, threadCount, placement, *model, data);
     if (world.rank() == 0) {
       warnAboutPlacement(world, o, cpus, threads);
-      if (const auto notice = stagingNotice(o, staging, placement.device, world))
+      if (const auto notice = stagingNotice(o, stagingChoice, placement.device, world))
         log::info(*notice);
       if (const auto warning = batchWarning(o, data.train->size(), world.size()))
         log::warn(*warning);

@@ -110,13 +110,15 @@ std::optional<std::string> processLimitWarning(const ProcessMemoryLimit& limit,
              " unlimited, or the batch system's setting)");
 }
 
-trainer::CheckpointStaging chooseStaging(const std::string& option, const HostMemoryNeed& need,
-                                         int ranks, std::optional<std::size_t> available,
-                                         const std::optional<ProcessMemoryLimit>& limit,
-                                         trainer::Device device, bool sharded) {
+StagingChoice chooseStaging(const std::string& option, const HostMemoryNeed& need, int ranks,
+                            std::optional<std::size_t> available,
+                            const std::optional<ProcessMemoryLimit>& limit, trainer::Device device,
+                            bool sharded, int cpus) {
+  using trainer::CheckpointStaging;
   // No copy to place (another rank, or no checkpoints): nothing to choose.
-  if (need.checkpointCopy == 0 || option == "copy") return trainer::CheckpointStaging::kCopy;
-  if (option == "direct" || sharded) return trainer::CheckpointStaging::kDirect;
+  if (need.checkpointCopy == 0 || option == "copy") return {CheckpointStaging::kCopy};
+  if (option == "direct") return {CheckpointStaging::kDirect};
+  if (sharded) return {CheckpointStaging::kDirect, StagingReason::kSharded};
   // The same checks as the refusals', against a tenth less room.
   const auto spared = [](std::size_t room) {
     return room - static_cast<std::size_t>(static_cast<double>(room) * kStagingSpareFraction);
@@ -125,33 +127,40 @@ trainer::CheckpointStaging chooseStaging(const std::string& option, const HostMe
   std::optional<ProcessMemoryLimit> tighter = limit;
   if (tighter) tighter->used += tighter->room() - spared(tighter->room());
   const bool limitHasRoom = !tighter || !processLimitShortfall(need, device, *tighter, "");
-  return nodeHasRoom && limitHasRoom ? trainer::CheckpointStaging::kCopy
-                                     : trainer::CheckpointStaging::kDirect;
+  if (!nodeHasRoom || !limitHasRoom) return {CheckpointStaging::kDirect, StagingReason::kNoRoom};
+  if (device == trainer::Device::kCpu && cpus == 1)
+    return {CheckpointStaging::kDirect, StagingReason::kOneCpu};
+  return {CheckpointStaging::kCopy, StagingReason::kCopyFits};
 }
 
-std::optional<std::string> stagingNotice(const Options& o, trainer::CheckpointStaging staging,
+std::optional<std::string> stagingNotice(const Options& o, const StagingChoice& choice,
                                          trainer::Device device, const World& world) {
-  // Sharded, auto always writes directly: nothing to explain.
-  if (o.checkpointStaging != "auto" || staging != trainer::CheckpointStaging::kDirect ||
-      o.shardOptimizer)
-    return std::nullopt;
+  const bool noRoom = choice.reason == StagingReason::kNoRoom;
+  if (!noRoom && choice.reason != StagingReason::kOneCpu) return std::nullopt;
   const HostMemoryNeed need = hostMemoryNeed(o, device, true, world.size());
+  const std::string why =
+      noRoom
+          ? str("host ", world.hostname(),
+                " or its process limit has no room for one beside the run (--checkpoint-staging)")
+          : std::string(
+                "rank 0 may run on one CPU only, where a thread writing a copy out "
+                "would take its time from the steps (--checkpoint-staging copy keeps "
+                "the copy)");
   return str("checkpoint: rank 0 writes checkpoints into their files between steps, without a ",
-             bytesString(static_cast<double>(need.checkpointCopy)), " copy: host ",
-             world.hostname(),
-             " or its process limit has no room for one beside the run (--checkpoint-staging)");
+             bytesString(static_cast<double>(need.checkpointCopy)), " copy: ", why);
 }
 
-trainer::CheckpointStaging checkNodeMemory(const Options& o, const World& world,
-                                           trainer::Device device) {
-  if (world.localRank() != 0) return trainer::CheckpointStaging::kCopy;  // one report per node
+StagingChoice checkNodeMemory(const Options& o, const World& world, trainer::Device device,
+                              const CpuShare& cpus) {
+  if (world.localRank() != 0) return {};  // one report per node
   // Rank 0 is its node's local rank 0 (World orders the node by global rank).
   HostMemoryNeed need = hostMemoryNeed(o, device, world.rank() == 0, world.size());
   const std::optional<std::size_t> available = availableBytes();
   const std::optional<ProcessMemoryLimit> limit = processMemoryLimit();
-  const trainer::CheckpointStaging staging = chooseStaging(
-      o.checkpointStaging, need, world.localSize(), available, limit, device, o.shardOptimizer);
-  if (staging == trainer::CheckpointStaging::kDirect) need.checkpointCopy = 0;
+  const StagingChoice choice =
+      chooseStaging(o.checkpointStaging, need, world.localSize(), available, limit, device,
+                    o.shardOptimizer, cpus.allowed);
+  if (choice.staging == trainer::CheckpointStaging::kDirect) need.checkpointCopy = 0;
   if (available) {
     const auto shortfall = memoryShortfall(need, world.localSize(), *available, world.hostname());
     if (shortfall) throw UsageError(*shortfall);
@@ -160,7 +169,7 @@ trainer::CheckpointStaging checkNodeMemory(const Options& o, const World& world,
     const auto shortfall = processLimitShortfall(need, device, *limit, world.hostname());
     if (shortfall) throw UsageError(*shortfall);
   }
-  return staging;
+  return choice;
 }
 
 }  // namespace ddp::launcher

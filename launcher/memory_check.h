@@ -46,6 +46,7 @@
 #include <string>
 
 #include "launcher/options.h"
+#include "runtime/cpu_share.h"
 #include "runtime/memory.h"
 #include "runtime/world.h"
 #include "trainer/checkpoint_writer.h"
@@ -134,23 +135,52 @@ std::optional<std::string> processLimitWarning(const ProcessMemoryLimit& limit,
 // of the large MLP with AdamW at np=2 against the copy's 3.4
 // (benchmarks/RESULTS.md, "A sharded optimizer's state streamed into the
 // file"), and none of the state held on rank 0.
+// On CPUs, auto also writes directly where the copy fits but rank 0 may run
+// on one CPU only (mpirun binds each rank to a core at np <= 2; srun with
+// one CPU per task). The thread writing the copy out is confined to the
+// training thread's CPU there and takes its time from the steps, and the
+// copy is one more pass over the checkpoint's bytes, into pages faulted in
+// afresh: per checkpoint of the large MLP at np=2, each rank bound to its
+// core, auto's copy cost 1.34 s with SGD and 2.18 with AdamW, writing
+// directly 0.91 and 1.60 (benchmarks/RESULTS.md, "`auto` where rank 0 may
+// run on one CPU"). On more CPUs the scheduler runs the thread where another
+// waits (the other ranks for rank 0 in a collective, BLAS threads in the
+// step's serial parts), and the copy's shorter pause wins, even with as
+// many ranks or threads as CPUs: 0.84-1.08 s against 1.11-1.42 at np=2
+// unbound on two cores, 0.82 against 0.95 at np=1 with two BLAS threads,
+// 0.31 against 0.78 with one. GPU ranks keep the copy (a device-to-host
+// copy; their training thread mostly waits on the device).
 
 // The room auto leaves free beside the copy (the Note above).
 inline constexpr double kStagingSpareFraction = 0.1;
+
+// Why rank 0 stages checkpoints as it does (the Note above).
+enum class StagingReason {
+  kAsked,     // --checkpoint-staging copy or direct, or no checkpoints to stage
+  kSharded,   // auto with --shard-optimizer: the state streams into the file
+  kCopyFits,  // auto: room for the copy, and CPUs for writing it out
+  kNoRoom,    // auto: no room for the copy on the node or under the process limit
+  kOneCpu,    // auto: the copy fits, but rank 0 may run on one CPU only
+};
+
+struct StagingChoice {
+  trainer::CheckpointStaging staging = trainer::CheckpointStaging::kCopy;
+  StagingReason reason = StagingReason::kAsked;
+};
 
 // Where rank 0 stages checkpoints, for `option` (--checkpoint-staging) and a
 // `need` whose checkpointCopy is the copy's size: `available` is its node's
 // room (for `ranks` ranks), `limit` its process limit's, either unknown.
 // Refusing a copy that does not fit is memoryShortfall's. `sharded`:
-// --shard-optimizer.
-trainer::CheckpointStaging chooseStaging(const std::string& option, const HostMemoryNeed& need,
-                                         int ranks, std::optional<std::size_t> available,
-                                         const std::optional<ProcessMemoryLimit>& limit,
-                                         trainer::Device device, bool sharded = false);
+// --shard-optimizer. `cpus`: the CPUs rank 0 may run on (CpuShare::allowed).
+StagingChoice chooseStaging(const std::string& option, const HostMemoryNeed& need, int ranks,
+                            std::optional<std::size_t> available,
+                            const std::optional<ProcessMemoryLimit>& limit, trainer::Device device,
+                            bool sharded, int cpus);
 
-// On rank 0, what the start-up says when auto chose kDirect (the copy's
-// size and why), or nullopt.
-std::optional<std::string> stagingNotice(const Options& o, trainer::CheckpointStaging staging,
+// On rank 0, what the start-up says when auto chose kDirect beside an
+// unsharded optimizer (the copy's size and why), or nullopt.
+std::optional<std::string> stagingNotice(const Options& o, const StagingChoice& choice,
                                          trainer::Device device, const World& world);
 
 // Each node's first rank: throws UsageError (the options ask more than the
@@ -158,9 +188,9 @@ std::optional<std::string> stagingNotice(const Options& o, trainer::CheckpointSt
 // the run, or when its own process memory limit (which its siblings share:
 // they inherit it from one launcher) cannot hold one rank. Call inside agree(), and let it finish
 // before any rank loads data or builds the model. Returns where rank 0
-// stages checkpoints (chooseStaging; kCopy on the other ranks, which write
-// none).
-trainer::CheckpointStaging checkNodeMemory(const Options& o, const World& world,
-                                           trainer::Device device);
+// stages checkpoints and why (chooseStaging, given its `cpus` share; kCopy
+// on the other ranks, which write none).
+StagingChoice checkNodeMemory(const Options& o, const World& world, trainer::Device device,
+                              const CpuShare& cpus);
 
 }  // namespace ddp::launcher

@@ -82,7 +82,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       po::value(&o.checkpointStaging)->value_name("NAME")->default_value(o.checkpointStaging),
       "where rank 0 holds a checkpoint while a thread writes it and training goes on: copy (a "
       "copy in memory of its own, the shortest pause) | direct (written into the file between "
-      "steps, no copy) | auto (copy when rank 0's node has room for it, else direct)")(
+      "steps, no copy) | auto (copy when rank 0's node has room for it and rank 0 may run on "
+      "more than one CPU, else direct)")(
       "resume", po::value(&o.resume)->value_name("FILE")->implicit_value("latest"),
       "continue from checkpoint FILE, or without FILE from the newest one in --checkpoint-dir "
       "(any world size: the rest of the epoch is re-sharded)");

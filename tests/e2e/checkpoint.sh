@@ -42,6 +42,21 @@ set +e; run 2 "${c[@]}" --lr 0.002 --weight-decay 0.01 --max-steps 50 --checkpoi
 [ "$code" = 1 ] && grep -q "was written with ddp.option.optimizer = 'adamw betas 0.9,0.999 eps 1e-08' but this run has 'sgd'" \
   "$WORK/sgd.err" || fail "an AdamW checkpoint resumed by SGD: exit $code, $(cat "$WORK/sgd.err")"
 
+# Where rank 0 stages them (Note [Choosing where checkpoints are staged]):
+# bound to one core, a thread writing a copy out would share it with the
+# steps, so auto writes directly and says why; on two CPUs it keeps the copy.
+timeout 120 mpirun -q --bind-to core -np 1 "$DDP_TRAIN" "${c[@]}" --max-steps 2 \
+  --checkpoint-dir "$WORK/ck-bound" > "$WORK/bound.log"
+grep -q "\[r0\] checkpoint: rank 0 writes checkpoints into their files between steps, without a 411.3 KiB copy: rank 0 may run on one CPU only, where a thread writing a copy out would take its time from the steps (--checkpoint-staging copy keeps the copy)$" \
+  "$WORK/bound.log" || fail "bound to a core, auto did not say it writes directly: $(cat "$WORK/bound.log")"
+if [ "$(nproc)" -ge 2 ]; then
+  timeout 120 mpirun -q --bind-to none -np 1 "$DDP_TRAIN" "${c[@]}" --max-steps 2 \
+    --checkpoint-dir "$WORK/ck-free" > "$WORK/free.log"
+  ! grep -q "without a .* copy" "$WORK/free.log" || fail "on two CPUs, auto wrote directly"
+  cmp "$WORK/ck-bound/checkpoint-000000002.safetensors" "$WORK/ck-free/checkpoint-000000002.safetensors" ||
+    fail "a checkpoint written directly differs from the copy's"
+fi
+
 # 2. Another world size: np=2's checkpoint continues on 4 ranks over the rest of the epoch.
 run 4 "${c[@]}" --max-steps 90 --resume "$ck/checkpoint-000000070.safetensors" > "$WORK/np4.log"
 grep -q "re-sharded over 4" "$WORK/np4.log" || fail "no re-shard: $(grep resume "$WORK/np4.log")"

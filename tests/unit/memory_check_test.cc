@@ -130,8 +130,9 @@ TEST(MemoryCheck, RankZeroHoldsTheCheckpointCopyOnce) {
 
 // Note [Choosing where checkpoints are staged]: auto copies while the copy
 // fits with a tenth of the room to spare, on the node and under a process
-// limit, and writes directly from there on; copy and direct are as given.
-// Sharded, auto always writes directly.
+// limit, and while rank 0 may run on more than one CPU; it writes directly
+// otherwise. copy and direct are as given. Sharded, auto always
+// writes directly.
 TEST(MemoryCheck, AutoStagesCheckpointsInACopyOnlyWhereItFitsWithRoomToSpare) {
   using trainer::CheckpointStaging;
   const trainer::Device cpu = trainer::Device::kCpu;
@@ -139,34 +140,69 @@ TEST(MemoryCheck, AutoStagesCheckpointsInACopyOnlyWhereItFitsWithRoomToSpare) {
   const HostMemoryNeed need = hostMemoryNeed(o, cpu, true);
   const std::size_t copy = need.checkpointCopy, run = 4 * need.total();
   ASSERT_EQ(copy, 3 * 4 * kParameters);
+  const int cpus = 2;
+  const auto staging = [&](const std::string& option, const HostMemoryNeed& n,
+                           std::optional<std::size_t> available,
+                           const std::optional<ProcessMemoryLimit>& limit) {
+    return chooseStaging(option, n, 4, available, limit, cpu, false, cpus).staging;
+  };
   // Just enough for the copy and its tenth to spare, then a little less.
   const auto fitting = static_cast<std::size_t>(static_cast<double>(run + copy) / 0.9) + 1;
-  EXPECT_EQ(chooseStaging("auto", need, 4, fitting, std::nullopt, cpu), CheckpointStaging::kCopy);
-  EXPECT_EQ(chooseStaging("auto", need, 4, fitting - 64, std::nullopt, cpu),
-            CheckpointStaging::kDirect);
-  EXPECT_EQ(chooseStaging("auto", need, 4, std::nullopt, std::nullopt, cpu),
+  EXPECT_EQ(staging("auto", need, fitting, std::nullopt), CheckpointStaging::kCopy);
+  EXPECT_EQ(staging("auto", need, fitting - 64, std::nullopt), CheckpointStaging::kDirect);
+  EXPECT_EQ(chooseStaging("auto", need, 4, fitting - 64, std::nullopt, cpu, false, cpus).reason,
+            StagingReason::kNoRoom);
+  EXPECT_EQ(staging("auto", need, std::nullopt, std::nullopt),
             CheckpointStaging::kCopy);  // nothing known: as before
-  EXPECT_EQ(chooseStaging("copy", need, 4, run, std::nullopt, cpu), CheckpointStaging::kCopy);
-  EXPECT_EQ(chooseStaging("direct", need, 4, 100 * run, std::nullopt, cpu),
-            CheckpointStaging::kDirect);
+  EXPECT_EQ(staging("copy", need, run, std::nullopt), CheckpointStaging::kCopy);
+  EXPECT_EQ(staging("direct", need, 100 * run, std::nullopt), CheckpointStaging::kDirect);
   // Under a process limit: one rank's run, the copy and OpenBLAS's buffer.
   ProcessMemoryLimit limit{"ulimit -v", "address space", std::size_t{4} << 30, 0};
   const auto room =
       static_cast<std::size_t>(static_cast<double>(need.total() + copy + kBlasBufferBytes) / 0.9) +
       1;
   limit.used = limit.limit - room;
-  EXPECT_EQ(chooseStaging("auto", need, 4, 100 * run, limit, cpu), CheckpointStaging::kCopy);
+  EXPECT_EQ(staging("auto", need, 100 * run, limit), CheckpointStaging::kCopy);
   limit.used += 64;
-  EXPECT_EQ(chooseStaging("auto", need, 4, 100 * run, limit, cpu), CheckpointStaging::kDirect);
+  EXPECT_EQ(staging("auto", need, 100 * run, limit), CheckpointStaging::kDirect);
   // A rank that writes no checkpoints has nothing to stage.
   const HostMemoryNeed other = hostMemoryNeed(o, cpu, false);
-  EXPECT_EQ(chooseStaging("direct", other, 4, run, limit, cpu), CheckpointStaging::kCopy);
+  EXPECT_EQ(staging("direct", other, run, limit), CheckpointStaging::kCopy);
   // Sharded, auto streams the state into the file wherever the copy would
   // fit; an explicit copy is kept.
-  EXPECT_EQ(chooseStaging("auto", need, 4, 100 * run, std::nullopt, cpu, true),
-            CheckpointStaging::kDirect);
-  EXPECT_EQ(chooseStaging("copy", need, 4, 100 * run, std::nullopt, cpu, true),
+  const StagingChoice sharded =
+      chooseStaging("auto", need, 4, 100 * run, std::nullopt, cpu, true, cpus);
+  EXPECT_EQ(sharded.staging, CheckpointStaging::kDirect);
+  EXPECT_EQ(sharded.reason, StagingReason::kSharded);
+  EXPECT_EQ(chooseStaging("copy", need, 4, 100 * run, std::nullopt, cpu, true, cpus).staging,
             CheckpointStaging::kCopy);
+}
+
+// Where rank 0 may run on one CPU only, the thread writing the copy out
+// takes its time from the steps, and auto writes directly even with room
+// for the copy; an explicit copy is kept, and GPU ranks keep the copy.
+TEST(MemoryCheck, AutoWritesDirectlyWhereRankZeroMayRunOnOneCpuOnly) {
+  using trainer::CheckpointStaging;
+  const Options o = parseArgs({"--checkpoint-dir", "ck"});
+  const HostMemoryNeed need = hostMemoryNeed(o, trainer::Device::kCpu, true);
+  const std::size_t plenty = 100 * (need.total() + need.checkpointCopy);
+  const auto choose = [&](const std::string& option, trainer::Device device, int cpus) {
+    return chooseStaging(option, need, 2, plenty, std::nullopt, device, false, cpus);
+  };
+  const StagingChoice bound = choose("auto", trainer::Device::kCpu, 1);
+  EXPECT_EQ(bound.staging, CheckpointStaging::kDirect);
+  EXPECT_EQ(bound.reason, StagingReason::kOneCpu);
+  // Two CPUs, even shared by two ranks: the copy (measured faster there).
+  const StagingChoice unbound = choose("auto", trainer::Device::kCpu, 2);
+  EXPECT_EQ(unbound.staging, CheckpointStaging::kCopy);
+  EXPECT_EQ(unbound.reason, StagingReason::kCopyFits);
+  EXPECT_EQ(choose("copy", trainer::Device::kCpu, 1).staging, CheckpointStaging::kCopy);
+  EXPECT_EQ(choose("auto", trainer::Device::kCuda, 1).staging, CheckpointStaging::kCopy);
+  // Without room, the room is the reason given.
+  EXPECT_EQ(
+      chooseStaging("auto", need, 2, need.total(), std::nullopt, trainer::Device::kCpu, false, 1)
+          .reason,
+      StagingReason::kNoRoom);
 }
 
 // With --resume, rank 0 maps the checkpoint's file while the ranks restore
