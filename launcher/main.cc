@@ -187,8 +187,7 @@ int train(const Options& o) {
     printSummary(world, comm, o, threadCount, placement, *model, data);
     if (world.rank() == 0) {
       warnAboutPlacement(world, o, cpus, threads);
-      if (const auto notice = stagingNotice(o, stagingChoice, placement.device, world))
-        log::info(*notice);
+      if (const auto notice = stagingNotice(stagingChoice, world.hostname())) log::info(*notice);
       if (const auto warning = batchWarning(o, data.train->size(), world.size()))
         log::warn(*warning);
     }

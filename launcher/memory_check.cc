@@ -127,27 +127,26 @@ StagingChoice chooseStaging(const std::string& option, const HostMemoryNeed& nee
   std::optional<ProcessMemoryLimit> tighter = limit;
   if (tighter) tighter->used += tighter->room() - spared(tighter->room());
   const bool limitHasRoom = !tighter || !processLimitShortfall(need, device, *tighter, "");
-  if (!nodeHasRoom || !limitHasRoom) return {CheckpointStaging::kDirect, StagingReason::kNoRoom};
+  if (!nodeHasRoom || !limitHasRoom)
+    return {CheckpointStaging::kDirect, StagingReason::kNoRoom, need.checkpointCopy};
   if (device == trainer::Device::kCpu && cpus == 1)
-    return {CheckpointStaging::kDirect, StagingReason::kOneCpu};
+    return {CheckpointStaging::kDirect, StagingReason::kOneCpu, need.checkpointCopy};
   return {CheckpointStaging::kCopy, StagingReason::kCopyFits};
 }
 
-std::optional<std::string> stagingNotice(const Options& o, const StagingChoice& choice,
-                                         trainer::Device device, const World& world) {
+std::optional<std::string> stagingNotice(const StagingChoice& choice, const std::string& host) {
   const bool noRoom = choice.reason == StagingReason::kNoRoom;
   if (!noRoom && choice.reason != StagingReason::kOneCpu) return std::nullopt;
-  const HostMemoryNeed need = hostMemoryNeed(o, device, true, world.size());
   const std::string why =
       noRoom
-          ? str("host ", world.hostname(),
+          ? str("host ", host,
                 " or its process limit has no room for one beside the run (--checkpoint-staging)")
           : std::string(
                 "rank 0 may run on one CPU only, where a thread writing a copy out "
                 "would take its time from the steps (--checkpoint-staging copy keeps "
                 "the copy)");
   return str("checkpoint: rank 0 writes checkpoints into their files between steps, without a ",
-             bytesString(static_cast<double>(need.checkpointCopy)), " copy: ", why);
+             bytesString(static_cast<double>(choice.copyBytes)), " copy: ", why);
 }
 
 StagingChoice checkNodeMemory(const Options& o, const World& world, trainer::Device device,

@@ -166,6 +166,7 @@ enum class StagingReason {
 struct StagingChoice {
   trainer::CheckpointStaging staging = trainer::CheckpointStaging::kCopy;
   StagingReason reason = StagingReason::kAsked;
+  std::size_t copyBytes = 0;  // the copy auto does without (kNoRoom, kOneCpu), for the notice
 };
 
 // Where rank 0 stages checkpoints, for `option` (--checkpoint-staging) and a
@@ -178,10 +179,9 @@ StagingChoice chooseStaging(const std::string& option, const HostMemoryNeed& nee
                             const std::optional<ProcessMemoryLimit>& limit, trainer::Device device,
                             bool sharded, int cpus);
 
-// On rank 0, what the start-up says when auto chose kDirect beside an
-// unsharded optimizer (the copy's size and why), or nullopt.
-std::optional<std::string> stagingNotice(const Options& o, const StagingChoice& choice,
-                                         trainer::Device device, const World& world);
+// On rank 0 (of `host`), what the start-up says when auto chose kDirect
+// beside an unsharded optimizer (the copy's size and why), or nullopt.
+std::optional<std::string> stagingNotice(const StagingChoice& choice, const std::string& host);
 
 // Each node's first rank: throws UsageError (the options ask more than the
 // node has, as with more ranks than GPUs) when the node's ranks cannot hold

@@ -192,10 +192,17 @@ TEST(MemoryCheck, AutoWritesDirectlyWhereRankZeroMayRunOnOneCpuOnly) {
   const StagingChoice bound = choose("auto", trainer::Device::kCpu, 1);
   EXPECT_EQ(bound.staging, CheckpointStaging::kDirect);
   EXPECT_EQ(bound.reason, StagingReason::kOneCpu);
+  EXPECT_EQ(bound.copyBytes, need.checkpointCopy);
+  EXPECT_EQ(stagingNotice(bound, "vm"),
+            str("checkpoint: rank 0 writes checkpoints into their files between steps, without a ",
+                bytesString(static_cast<double>(need.checkpointCopy)),
+                " copy: rank 0 may run on one CPU only, where a thread writing a copy out would "
+                "take its time from the steps (--checkpoint-staging copy keeps the copy)"));
   // Two CPUs, even shared by two ranks: the copy (measured faster there).
   const StagingChoice unbound = choose("auto", trainer::Device::kCpu, 2);
   EXPECT_EQ(unbound.staging, CheckpointStaging::kCopy);
   EXPECT_EQ(unbound.reason, StagingReason::kCopyFits);
+  EXPECT_FALSE(stagingNotice(unbound, "vm"));
   EXPECT_EQ(choose("copy", trainer::Device::kCpu, 1).staging, CheckpointStaging::kCopy);
   EXPECT_EQ(choose("auto", trainer::Device::kCuda, 1).staging, CheckpointStaging::kCopy);
   // Without room, the room is the reason given.
