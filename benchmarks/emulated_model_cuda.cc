@@ -14,6 +14,7 @@
 
 #include "benchmarks/emulated_model.h"
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/cublas_library.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/memory.h"
 #include "trainer/cuda/kernels.h"
@@ -83,14 +84,14 @@ class DeviceModel final : public EmulatedModel {
     const float* a = floats(a_);
     const float* b = floats(b_);
     if (rows > 0) {
-      DDP_CUBLAS_CHECK(cublasSgemm(cuda::blasHandle(), CUBLAS_OP_N, CUBLAS_OP_N, columns,
-                                   static_cast<int>(rows), k, &one, b, columns, a, k, &zero, out,
-                                   columns));
+      DDP_CUBLAS_CHECK(cuda::cublas().sgemm(cuda::blasHandle(), CUBLAS_OP_N, CUBLAS_OP_N, columns,
+                                            static_cast<int>(rows), k, &one, b, columns, a, k,
+                                            &zero, out, columns));
     }
     if (tail > 0) {
-      DDP_CUBLAS_CHECK(cublasSgemm(cuda::blasHandle(), CUBLAS_OP_N, CUBLAS_OP_N,
-                                   static_cast<int>(tail), 1, k, &one, b, columns, a, k, &zero,
-                                   out + rows * kGemmColumns, static_cast<int>(tail)));
+      DDP_CUBLAS_CHECK(cuda::cublas().sgemm(
+          cuda::blasHandle(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(tail), 1, k, &one, b,
+          columns, a, k, &zero, out + rows * kGemmColumns, static_cast<int>(tail)));
     }
   }
 

@@ -10,6 +10,7 @@
 #include "trainer/random.h"
 #if DDP_WITH_CUDA
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/cublas_library.h"
 #include "runtime/cuda/cuda_check.h"
 #include "trainer/cuda/kernels.h"
 #endif
@@ -29,8 +30,9 @@ void forwardCuda(const Tensor& input, const Tensor& weight, const Tensor& bias, 
   cuda::broadcastRows(bias.data(), output.data(), batch, out);
   const float one = 1.0f;
   // Y^T[out, b] = W[out, in] (stored as W^T col-major: transpose it) x X^T[in, b]
-  DDP_CUBLAS_CHECK(cublasSgemm(ddp::cuda::blasHandle(), CUBLAS_OP_T, CUBLAS_OP_N, o, b, in, &one,
-                               weight.data(), in, input.data(), in, &one, output.data(), o));
+  DDP_CUBLAS_CHECK(ddp::cuda::cublas().sgemm(ddp::cuda::blasHandle(), CUBLAS_OP_T, CUBLAS_OP_N, o,
+                                             b, in, &one, weight.data(), in, input.data(), in, &one,
+                                             output.data(), o));
 }
 
 // dW, db (when trainable; beta 0 overwrites, 1 accumulates) and, when
@@ -42,10 +44,11 @@ void backwardCuda(const Tensor& input, const Tensor& gradOutput, Parameter& weig
             out = static_cast<int>(weight.value.dim(0));
   const float one = 1.0f, zero = 0.0f;
   cublasHandle_t blas = ddp::cuda::blasHandle();
+  const ddp::cuda::CublasLibrary& library = ddp::cuda::cublas();
   if (weight.trainable) {
     // dW^T[in, out] = X^T[in, b] x dY[b, out] (dY stored as dY^T col-major: transpose it)
-    DDP_CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, b, &one, input.data(), in,
-                                 gradOutput.data(), out, &beta, weight.grad.data(), in));
+    DDP_CUBLAS_CHECK(library.sgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, b, &one, input.data(),
+                                   in, gradOutput.data(), out, &beta, weight.grad.data(), in));
   }
   if (bias.trainable) {
     if (ones.numel() != batch) {
@@ -53,14 +56,14 @@ void backwardCuda(const Tensor& input, const Tensor& gradOutput, Parameter& weig
       ones.fill(1.0f);
     }
     // db[out] = dY^T[out, b] x ones[b]
-    DDP_CUBLAS_CHECK(cublasSgemv(blas, CUBLAS_OP_N, out, b, &one, gradOutput.data(), out,
-                                 ones.data(), 1, &beta, bias.grad.data(), 1));
+    DDP_CUBLAS_CHECK(library.sgemv(blas, CUBLAS_OP_N, out, b, &one, gradOutput.data(), out,
+                                   ones.data(), 1, &beta, bias.grad.data(), 1));
   }
   if (gradInput == nullptr) return;
   // dX^T[in, b] = W^T[in, out] x dY^T[out, b]
-  DDP_CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, in, b, out, &one,
-                               weight.value.data(), in, gradOutput.data(), out, &zero,
-                               gradInput->data(), in));
+  DDP_CUBLAS_CHECK(library.sgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, in, b, out, &one,
+                                 weight.value.data(), in, gradOutput.data(), out, &zero,
+                                 gradInput->data(), in));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "runtime/cuda/context.h"
 
+#include "runtime/cuda/cublas_library.h"
 #include "runtime/cuda/cuda_check.h"
 
 namespace ddp::cuda {
@@ -11,11 +12,13 @@ struct Context {
 
   Context() {
     DDP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    DDP_CUBLAS_CHECK(cublasCreate(&blas));
-    DDP_CUBLAS_CHECK(cublasSetStream(blas, stream));
+    // The first GPU call of a run opens cuBLAS: Note [cuBLAS opened on first use].
+    const CublasLibrary& library = cublas();
+    DDP_CUBLAS_CHECK(library.create(&blas));
+    DDP_CUBLAS_CHECK(library.setStream(blas, stream));
     // Full fp32 GEMMs: the CPU path is the reference for correctness, and the
     // comparison with PyTorch uses its default (TF32 off for matmul).
-    DDP_CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));
+    DDP_CUBLAS_CHECK(library.setMathMode(blas, CUBLAS_DEFAULT_MATH));
   }
 };
 

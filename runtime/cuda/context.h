@@ -22,7 +22,10 @@
 namespace ddp::cuda {
 
 cudaStream_t computeStream();
-cublasHandle_t blasHandle();  // bound to computeStream()
+// Bound to computeStream(). ddp does not link cuBLAS (Note [cuBLAS opened on
+// first use], runtime/cuda/cublas_library.h): call it through cublas(), or
+// link cuBLAS yourself, which loads the same library.
+cublasHandle_t blasHandle();
 
 // Blocks the host until the compute stream has run everything issued so far.
 void synchronizeCompute();

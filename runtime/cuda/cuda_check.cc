@@ -1,5 +1,6 @@
 #include "runtime/cuda/cuda_check.h"
 
+#include "runtime/cuda/cublas_library.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -12,8 +13,8 @@ void throwCudaError(cudaError_t code, const char* call, const char* file, int li
 
 void throwCublasError(cublasStatus_t code, const char* call, const char* file, int line) {
   throw DeviceError(str(call, " failed on rank ", log::processRank(), " at ", file, ":", line, ": ",
-                        cublasGetStatusString(code), " (cuBLAS status ", static_cast<int>(code),
-                        ")"));
+                        cuda::cublas().getStatusString(code), " (cuBLAS status ",
+                        static_cast<int>(code), ")"));
 }
 
 }  // namespace ddp::detail
