@@ -2,10 +2,12 @@
 
 #include <dlfcn.h>
 
+#include <sstream>
 #include <vector>
 
 #include "ddp_config.h"
 #include "runtime/error.h"
+#include "runtime/memory.h"
 #include "runtime/str.h"
 
 namespace ddp::cuda {
@@ -15,14 +17,30 @@ namespace {
 // found it.
 std::vector<std::string> toolkitFolders() {
   std::vector<std::string> folders;
-  const std::string list = DDP_CUDA_LIBRARY_DIRS;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    const std::size_t end = std::min(list.find(':', start), list.size());
-    if (end > start) folders.push_back(list.substr(start, end - start));
-    start = end + 1;
-  }
+  std::istringstream list(DDP_CUDA_LIBRARY_DIRS);
+  for (std::string folder; std::getline(list, folder, ':');)
+    if (!folder.empty()) folders.push_back(folder);
   return folders;
+}
+
+// A cuBLAS that is there still fails to open under a tight ulimit -v: it
+// maps about 670 MiB of address space (190 MiB of it data), measured with
+// CUDA 13.0.
+std::string limitHint() {
+  const std::optional<ProcessMemoryLimit> limit = processMemoryLimit();
+  if (!limit) return "";
+  return str("; ", limit->name, " limits this process's ", limit->what, " to ",
+             bytesString(static_cast<double>(limit->limit)), ", ",
+             bytesString(static_cast<double>(limit->room())),
+             " of it left, and cuBLAS maps about 670 MiB of address space: raise the limit");
+}
+
+// dlerror's message for `path`, which names `path` itself only when the
+// file itself failed (not one it needs, such as cuBLASLt).
+std::string openFailure(const std::string& path) {
+  const char* message = dlerror();
+  const std::string text = message != nullptr ? message : "failed";
+  return text.rfind(path, 0) == 0 ? text : str(path, ": ", text);
 }
 
 template <typename Function>
@@ -40,28 +58,10 @@ void lookUp(void* library, const char* symbol, const std::string& path, Function
   function = reinterpret_cast<Function>(address);
 }
 
-}  // namespace
-
-std::string cublasFileName() {
-  return str("libcublas.so.", CUBLAS_VER_MAJOR);
-}
-
-CublasLibrary openCublas(const std::string& fileName, std::span<const std::string> folders) {
-  // RTLD_LOCAL: nothing else in the process resolves symbols against it.
-  void* library = dlopen(fileName.c_str(), RTLD_NOW | RTLD_LOCAL);
-  std::string path = fileName, tried = str(fileName, ": ", dlerror());
-  for (std::size_t i = 0; library == nullptr && i < folders.size(); ++i) {
-    path = str(folders[i], "/", fileName);
-    library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (library == nullptr) tried += str("; ", dlerror());
-  }
-  if (library == nullptr) {
-    throw DeviceError(str("cannot open cuBLAS, which a GPU run needs (", tried,
-                          "): install the CUDA toolkit's cuBLAS ", CUBLAS_VER_MAJOR,
-                          " or put its folder on LD_LIBRARY_PATH"));
-  }
-  // The symbols' names are the macros' expansions: cublasSgemm is
-  // cublasSgemm_v2 (Note [cuBLAS opened on first use]).
+// The calls of the cuBLAS open as `library`, from the file `path`. The
+// symbols' names are the macros' expansions: cublasSgemm is cublasSgemm_v2
+// (Note [cuBLAS opened on first use]).
+CublasLibrary lookUpCalls(void* library, const std::string& path) {
 #define DDP_CUBLAS_NAME(call) DDP_CUBLAS_NAME_OF(call)
 #define DDP_CUBLAS_NAME_OF(symbol) #symbol
   CublasLibrary table;
@@ -74,6 +74,28 @@ CublasLibrary openCublas(const std::string& fileName, std::span<const std::strin
 #undef DDP_CUBLAS_NAME_OF
 #undef DDP_CUBLAS_NAME
   return table;
+}
+
+}  // namespace
+
+std::string cublasFileName() {
+  return str("libcublas.so.", CUBLAS_VER_MAJOR);
+}
+
+CublasLibrary openCublas(const std::string& fileName, std::span<const std::string> folders) {
+  std::vector<std::string> paths = {fileName};
+  for (const std::string& folder : folders)
+    paths.push_back(str(folder, "/", fileName));
+  std::string tried;
+  for (const std::string& path : paths) {
+    // RTLD_LOCAL: nothing else in the process resolves symbols against it.
+    if (void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))
+      return lookUpCalls(library, path);
+    tried += str(tried.empty() ? "" : "; ", openFailure(path));
+  }
+  throw DeviceError(str("cannot open cuBLAS, which a GPU run needs (", tried,
+                        "): install the CUDA toolkit's cuBLAS ", CUBLAS_VER_MAJOR,
+                        " or put its folder on LD_LIBRARY_PATH", limitHint()));
 }
 
 const CublasLibrary& cublas() {

@@ -5,8 +5,10 @@
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +27,14 @@ bool mapped(const std::string& name) {
   for (std::string line; std::getline(maps, line);)
     if (line.find(name) != std::string::npos) return true;
   return false;
+}
+
+// This process's address space in use (VmSize), 0 when unreadable.
+std::size_t vmSizeBytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) * 1024;
+  return 0;
 }
 
 // Taken before main, so before any test could have opened it.
@@ -80,6 +90,29 @@ TEST(CublasLibrary, AMissingLibraryNamesEveryPlaceTried) {
   EXPECT_NE(message.find("/no-such-a/libcublas.so.999"), std::string::npos) << message;
   EXPECT_NE(message.find("/no-such-b/libcublas.so.999"), std::string::npos) << message;
   EXPECT_NE(message.find("LD_LIBRARY_PATH"), std::string::npos) << message;
+}
+
+// Opens cuBLAS with room for much, but not for its 670 MiB of mappings, and
+// exits 3 with the error on stderr (2: the limit could not be set).
+[[noreturn]] void openUnderATightLimit() {
+  const std::size_t used = vmSizeBytes(), allowed = used + (std::size_t{200} << 20);
+  const rlimit tight{allowed, allowed};
+  if (used == 0 || setrlimit(RLIMIT_AS, &tight) != 0) std::_Exit(2);
+  try {
+    openCublas(cublasFileName(), {});
+  } catch (const DeviceError& e) {
+    std::fputs(e.what(), stderr);
+    std::_Exit(3);
+  }
+  std::_Exit(0);
+}
+
+TEST(CublasLibrary, AnAddressSpaceLimitTooTightForItIsNamed) {
+  // A process of its own (run afresh, not forked), so cuBLAS is not open yet.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(openUnderATightLimit(), ::testing::ExitedWithCode(3),
+              "cannot open cuBLAS.*ulimit -v limits this process's address space to .* of it "
+              "left, and cuBLAS maps about 670 MiB of address space: raise the limit");
 }
 
 TEST(CublasLibrary, ALibraryWithoutCublasCallsIsNamed) {
