@@ -8,7 +8,8 @@
 #
 #   bash benchmarks/start_up_cost.sh [ROUNDS] DDP_TRAIN [DDP_TRAIN ...]
 #
-# NP sets the world size (default 2).
+# NP sets the world size (default 2); EXTRA_ARGS adds ddp_train options, e.g.
+# EXTRA_ARGS="--hidden 4096,4096,4096" for the large MLP.
 set -euo pipefail
 rounds=$1; shift
 . "$(dirname "$0")/bench_env.sh"
@@ -43,6 +44,8 @@ fi
 
 args=(--dataset synthetic --synthetic-samples 2048 --max-steps 1 --epochs 1 --threads 1
       --log-all-ranks)
+read -ra more <<< "${EXTRA_ARGS:-}"
+args+=("${more[@]}")
 declare -A walls hwm pss
 for r in $(seq "$rounds"); do
   for train in "$@"; do

@@ -41,9 +41,11 @@ std::size_t Sequential::parameterCount() {
 }
 
 void Sequential::to(Device device) {
+  // Tensor::to copies: a tensor already on `device` stays as it is, so a CPU
+  // run does not allocate, zero and copy its whole model once more.
   for (Parameter* p : parameters()) {
-    p->value = p->value.to(device);
-    p->grad = p->grad.to(device);
+    if (p->value.device() != device) p->value = p->value.to(device);
+    if (p->grad.device() != device) p->grad = p->grad.to(device);
   }
 }
 

@@ -32,8 +32,8 @@ class Sequential {
   // Every parameter in registration order: layer by layer, weight before bias.
   std::vector<Parameter*> parameters();
   std::size_t parameterCount();
-  // Moves every parameter (value and gradient) to `device`. Activations follow
-  // the input on the next forward.
+  // Moves every parameter (value and gradient) to `device`; those already
+  // there keep their memory. Activations follow the input on the next forward.
   void to(Device device);
   // Where the parameters are (kCpu for a model without parameters).
   Device device();

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "trainer/mlp.h"
 #include "trainer/random.h"
+#include "trainer/sequential.h"
 
 namespace ddp::trainer {
 namespace {
@@ -72,6 +74,22 @@ TEST(Tensor, ResizeKeepsStorageWhenTheShapeMatches) {
   EXPECT_EQ(t.data(), before);
   t.resize({3, 2});
   EXPECT_EQ(t.numel(), 6u);
+}
+
+TEST(Sequential, MovingToTheDeviceItIsOnKeepsEveryTensor) {
+  const std::unique_ptr<Sequential> model = buildMlp(6, {5}, 3, 7);
+  std::vector<const float*> before;
+  for (Parameter* p : model->parameters()) {
+    before.push_back(p->value.data());
+    before.push_back(p->grad.data());
+  }
+  model->to(Device::kCpu);
+  std::vector<const float*> after;
+  for (Parameter* p : model->parameters()) {
+    after.push_back(p->value.data());
+    after.push_back(p->grad.data());
+  }
+  EXPECT_EQ(after, before);  // no copy of the model: the same memory
 }
 
 TEST(Random, PermutationIsAPermutationAndSeeded) {
