@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "comm/nccl/nccl_communicator.h"
+#include "runtime/cuda/cublas_library.h"
 #endif
 
 namespace ddp::launcher {
@@ -42,6 +43,7 @@ std::string versionText() {
   (void)cudaDriverGetVersion(&driver);  // 0 without a driver
   text += str("CUDA: runtime ", cudaVersionString(runtime), ", driver ",
               driver > 0 ? cudaVersionString(driver) : "none", "\n",
+              "cuBLAS: ", cuda::cublasDescription(), "\n",
               "NCCL: ", comm::NcclCommunicator::version(), "\n");
 #else
   text += "CUDA: not in this build (CPU only)\n";

@@ -1,6 +1,7 @@
 #include "runtime/cuda/cublas_library.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <sstream>
 #include <vector>
@@ -65,12 +66,17 @@ CublasLibrary lookUpCalls(void* library, const std::string& path) {
 #define DDP_CUBLAS_NAME(call) DDP_CUBLAS_NAME_OF(call)
 #define DDP_CUBLAS_NAME_OF(symbol) #symbol
   CublasLibrary table;
+  link_map* map = nullptr;
+  table.file = dlinfo(library, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name[0] != 0
+                   ? map->l_name
+                   : path;
   lookUp(library, DDP_CUBLAS_NAME(cublasCreate), path, table.create);
   lookUp(library, DDP_CUBLAS_NAME(cublasSetStream), path, table.setStream);
   lookUp(library, DDP_CUBLAS_NAME(cublasSetMathMode), path, table.setMathMode);
   lookUp(library, DDP_CUBLAS_NAME(cublasSgemm), path, table.sgemm);
   lookUp(library, DDP_CUBLAS_NAME(cublasSgemv), path, table.sgemv);
   lookUp(library, DDP_CUBLAS_NAME(cublasGetStatusString), path, table.getStatusString);
+  lookUp(library, DDP_CUBLAS_NAME(cublasGetProperty), path, table.getProperty);
 #undef DDP_CUBLAS_NAME_OF
 #undef DDP_CUBLAS_NAME
   return table;
@@ -96,6 +102,20 @@ CublasLibrary openCublas(const std::string& fileName, std::span<const std::strin
   throw DeviceError(str("cannot open cuBLAS, which a GPU run needs (", tried,
                         "): install the CUDA toolkit's cuBLAS ", CUBLAS_VER_MAJOR,
                         " or put its folder on LD_LIBRARY_PATH", limitHint()));
+}
+
+std::string cublasDescription() {
+  try {
+    const CublasLibrary& library = cublas();
+    int part[3] = {};
+    const libraryPropertyType kinds[3] = {MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL};
+    for (int i = 0; i < 3; ++i)
+      if (library.getProperty(kinds[i], &part[i]) != CUBLAS_STATUS_SUCCESS) part[i] = -1;
+    return str(part[0], ".", part[1], ".", part[2], ", ", library.file,
+               " (opened by GPU runs only)");
+  } catch (const std::exception& e) {
+    return str("not found: ", e.what());
+  }
 }
 
 const CublasLibrary& cublas() {

@@ -31,6 +31,8 @@ struct CublasLibrary {
   decltype(&cublasSgemm) sgemm = nullptr;
   decltype(&cublasSgemv) sgemv = nullptr;
   decltype(&cublasGetStatusString) getStatusString = nullptr;
+  decltype(&cublasGetProperty) getProperty = nullptr;
+  std::string file;  // the file opened, as the loader found it
 };
 
 // The table, opened on the first call from any thread (thread-safe; the
@@ -43,6 +45,11 @@ const CublasLibrary& cublas();
 // finds libraries (LD_LIBRARY_PATH, the program's run path, ld.so.cache),
 // then in the toolkit's library folders that the build found.
 std::string cublasFileName();
+
+// For --version and bug reports: "13.1.0, /usr/local/cuda/lib64/libcublas.so.13
+// (opened by GPU runs only)", or why it cannot be opened. Opens it (about
+// 0.5 s); never throws.
+std::string cublasDescription();
 
 // Opens `fileName` as cublas() does, trying `folders` after the loader's own
 // search, and returns a new table. cublas() calls it once; tests call it with

@@ -61,10 +61,19 @@ TEST(CublasLibrary, OpenedOnlyWhenFirstAskedFor) {
         reinterpret_cast<const void*>(library.sgemv),
         reinterpret_cast<const void*>(library.setStream),
         reinterpret_cast<const void*>(library.setMathMode),
-        reinterpret_cast<const void*>(library.getStatusString)})
+        reinterpret_cast<const void*>(library.getStatusString),
+        reinterpret_cast<const void*>(library.getProperty)})
     EXPECT_NE(call, nullptr);
   EXPECT_STREQ(library.getStatusString(CUBLAS_STATUS_SUCCESS), "success");
   EXPECT_EQ(&cublas(), &library);  // opened once
+  // The file as the loader found it: a path, for --version.
+  EXPECT_EQ(library.file.rfind('/', 0), 0u) << library.file;
+  EXPECT_NE(library.file.find("libcublas.so"), std::string::npos) << library.file;
+  int major = 0;
+  EXPECT_EQ(library.getProperty(MAJOR_VERSION, &major), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(major, CUBLAS_VER_MAJOR);
+  EXPECT_EQ(cublasDescription().rfind(std::to_string(CUBLAS_VER_MAJOR) + ".", 0), 0u)
+      << cublasDescription();
 }
 
 TEST(CublasLibrary, ACublasErrorNamesTheCallAndCublasMessage) {
@@ -134,6 +143,8 @@ TEST(CublasLibrary, FoundInAToolkitFolderWhereTheLoaderDoesNotLook) {
                                   std::string(folder) + "/" + name);
   const std::vector<std::string> folders = {"/no-such-a", folder};
   const CublasLibrary library = openCublas(name, folders);
+  // The same file as cublas()'s, which the loader recognises as open already.
+  EXPECT_EQ(library.file, cublas().file);
   EXPECT_STREQ(library.getStatusString(CUBLAS_STATUS_NOT_SUPPORTED),
                "the requested functionality is not supported");
   std::filesystem::remove_all(folder);

@@ -150,6 +150,12 @@ TEST(Options, VersionNamesTheBuildAndTheLibraries) {
   const std::string text = versionText();
   EXPECT_EQ(text.rfind("ddp_train " + ddpVersion() + "\nMPI: Open MPI v", 0), 0u) << text;
   EXPECT_NE(text.find("CUDA: "), std::string::npos) << text;
+#if DDP_WITH_CUDA
+  // Which cuBLAS a GPU run would open, though this process never needs it.
+  EXPECT_NE(text.find("\ncuBLAS: "), std::string::npos) << text;
+  EXPECT_NE(text.find("libcublas.so"), std::string::npos) << text;
+  EXPECT_NE(text.find(" (opened by GPU runs only)\nNCCL: "), std::string::npos) << text;
+#endif
 }
 
 TEST(Options, TheBuildIsTheFirstItemRanksCompare) {
