@@ -14,6 +14,7 @@
 #if DDP_WITH_CUDA
 #include "comm/nccl/nccl_communicator.h"
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/cublas_library.h"
 #include "runtime/cuda/device.h"
 #endif
 
@@ -43,6 +44,10 @@ Placement resolve(const Options& o, const World& world) {
   placement.gpu = cuda::deviceForLocalRank(world.localRank(), world.localSize(), visible);
   cuda::setDevice(placement.gpu);
   const cuda::DeviceInfo info = cuda::deviceInfo(placement.gpu);
+  // Opened here rather than by the first GEMM, so that a cuBLAS that cannot
+  // be opened is agreed on below and reported once (Note [cuBLAS opened on
+  // first use]).
+  cuda::cublas();
   placement.device = trainer::Device::kCuda;
   placement.summary =
       str("cuda (", info.name, ", one GPU per rank, ", visible, " visible per node)");

@@ -7,8 +7,10 @@
 // run"), paid by every rank of a CPU run of a CUDA build, which never calls
 // it. So ddp does not link cuBLAS. cublas() opens libcublas.so.<N>, N being
 // the major version of the headers ddp was compiled against, with dlopen
-// when a GPU run first needs it (the compute stream's handle:
-// runtime/cuda/context.h), and looks up the calls ddp makes. The signatures
+// when a GPU run first needs it (ddp_train: once it has chosen the rank's
+// GPU, launcher/placement.cc, so that a failure is agreed on and reported
+// once; other programs: the compute stream's handle, runtime/cuda/context.h),
+// and looks up the calls ddp makes. The signatures
 // come from the headers (decltype), so a call through the table is checked by
 // the compiler as a direct one would be, and the symbol looked up is the one
 // the headers name (cublasSgemm is cublasSgemm_v2). The CUDA runtime and NCCL
