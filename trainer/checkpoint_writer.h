@@ -35,10 +35,11 @@
 //     still being written waits for it;
 //   * the end: finish() waits for the last write, so a run that returns
 //     (finished, --max-steps, a signal) has its checkpoint on disk.
-// A sharded optimizer's state is never copied: kCopy gathers it into new
-// tensors for each checkpoint that nothing changes afterwards, so the
-// writer keeps those (OptimizerState::snapshot), writes them on its thread
-// and lets go of them once written; kDirect streams it into the file
+// A sharded optimizer's state is never copied: kCopy gathers it into
+// tensors that nothing changes afterwards, so the writer keeps those
+// (OptimizerState::snapshot), writes them on its thread and lets go of them
+// once written, and the next checkpoint gathers into the same memory
+// (ShardedOptimizer::gatherState); kDirect streams it into the file
 // between steps, piece by piece, as it arrives from the ranks (Note
 // [Streaming a sharded optimizer's state] in trainer/sharded_optimizer.h).
 // The gain of the thread needs a core for it: the write is CPU work

@@ -149,8 +149,12 @@ void ShardedOptimizer::gatherState(int root) {
       // The shards laid end to end are the parameters laid end to end: each
       // parameter's state is a range of `all`, viewed, not copied. A
       // checkpoint writer keeps the views (OptimizerState::snapshot), and
-      // with them `all`, until the file is written.
-      const auto all = std::make_shared<Tensor>(Shape{layout_.elements});
+      // with them `all`, until the file is written; the gather overwrites
+      // every element, so the last checkpoint's buffer serves again once
+      // nothing else holds it (the root waits for that write first).
+      gathered_.resize(kinds_.size());
+      std::shared_ptr<Tensor>& all = gathered_[k];
+      if (!all || all.use_count() > 1) all = std::make_shared<Tensor>(Shape{layout_.elements});
       for (std::size_t t = 0; t < trainable_.size(); ++t) {
         full(k, t) =
             Tensor::view(all->data() + layout_.offsets[t], trainable_[t]->value.shape(), all);

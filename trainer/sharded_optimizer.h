@@ -176,6 +176,11 @@ class ShardedOptimizer final : public Optimizer {
   std::unique_ptr<Optimizer> inner_;
   std::vector<std::string> kinds_;  // the wrapped optimizer's: "exp_avg", "exp_avg_sq"
   std::vector<Tensor> full_;        // kinds x trainable parameters: the checkpoint form
+  // Per kind, the root's buffer that full_ views after gatherState: kept
+  // from one checkpoint to the next, as kCopy's own copies are, and gathered
+  // into again once the writer has let go of it, so no page of it is
+  // faulted in twice (Note [Checkpoints written in the background]).
+  std::vector<std::shared_ptr<Tensor>> gathered_;
 };
 
 }  // namespace ddp::trainer

@@ -219,6 +219,55 @@ TEST(ShardedOptimizer, GathersTheWholeStateToTheRootAndTakesARestoreApart) {
     expectSameValues(plain.owned[i]->value, sharded.owned[i]->value, plain.owned[i]->name);
 }
 
+// --checkpoint-staging copy: the root gathers each checkpoint into the last
+// one's memory once the writer has let go of it (no page faulted in again),
+// and into new memory while a snapshot of it is still held; every gather
+// holds that step's state, not the last one's.
+TEST(ShardedOptimizer, GathersIntoTheLastBufferOnceNothingHoldsIt) {
+  auto comm = comm::makeTestComm();
+  Model plain, sharded;
+  AdamW reference(plain.parameters(), kAdamW);
+  ShardedOptimizer optimizer(*comm, sharded.parameters(), makeAdamW);
+  int step = 0;
+  // Two more steps, then a gather: the root's first state tensor's memory.
+  const auto stepAndGather = [&]() -> const float* {
+    for (int i = 0; i < 2; ++i, ++step) {
+      plain.setGradients(step);
+      sharded.setGradients(step);
+      reference.step();
+      optimizer.step();
+    }
+    optimizer.gatherState(0);
+    std::map<std::string, const Tensor*> expected;  // by name: the orders differ
+    for (const OptimizerState& slot : reference.state())
+      expected[slot.name] = slot.tensor;
+    const float* first = nullptr;
+    for (const OptimizerState& slot : optimizer.state()) {
+      if (comm->rank() != 0) continue;
+      if (!expected.contains(slot.name)) {
+        ADD_FAILURE() << "no " << slot.name << " in the reference";
+        continue;
+      }
+      expectSameValues(*slot.tensor, *expected[slot.name], slot.name);
+      if (slot.snapshot && first == nullptr) first = slot.tensor->data();
+    }
+    return first;
+  };
+  const float* firstBuffer = stepAndGather();
+  Tensor held;  // a writer still holding the first checkpoint's snapshot
+  for (const OptimizerState& slot : optimizer.state())
+    if (slot.snapshot && held.empty()) held = *slot.tensor;
+  optimizer.releaseGatheredState();
+  const float* secondBuffer = stepAndGather();
+  held = Tensor();  // written
+  optimizer.releaseGatheredState();
+  const float* thirdBuffer = stepAndGather();
+  if (comm->rank() != 0) return;
+  ASSERT_NE(firstBuffer, nullptr);
+  EXPECT_NE(secondBuffer, firstBuffer);  // held: new memory
+  EXPECT_EQ(thirdBuffer, secondBuffer);  // let go: the same memory again
+}
+
 // A shard larger than a gather piece (kGatherPieceBytes from all ranks at
 // the root: 1.2 M elements give every world size here two or more pieces,
 // which the parameters' slices cut across) is gathered whole, bit for bit.
