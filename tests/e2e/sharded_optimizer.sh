@@ -89,10 +89,15 @@ awk -v a="$fresh" -v b="$resumed" 'BEGIN { exit !(b < a + 30) }' ||
   fail "rank 1's peak resident memory was $resumed MiB resumed but $fresh MiB from the start"
 #    Rank 0 maps the file and lets each piece's pages go once sent (Note
 #    [Reading files through a mapping]): it peaks as rank 1 does, where
-#    holding the file would add its 136 MiB.
+#    holding the file would add its 136 MiB. Not under the sanitizers
+#    (scripts/sanitize.sh sets both variables), whose own memory grows with
+#    what rank 0 reads there: under ThreadSanitizer rank 0 peaked at 1303
+#    MiB against rank 1's 977.
 root=$(peak 0 "$WORK/resumed.log") || fail "no peak of rank 0: $(tail -3 "$WORK/resumed.log")"
-awk -v a="$resumed" -v b="$root" 'BEGIN { exit !(b < a + 30) }' ||
-  fail "rank 0's peak resident memory resumed was $root MiB, rank 1's $resumed MiB"
+if [ -z "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ]; then
+  awk -v a="$resumed" -v b="$root" 'BEGIN { exit !(b < a + 30) }' ||
+    fail "rank 0's peak resident memory resumed was $root MiB, rank 1's $resumed MiB"
+fi
 # 6. Memory, writing with the copy (Note [Checkpoints written in the
 #    background]; sharded runs stream instead unless told
 #    --checkpoint-staging copy, case 7, and with one core per rank
@@ -139,8 +144,10 @@ direct0=$(peak 0 "$WORK/direct.log") || fail "no peak of rank 0: $(tail -3 "$WOR
 direct1=$(peak 1 "$WORK/direct.log") || fail "no peak of rank 1: $(tail -3 "$WORK/direct.log")"
 awk -v a="$copy1" -v b="$plain" 'BEGIN { exit !(b > a + 100) }' ||
   fail "the copy did not show: rank 0 peaked at $plain MiB, rank 1 at $copy1 MiB"
-awk -v a="$direct1" -v b="$direct0" 'BEGIN { exit !(b < a + 20) }' ||
-  fail "writing directly, rank 0 peaked at $direct0 MiB, rank 1 at $direct1 MiB"
+if [ -z "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ]; then  # as in case 5: ThreadSanitizer 1110 vs 1090
+  awk -v a="$direct1" -v b="$direct0" 'BEGIN { exit !(b < a + 20) }' ||
+    fail "writing directly, rank 0 peaked at $direct0 MiB, rank 1 at $direct1 MiB"
+fi
 sdirect0=$(peak 0 "$WORK/sdirect.log") || fail "no peak of rank 0: $(tail -3 "$WORK/sdirect.log")"
 sdirect1=$(peak 1 "$WORK/sdirect.log") || fail "no peak of rank 1: $(tail -3 "$WORK/sdirect.log")"
 if [ -z "${ASAN_OPTIONS:-}" ]; then  # the quarantine, as in case 6
