@@ -13,6 +13,7 @@
 set -euo pipefail
 rounds=$1; shift
 . "$(dirname "$0")/bench_env.sh"
+median() { tr ' ' '\n' <<< "$1" | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 cuda_lib=${CUDA_HOME:-/usr/local/cuda}/lib64
 if command -v g++ > /dev/null && [ -e "$cuda_lib/libcublas.so" ]; then
@@ -30,15 +31,14 @@ SRC
   for libs in "" "-lcudart" "-lnccl" "-lcublas"; do
     g++ -O1 "$tmp/nothing.cc" -o "$tmp/nothing" -L"$cuda_lib" -Wl,--no-as-needed $libs \
       -Wl,-rpath,"$cuda_lib"
-    times=() peaks=()
+    times="" peaks=""
     for _ in $(seq "$rounds"); do
       start=$(date +%s.%N)
-      peaks+=("$("$tmp/nothing" | tr -s ' ' | cut -d' ' -f2)")
-      times+=("$(echo "$(date +%s.%N) - $start" | bc)")
+      peaks+="$("$tmp/nothing" | tr -s ' ' | cut -d' ' -f2) "
+      times+="$(echo "$(date +%s.%N) - $start" | bc) "
     done
-    median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
     printf '  %-8s VmHWM %7.1f MiB, wall %.3f s\n' "${libs:-nothing}" \
-      "$(echo "$(median "${peaks[@]}") / 1024" | bc -l)" "$(median "${times[@]}")"
+      "$(echo "$(median "$peaks") / 1024" | bc -l)" "$(median "$times")"
   done
 fi
 
@@ -60,7 +60,6 @@ for r in $(seq "$rounds"); do
     walls[$train]+="$wall " hwm[$train]+="$peak " pss[$train]+="$share "
   done
 done
-median() { tr ' ' '\n' <<< "$1" | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for train in "$@"; do
   printf '%s, np=%s: median wall %.3f s, rank 0 VmHWM %s MiB, PSS %s MiB\n' "$train" "${NP:-2}" \
     "$(median "${walls[$train]}")" "$(median "${hwm[$train]}")" "$(median "${pss[$train]}")"

@@ -144,6 +144,11 @@ std::optional<ProcessMemoryLimit> processMemoryLimit(const std::string& root) {
   return tightest;
 }
 
+std::string ProcessMemoryLimit::describe() const {
+  return str(name, " limits this process's ", what, " to ", bytesString(static_cast<double>(limit)),
+             ", and ", bytesString(static_cast<double>(room())), " of it is left");
+}
+
 std::shared_ptr<void> allocateZeroedHost(std::size_t bytes, std::size_t alignment) {
   const std::size_t rounded =
       (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
@@ -153,9 +158,7 @@ std::shared_ptr<void> allocateZeroedHost(std::size_t bytes, std::size_t alignmen
     const auto limit = processMemoryLimit();
     std::string why;
     if (limit && (!available || limit->room() < *available)) {
-      why = str(" (", limit->name, " limits this process's ", limit->what, " to ",
-                bytesString(static_cast<double>(limit->limit)), ", and ",
-                bytesString(static_cast<double>(limit->room())), " of it is left)");
+      why = str(" (", limit->describe(), ")");
     } else if (available) {
       why = str(" (", bytesString(static_cast<double>(*available)), " available to this process)");
     }

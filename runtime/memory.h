@@ -39,6 +39,9 @@ struct ProcessMemoryLimit {
   std::size_t limit = 0;  // bytes (the soft limit, the one the kernel enforces)
   std::size_t used = 0;   // bytes counted against it now (VmSize or VmData)
   std::size_t room() const { return limit > used ? limit - used : 0; }
+  // "ulimit -v limits this process's address space to 976.6 MiB, and 2.8 MiB
+  // of it is left", for the messages of what it stopped.
+  std::string describe() const;
 };
 
 // Of the limits above that are set, the one with the least room left, from

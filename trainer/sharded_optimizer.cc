@@ -144,6 +144,7 @@ std::vector<OptimizerState> ShardedOptimizer::state() {
 void ShardedOptimizer::gatherState(int root) {
   releaseGatheredState();
   if (comm_.rank() == root) {
+    gathered_.resize(kinds_.size());
     for (std::size_t k = 0; k < kinds_.size(); ++k) {
       if (sliceState(k).front()->empty()) continue;
       // The shards laid end to end are the parameters laid end to end: each
@@ -152,7 +153,6 @@ void ShardedOptimizer::gatherState(int root) {
       // with them `all`, until the file is written; the gather overwrites
       // every element, so the last checkpoint's buffer serves again once
       // nothing else holds it (the root waits for that write first).
-      gathered_.resize(kinds_.size());
       std::shared_ptr<Tensor>& all = gathered_[k];
       if (!all || all.use_count() > 1) all = std::make_shared<Tensor>(Shape{layout_.elements});
       for (std::size_t t = 0; t < trainable_.size(); ++t) {

@@ -30,10 +30,8 @@ std::vector<std::string> toolkitFolders() {
 std::string limitHint() {
   const std::optional<ProcessMemoryLimit> limit = processMemoryLimit();
   if (!limit) return "";
-  return str("; ", limit->name, " limits this process's ", limit->what, " to ",
-             bytesString(static_cast<double>(limit->limit)), ", ",
-             bytesString(static_cast<double>(limit->room())),
-             " of it left, and cuBLAS maps about 670 MiB of address space: raise the limit");
+  return str("; ", limit->describe(),
+             ": cuBLAS maps about 670 MiB of address space, raise the limit");
 }
 
 // dlerror's message for `path`, which names `path` itself only when the

@@ -10,11 +10,11 @@
 // when a GPU run first needs it (ddp_train: once it has chosen the rank's
 // GPU, launcher/placement.cc, so that a failure is agreed on and reported
 // once; other programs: the compute stream's handle, runtime/cuda/context.h),
-// and looks up the calls ddp makes. The signatures
-// come from the headers (decltype), so a call through the table is checked by
-// the compiler as a direct one would be, and the symbol looked up is the one
-// the headers name (cublasSgemm is cublasSgemm_v2). The CUDA runtime and NCCL
-// stay linked: they cost about 1 MiB.
+// and looks up the calls ddp makes. The signatures come from the headers
+// (decltype), so a call through the table is checked by the compiler as a
+// direct one would be, and the symbol looked up is the one the headers name
+// (cublasSgemm is cublasSgemm_v2). The CUDA runtime and NCCL stay linked:
+// they cost about 1 MiB.
 #pragma once
 
 #include <cublas_v2.h>

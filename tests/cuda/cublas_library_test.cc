@@ -119,9 +119,10 @@ TEST(CublasLibrary, AMissingLibraryNamesEveryPlaceTried) {
 TEST(CublasLibrary, AnAddressSpaceLimitTooTightForItIsNamed) {
   // A process of its own (run afresh, not forked), so cuBLAS is not open yet.
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(openUnderATightLimit(), ::testing::ExitedWithCode(3),
-              "cannot open cuBLAS.*ulimit -v limits this process's address space to .* of it "
-              "left, and cuBLAS maps about 670 MiB of address space: raise the limit");
+  EXPECT_EXIT(
+      openUnderATightLimit(), ::testing::ExitedWithCode(3),
+      "cannot open cuBLAS.*ulimit -v limits this process's address space to .*, and .* of it "
+      "is left: cuBLAS maps about 670 MiB of address space, raise the limit");
 }
 
 TEST(CublasLibrary, ALibraryWithoutCublasCallsIsNamed) {
