@@ -52,7 +52,16 @@
 // firstNonFinite() and sumOfSquares() answer as in an all-reduce, the same
 // on every rank. Where a backend did not check, each rank scans its part
 // and the ranks combine their answers in rank order (a collective, on every
-// rank alike).
+// rank alike). On GPUs (NCCL: one ncclReduce per non-empty part, grouped)
+// the trainer does the same on the device, never waiting on the host: each
+// rank flags a non-finite value in its part and the ranks all-reduce the
+// flag with max; each rank sums the squares of its part and the ranks
+// all-gather the sums, which every rank adds in rank order
+// (trainer/trainer.cc, Trainer::Gpu). ncclReduce may add the ranks in
+// another order than ncclAllReduce, and a norm summed by parts rounds
+// otherwise than the whole gradient's, so on several GPUs a sharded run
+// matches an unsharded one within float rounding, not bit for bit (in a
+// world of one, bit for bit); every rank still gets the same bits.
 //
 // Threading: one thread (the training thread) calls everything. Frozen
 // gradients (requiresGrad = false) are in no bucket and never communicated.

@@ -119,9 +119,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "shard-optimizer", po::bool_switch(&o.shardOptimizer),
       "each rank keeps and updates 1/world of the optimizer state: the gradients are "
       "reduce-scattered, each rank receiving the part it updates, and the ranks all-gather the "
-      "updated weights (ZeRO stage 1, Megatron-Core's distributed optimizer): the same results, "
-      "the state's memory divided by the world size, the same bytes communicated (GPUs: "
-      "all-reduce and all-gather, 1.5x)")(
+      "updated weights (ZeRO stage 1, Megatron-Core's distributed optimizer): the same results "
+      "(on several GPUs, within float rounding), the state's memory divided by the world size, "
+      "the same bytes communicated")(
       "clip-grad-norm",
       po::value(&o.clipGradNorm)->value_name("X")->default_value(o.clipGradNorm, "0"),
       "scale the averaged gradient down to L2 norm X (over all trainable parameters) when it is "

@@ -140,7 +140,7 @@ class Optimizer {
   // do nothing.
   virtual bool sharded() const { return false; }
   // Set when step() reads only this rank's part of each gradient (a sharded
-  // optimizer on the host): the Reducer may then reduce-scatter (Note
+  // optimizer): the Reducer may then reduce-scatter (Note
   // [Reduce-scatter for a sharded optimizer] in comm/reducer.h). Unset: the
   // whole averaged gradient on every rank.
   virtual std::optional<GradientPartition> gradientPartition() const { return std::nullopt; }

@@ -84,7 +84,6 @@ ShardedOptimizer::ShardedOptimizer(comm::Communicator& comm, std::vector<Paramet
 }
 
 std::optional<GradientPartition> ShardedOptimizer::gradientPartition() const {
-  if (device_ != Device::kCpu) return std::nullopt;
   return GradientPartition{layout_.bounds, layout_.offsets};
 }
 

@@ -15,7 +15,7 @@
 //
 // The order is the one backward produces the gradients in, the last
 // parameter first: the Reducer's storage order. So rank r's shard is one
-// range of the gradient storage too, and on the host the Reducer
+// range of the gradient storage too, and the Reducer
 // reduce-scatters the buckets instead of all-reducing them, rank r
 // receiving only the averaged gradient of its own range (Note
 // [Reduce-scatter for a sharded optimizer] in comm/reducer.h;
@@ -23,9 +23,10 @@
 // does: a reduce-scatter and an all-gather, (world-1)/world E floats each
 // per rank, against an all-reduce's two. (PyTorch's ZeroRedundancyOptimizer
 // keeps the all-reduce and adds broadcasts: 1.5x.) Non-finite checks and
-// clipping see the whole gradient through the reduction's checks, as
-// unsharded. On GPUs the gradients are still all-reduced (the device path's
-// checks and clipping read the whole gradient on the device).
+// clipping see the whole gradient, as unsharded: on the host through the
+// reduction's checks; on GPUs each rank checks and sums the squares of its
+// part on the device and the ranks combine the answers there (Note
+// [Reduce-scatter for a sharded optimizer]).
 //
 // Updates are element-wise, so each weight gets exactly the update the
 // unsharded optimizer would give it: a sharded run equals an unsharded one
@@ -136,9 +137,9 @@ class ShardedOptimizer final : public Optimizer {
   const char* name() const override { return inner_->name(); }
 
   bool sharded() const override { return true; }
-  // On the host: layout().bounds over the trainable parameters laid end to
-  // end last first, which is the Reducer's storage (the trainer checks
-  // that). On a GPU none: the device path all-reduces.
+  // layout().bounds over the trainable parameters laid end to end last
+  // first, which is the Reducer's storage (the trainer checks that), on the
+  // host and on GPUs alike.
   std::optional<GradientPartition> gradientPartition() const override;
   // Collective: the kinds of state that exist yet, one after the other,
   // each gathered in pieces of kGatherPieceBytes at the root (Note

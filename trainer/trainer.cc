@@ -63,10 +63,12 @@ class StepSlots {
 struct Trainer::Gpu {
   // slots: steps whose loss may be unread at once; the skip flags
   // (--skip-nonfinite) and norms (--clip-grad-norm) need one each per step.
-  Gpu(unsigned gatherThreads, std::size_t skipSlots, std::size_t normSlots)
-      : batches(gatherThreads), skipFlags(skipSlots), gradNorms(normSlots) {
+  // world: the ranks whose sums of squares a reduce-scattering step gathers.
+  Gpu(unsigned gatherThreads, std::size_t skipSlots, std::size_t normSlots, std::size_t world)
+      : batches(gatherThreads), skipFlags(skipSlots), gradNorms(normSlots), world(world) {
     if (normSlots > 0) {
-      clipScratch = ddp::cuda::allocateDevice(cuda::kNormPartials * sizeof(double) + sizeof(float));
+      clipScratch =
+          ddp::cuda::allocateDevice((cuda::kNormPartials + world) * sizeof(double) + sizeof(float));
     }
   }
   cuda::DeviceBatches batches;
@@ -81,31 +83,65 @@ struct Trainer::Gpu {
   // trainer/clip.h): each step's norm, and scratch for the partial sums and
   // the scale, which the step's update kernels read.
   StepSlots<float> gradNorms;
-  std::shared_ptr<void> clipScratch;
+  std::size_t world;
+  std::shared_ptr<void> clipScratch;  // kNormPartials partials, world sums, the scale
 
   // Queues the check of every reduced gradient; returns the step's flag
   // (zero until the check raises it: flags start zeroed and are cleared
   // when they are taken, so a step launches one kernel and nothing else).
-  const std::int32_t* flagNonFinite(const comm::Reducer& reducer) {
+  // Reduce-scattering, each rank checks the part it received and the ranks
+  // take the largest flag, on the device: every rank skips alike.
+  const std::int32_t* flagNonFinite(const comm::Reducer& reducer, comm::Communicator& comm) {
     std::int32_t* flag = skipFlags.next();
-    cuda::flagNonFinite(static_cast<const float*>(reducer.storage().get()),
-                        reducer.storageElements(), flag);
+    const auto [begin, end] = reducedPart(reducer, comm);
+    cuda::flagNonFinite(static_cast<const float*>(reducer.storage().get()) + begin, end - begin,
+                        flag);
+    if (reducer.scatters()) {
+      comm.allreduce(std::span<std::int32_t>(flag, 1), comm::ReduceOp::kMax)
+          ->synchronize(comm.options().timeout);  // the compute stream waits, not the host
+    }
     return flag;
   }
   // Queues the norm of the reduced gradients and the clipping factor;
   // returns the factor (device memory, valid until the next step's).
-  const float* clipGradients(const comm::Reducer& reducer, float maxNorm) {
+  // Reduce-scattering, each rank sums the squares of its part, the ranks
+  // all-gather the sums and each adds them in rank order: the same norm,
+  // to the bit, on every rank.
+  const float* clipGradients(const comm::Reducer& reducer, comm::Communicator& comm,
+                             float maxNorm) {
     auto* partials = static_cast<double*>(clipScratch.get());
-    auto* scale = reinterpret_cast<float*>(partials + cuda::kNormPartials);
-    cuda::clipByNorm(static_cast<const float*>(reducer.storage().get()), reducer.storageElements(),
-                     maxNorm, partials, gradNorms.next(), scale);
+    double* squares = partials + cuda::kNormPartials;
+    auto* scale = reinterpret_cast<float*>(squares + world);
+    const auto* storage = static_cast<const float*>(reducer.storage().get());
+    if (!reducer.scatters()) {
+      cuda::clipByNorm(storage, reducer.storageElements(), maxNorm, partials, gradNorms.next(),
+                       scale);
+      return scale;
+    }
+    DDP_CHECK(static_cast<std::size_t>(comm.size()) == world, "a world of another size");
+    const auto [begin, end] = reducedPart(reducer, comm);
+    double* mine = squares + comm.rank();
+    cuda::sumOfSquares(storage + begin, end - begin, partials, mine);
+    comm.allgather(mine, squares, 1, comm::DataType::kFloat64)->synchronize(comm.options().timeout);
+    cuda::clipByNormOfParts(squares, world, maxNorm, gradNorms.next(), scale);
     return scale;
+  }
+
+ private:
+  // The elements of the Reducer's storage that hold the mean after
+  // finalize(): this rank's part when reduce-scattering, else all of them.
+  static std::pair<std::size_t, std::size_t> reducedPart(const comm::Reducer& reducer,
+                                                         const comm::Communicator& comm) {
+    if (!reducer.scatters()) return {0, reducer.storageElements()};
+    const std::vector<std::size_t>& bounds = reducer.options().scatterBounds;
+    const auto r = static_cast<std::size_t>(comm.rank());
+    return {bounds[r], bounds[r + 1]};
   }
 };
 static_assert(cuda::StepTimer::kPhases == kOptimizerPhase + 1);
 #else
 struct Trainer::Gpu {
-  Gpu(unsigned, std::size_t, std::size_t) {}
+  Gpu(unsigned, std::size_t, std::size_t, std::size_t) {}
   void mark(Phase) {}
 };
 #endif
@@ -196,7 +232,8 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Optimizer& optimiz
   if (device_ == Device::kCuda) {
     gpu_ = std::make_unique<Gpu>(options_.hostThreads,
                                  options_.skipNonFinite ? options_.lossReadEvery : 0,
-                                 options_.clipGradNorm > 0 ? options_.lossReadEvery : 0);
+                                 options_.clipGradNorm > 0 ? options_.lossReadEvery : 0,
+                                 static_cast<std::size_t>(comm.size()));
   }
   DDP_CHECK(options_.gradAccum > 0, "gradient accumulation needs at least one micro-batch");
   if (options_.autoBucketCap) {
@@ -400,9 +437,9 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
   }
   StepInputs update;
 #if DDP_WITH_CUDA
-  if (gpu_ && options_.skipNonFinite) update.deviceSkip = gpu_->flagNonFinite(*reducer_);
+  if (gpu_ && options_.skipNonFinite) update.deviceSkip = gpu_->flagNonFinite(*reducer_, comm_);
   if (gpu_ && options_.clipGradNorm > 0)
-    update.deviceGradScale = gpu_->clipGradients(*reducer_, options_.clipGradNorm);
+    update.deviceGradScale = gpu_->clipGradients(*reducer_, comm_, options_.clipGradNorm);
 #endif
   // Note [Clipping the averaged gradient] in trainer/clip.h.
   if (!gpu_ && options_.clipGradNorm > 0 && skippedFor_.empty()) {

@@ -297,6 +297,48 @@ TEST(ClipOnGpu, NormAndScaleMatchTheCpuAndRepeatBitForBit) {
   EXPECT_EQ(readFloat(scale), 1.0f) << "no gradients: nothing to scale";
 }
 
+// A sharded run's norm (Note [Reduce-scatter for a sharded optimizer]): each
+// rank's part summed on its own, the sums added in part order. Cut into
+// parts, the norm is the host's within rounding and repeats bit for bit;
+// in one part (a world of one), it is clipByNorm's to the bit.
+TEST(ClipOnGpu, NormOfPartsMatchesTheWholeAndOnePartGivesItsBits) {
+  constexpr std::size_t kParts = 3;
+  const std::size_t kScratch = (cuda::kNormPartials + kParts) * sizeof(double) + 2 * sizeof(float);
+  const std::shared_ptr<void> scratch = ddp::cuda::allocateDevice(kScratch);
+  auto* partials = static_cast<double*>(scratch.get());
+  double* squares = partials + cuda::kNormPartials;
+  auto* norm = reinterpret_cast<float*>(squares + kParts);
+  float* scale = norm + 1;
+  const std::size_t count = 1000003;
+  const Tensor host = randomTensor({count}, 77);
+  const Tensor data = host.to(Device::kCuda);
+  const float expected =
+      static_cast<float>(std::sqrt(comm::sumOfSquares(host.data(), host.numel())));
+  const float maxNorm = expected / 2;
+
+  // Uneven parts, one of them empty, as a bucket's parts may be.
+  const std::size_t bounds[kParts + 1] = {0, 400000, 400000, count};
+  cuda::fill(norm, 2, kNaN);
+  const std::vector<double> poison(kParts, std::numeric_limits<double>::quiet_NaN());
+  ddp::cuda::copyToDevice(squares, poison.data(), kParts * sizeof(double));
+  for (std::size_t p = 0; p < kParts; ++p)
+    cuda::sumOfSquares(data.data() + bounds[p], bounds[p + 1] - bounds[p], partials, squares + p);
+  cuda::clipByNormOfParts(squares, kParts, maxNorm, norm, scale);
+  const float split = readFloat(norm);
+  EXPECT_NEAR(split, expected, 1e-6 * expected);
+  EXPECT_NEAR(readFloat(scale), clipScale(expected, maxNorm), 1e-6);
+  cuda::clipByNormOfParts(squares, kParts, maxNorm, norm, scale);
+  EXPECT_EQ(readFloat(norm), split) << "the parts' sum is not deterministic";
+
+  cuda::clipByNorm(data.data(), count, maxNorm, partials, norm, scale);
+  const float whole = readFloat(norm), wholeScale = readFloat(scale);
+  cuda::fill(norm, 2, kNaN);
+  cuda::sumOfSquares(data.data(), count, partials, squares);
+  cuda::clipByNormOfParts(squares, 1, maxNorm, norm, scale);
+  EXPECT_EQ(readFloat(norm), whole) << "one part: not clipByNorm's norm";
+  EXPECT_EQ(readFloat(scale), wholeScale) << "one part: not clipByNorm's scale";
+}
+
 TEST(NonFiniteOnGpu, AnyNaNOrInfinityRaisesTheFlagAndNothingClearsIt) {
   Tensor data = randomTensor({100003}, 30).to(Device::kCuda);
   const auto flag = deviceFlag(0);

@@ -127,6 +127,21 @@ run 1 "${adamw[@]}" --max-steps 30 --device cuda --shard-optimizer \
   --save-model "$WORK/gpu_adamw_sharded.safetensors" > /dev/null
 "$COMPARE_WEIGHTS" "$WORK/gpu_adamw_straight.safetensors" "$WORK/gpu_adamw_sharded.safetensors" --exact ||
   fail "a sharded GPU AdamW run differs from the unsharded one"
+# Its gradients are reduce-scattered (ncclReduce per part), and the skip
+# flag and the norm are combined from the ranks' parts on the device (Note
+# [Reduce-scatter for a sharded optimizer]): in a world of one, the bits of
+# the unsharded run that skips step 4 and clips.
+run 1 "${adamw[@]}" --max-steps 30 "${poison[@]}" "${clip[@]}" --device cuda --shard-optimizer \
+  --metrics "$WORK/gpu_adamw_sharded_clip.jsonl" \
+  --save-model "$WORK/gpu_adamw_sharded_clip.safetensors" > "$WORK/gpu_adamw_sharded_clip.log" 2>&1
+grep -q "reduce-scattered" "$WORK/gpu_adamw_sharded_clip.log" ||
+  fail "a sharded GPU run does not reduce-scatter: $(grep reducer "$WORK/gpu_adamw_sharded_clip.log")"
+grep -q "step 4: the gradient of at least one parameter holds a NaN or infinity" \
+  "$WORK/gpu_adamw_sharded_clip.log" || fail "a sharded GPU run did not skip step 4"
+grep -q '"skipped_steps":1' "$WORK/gpu_adamw_sharded_clip.jsonl" ||
+  fail "a sharded GPU run's skip not counted in --metrics"
+"$COMPARE_WEIGHTS" "$WORK/gpu_adamw.safetensors" "$WORK/gpu_adamw_sharded_clip.safetensors" --exact ||
+  fail "a sharded GPU AdamW run that skips and clips differs from the unsharded one"
 # Its checkpoint, the moments streamed from device memory into the file
 # (Note [Streaming a sharded optimizer's state]), holds the unsharded one's
 # tensors, bit for bit.

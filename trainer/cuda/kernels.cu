@@ -209,14 +209,30 @@ __global__ void sumSquaresKernel(const float* data, std::size_t count, double* p
   if (threadIdx.x == 0) partials[blockIdx.x] = sums[0];
 }
 
-// One block of kThreads.
-__global__ void clipScaleKernel(const double* partials, float maxNorm, float* norm, float* scale) {
-  __shared__ double sums[kThreads];
+// One block of kThreads: thread t adds values t, t + kThreads, ... and the
+// block adds the threads' sums in a fixed tree, so the same values in the
+// same order give the same bits. The total ends in sums[0].
+__device__ void sumValues(const double* values, std::size_t count, double* sums) {
   double mine = 0.0;
-  for (std::size_t b = threadIdx.x; b < kNormPartials; b += kThreads)
-    mine += partials[b];
+  for (std::size_t b = threadIdx.x; b < count; b += kThreads)
+    mine += values[b];
   sums[threadIdx.x] = mine;
   sumBlock(sums);
+}
+
+// One block of kThreads.
+__global__ void sumValuesKernel(const double* values, std::size_t count, double* total) {
+  __shared__ double sums[kThreads];
+  sumValues(values, count, sums);
+  if (threadIdx.x == 0) *total = sums[0];
+}
+
+// One block of kThreads: the norm is the square root of the sum of `count`
+// sums of squares.
+__global__ void clipScaleKernel(const double* squares, std::size_t count, float maxNorm,
+                                float* norm, float* scale) {
+  __shared__ double sums[kThreads];
+  sumValues(squares, count, sums);
   if (threadIdx.x == 0) {
     const float total = static_cast<float>(sqrt(sums[0]));
     *norm = total;
@@ -306,7 +322,23 @@ void clipByNorm(const float* data, std::size_t count, float maxNorm, double* par
   const cudaStream_t stream = ddp::cuda::computeStream();
   sumSquaresKernel<<<kNormPartials, kThreads, 0, stream>>>(data, count, partials);
   DDP_CUDA_CHECK_LAUNCH();
-  clipScaleKernel<<<1, kThreads, 0, stream>>>(partials, maxNorm, norm, scale);
+  clipScaleKernel<<<1, kThreads, 0, stream>>>(partials, kNormPartials, maxNorm, norm, scale);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void sumOfSquares(const float* data, std::size_t count, double* partials, double* total) {
+  // Launched even for no data, so that *total is always written.
+  const cudaStream_t stream = ddp::cuda::computeStream();
+  sumSquaresKernel<<<kNormPartials, kThreads, 0, stream>>>(data, count, partials);
+  DDP_CUDA_CHECK_LAUNCH();
+  sumValuesKernel<<<1, kThreads, 0, stream>>>(partials, kNormPartials, total);
+  DDP_CUDA_CHECK_LAUNCH();
+}
+
+void clipByNormOfParts(const double* squares, std::size_t parts, float maxNorm, float* norm,
+                       float* scale) {
+  clipScaleKernel<<<1, kThreads, 0, ddp::cuda::computeStream()>>>(squares, parts, maxNorm, norm,
+                                                                  scale);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

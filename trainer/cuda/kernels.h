@@ -75,6 +75,18 @@ inline constexpr std::size_t kNormPartials = 256;
 void clipByNorm(const float* data, std::size_t count, float maxNorm, double* partials, float* norm,
                 float* scale);
 
+// clipByNorm in two halves, for a gradient whose parts are on different
+// ranks (Note [Reduce-scatter for a sharded optimizer] in comm/reducer.h).
+// sumOfSquares writes the sum of the squares of data[0, count) to *total
+// (device memory), added as clipByNorm adds them (`partials`: kNormPartials
+// doubles of scratch). clipByNormOfParts takes `parts` such sums (the
+// ranks', gathered), adds them in a fixed order, and writes the norm and
+// the clipping factor as clipByNorm does. With one part the two give
+// clipByNorm's bits.
+void sumOfSquares(const float* data, std::size_t count, double* partials, double* total);
+void clipByNormOfParts(const double* squares, std::size_t parts, float maxNorm, float* norm,
+                       float* scale);
+
 // Sets *flag (device memory) to 1 if any of data[0, count) is a NaN or an
 // infinity; leaves it alone otherwise, so the caller zeroes it first and
 // several launches may share one flag.
