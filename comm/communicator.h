@@ -14,12 +14,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "comm/activity.h"
+#include "comm/bfloat16.h"
 #include "comm/types.h"
 #include "comm/work.h"
 #include "runtime/error.h"
@@ -132,6 +134,20 @@ class Communicator {
   // asks this instead of the backend's name.
   enum class Memory { kHost, kDevice };
   virtual Memory allocatedMemory() const = 0;
+
+  // The bf16 hook's conversions (Reducer, GradCompression::kBf16) between
+  // float32 gradients and bfloat16 wire values, `count` elements in memory
+  // from allocate(), with comm/bfloat16.h's rounding (to nearest, ties to
+  // even; a NaN stays a NaN). Issuing thread only. Host memory (MPI): done
+  // on the calling thread before they return. Device memory (NCCL): queued
+  // on the compute stream, ahead of the next collective's `ready` event
+  // (Note [NCCL stream ordering]), and they return at once.
+  virtual void narrowToBFloat16(const float* in, std::uint16_t* out, std::size_t count) {
+    toBFloat16(in, out, count);
+  }
+  virtual void widenFromBFloat16(const std::uint16_t* in, float* out, std::size_t count) {
+    fromBFloat16(in, out, count);
+  }
 
   // Typed conveniences over the calls above.
   template <class T>

@@ -71,12 +71,6 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
       locations_(specs_.size()),
       ready_(specs_.size(), false) {
   elements_ = layOutBuckets();
-  if (options_.compression == GradCompression::kBf16 &&
-      comm_.allocatedMemory() != Communicator::Memory::kHost) {
-    // The hook rounds and widens on the host (comm/bfloat16.h).
-    throw UsageError(str("bfloat16 gradient compression needs host memory; the ",
-                         comm_.backendName(), " backend reduces device memory"));
-  }
   if (scatters()) {
     checkScatterBounds(options_.scatterBounds, comm_.size());
     DDP_CHECK(options_.scatterBounds.back() == elements_,
@@ -202,7 +196,7 @@ void Reducer::launchReadyBuckets() {
     DataType type = DataType::kFloat32;
     if (compressed_) {  // the bf16 hook: round into the staging buffer and reduce that
       auto* rounded = static_cast<std::uint16_t*>(compressed_.get()) + bucket.offset;
-      toBFloat16(data, rounded, bucket.count);
+      comm_.narrowToBFloat16(data, rounded, bucket.count);
       wire = rounded;
       type = DataType::kBFloat16;
     }
@@ -230,18 +224,16 @@ void Reducer::finalize() {
     }
   }
   for (Launch& launch : launches_) {
-    if (!compressed_) {
-      launch.work->synchronize(comm_.options().timeout);  // device backends: no host wait
-      continue;
-    }
-    launch.work->wait(comm_.options().timeout);
+    // Device backends: the compute stream waits, not the host (host ones: a wait).
+    launch.work->synchronize(comm_.options().timeout);
+    if (!compressed_) continue;
     // Widen the mean back into the gradients: this rank's part of it, when
-    // reduce-scattering.
+    // reduce-scattering. On a device, queued after that wait.
     const Bucket& bucket = buckets_[launch.bucket];
     const auto [begin, end] = scatters() ? ownedPart(launch.bucket)
                                          : std::pair{bucket.offset, bucket.offset + bucket.count};
-    fromBFloat16(static_cast<const std::uint16_t*>(compressed_.get()) + begin,
-                 static_cast<float*>(storage_.get()) + begin, end - begin);
+    comm_.widenFromBFloat16(static_cast<const std::uint16_t*>(compressed_.get()) + begin,
+                            static_cast<float*>(storage_.get()) + begin, end - begin);
   }
   reducing_ = false;
 }

@@ -31,11 +31,6 @@ Placement resolve(const Options& o, const World& world) {
 #if DDP_WITH_CUDA
   const int visible = cuda::visibleDeviceCount();
   if (o.device == "auto" && visible == 0) return placement;
-  if (o.gradCompression == "bf16") {
-    throw UsageError(
-        "--grad-compression bf16 runs on the CPU (MPI) path only; use --device cpu, or "
-        "--grad-compression none on GPUs");
-  }
   if (!o.trace.empty()) {
     throw UsageError(
         "--trace records CPU steps only; GPU steps report device-timed phases in the progress "

@@ -1,5 +1,6 @@
 #include "comm/nccl/nccl_communicator.h"
 
+#include "comm/nccl/bfloat16_kernels.h"
 #include "comm/nccl/nccl_check.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/memory.h"
@@ -341,6 +342,14 @@ WorkPtr NcclCommunicator::gather(const void* send, void* recv, std::size_t count
 WorkPtr NcclCommunicator::barrier() {
   throwIfFailed();
   return host_->barrier();
+}
+
+void NcclCommunicator::narrowToBFloat16(const float* in, std::uint16_t* out, std::size_t count) {
+  bfloat16OnDevice(in, out, count, compute_);
+}
+
+void NcclCommunicator::widenFromBFloat16(const std::uint16_t* in, float* out, std::size_t count) {
+  float32OnDevice(in, out, count, compute_);
 }
 
 std::shared_ptr<void> NcclCommunicator::allocate(std::size_t bytes) {

@@ -84,6 +84,10 @@ class NcclCommunicator final : public Communicator {
   // Zeroed device memory on this rank's GPU.
   std::shared_ptr<void> allocate(std::size_t bytes) override;
   Memory allocatedMemory() const override { return Memory::kDevice; }
+  // Kernels on the compute stream (comm/nccl/bfloat16_kernels.h); device
+  // memory only.
+  void narrowToBFloat16(const float* in, std::uint16_t* out, std::size_t count) override;
+  void widenFromBFloat16(const std::uint16_t* in, float* out, std::size_t count) override;
 
   using Communicator::allgather;
   using Communicator::allreduce;

@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
+#include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "comm/bfloat16.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/reducer.h"
@@ -129,7 +133,10 @@ TEST(Nccl, SynchronizeOrdersTheComputeStreamWithoutBlocking) {
 }
 
 // The same gradients, reduced by the Reducer on NCCL (device buffers) and on
-// MPI (host buffers), with several buckets: identical means.
+// MPI (host buffers), with several buckets: the same means, and with the
+// bf16 hook the same bits in a world of one (each side rounds once, the
+// same way, and widens), within bfloat16's rounding in larger ones (NCCL
+// adds in bfloat16, MPI in float32).
 TEST(Nccl, ReducerMatchesTheMpiReducer) {
   auto nccl = makeNccl();
   CommOptions options;
@@ -141,9 +148,20 @@ TEST(Nccl, ReducerMatchesTheMpiReducer) {
                                            {"frozen", 64, false},
                                            {"layers.2.weight", 70000},
                                            {"layers.2.bias", 10}};
-  for (std::size_t cap : {std::size_t{0}, std::size_t{256} << 10, kSingleBucket}) {
-    Reducer onDevice(*nccl, specs, {cap, cap, false, GradCompression::kNone, {}});
-    Reducer onHost(mpi, specs, {cap, cap, false, GradCompression::kNone, {}});
+  const int n = nccl->size();
+  for (const auto& [cap, compression] :
+       {std::pair{std::size_t{0}, GradCompression::kNone},
+        std::pair{std::size_t{256} << 10, GradCompression::kNone},
+        std::pair{kSingleBucket, GradCompression::kNone},
+        std::pair{std::size_t{256} << 10, GradCompression::kBf16}}) {
+    SCOPED_TRACE(compression == GradCompression::kBf16 ? "bf16" : "float32");
+    // Gradients below 1: one bfloat16 rounding is at most 2^-9 off, and NCCL
+    // rounds once per addition.
+    const float tolerance = compression == GradCompression::kNone ? 1e-6f
+                            : n == 1                              ? 0.0f
+                                     : static_cast<float>(n + 1) / 512.0f;
+    Reducer onDevice(*nccl, specs, {cap, cap, false, compression, {}});
+    Reducer onHost(mpi, specs, {cap, cap, false, compression, {}});
     ASSERT_EQ(onDevice.buckets().size(), onHost.buckets().size());
     for (int step = 0; step < 2; ++step) {
       onDevice.prepareForBackward(true);
@@ -166,16 +184,57 @@ TEST(Nccl, ReducerMatchesTheMpiReducer) {
         cuda::copyToHost(device.data(), onDevice.gradient(g).data(), device.size() * 4);
         const std::span<float> host = onHost.gradient(g);
         for (std::size_t i = 0; i < device.size(); ++i)
-          ASSERT_NEAR(device[i], host[i], 1e-6f) << specs[g].name << " element " << i;
+          ASSERT_NEAR(device[i], host[i], tolerance) << specs[g].name << " element " << i;
       }
     }
   }
 }
 
-TEST(Nccl, CompressionIsRefusedOnDevices) {
+// The bf16 hook's conversions on a GPU (comm/nccl/bfloat16_kernels.h) give
+// the host's bits (comm/bfloat16.h) for every kind of float: ties both
+// ways, the largest finite value (which rounds to infinity), infinities,
+// subnormals, NaNs with payloads, and random bit patterns. The outputs are
+// poisoned first with a value other than the expected one.
+TEST(Nccl, BFloat16ConversionsGiveTheHostsBits) {
   auto comm = makeNccl();
-  EXPECT_THROW(Reducer(*comm, {{"w", 10}}, {1 << 20, 1 << 20, false, GradCompression::kBf16, {}}),
-               UsageError);
+  std::vector<std::uint32_t> bits = {
+      0x00000000u, 0x80000000u, 0x3f800000u, 0x3f808000u, 0x3f818000u, 0x3f80c000u, 0x7f7fffffu,
+      0x7f800000u, 0xff800000u, 0x00000001u, 0x00408000u, 0x7fc00000u, 0x7f800001u, 0xffbfffffu};
+  std::mt19937 random(7);
+  while (bits.size() < 100003)
+    bits.push_back(static_cast<std::uint32_t>(random()));
+  const std::size_t count = bits.size();
+  std::vector<float> values(count);
+  std::memcpy(values.data(), bits.data(), count * sizeof(float));
+  std::vector<std::uint16_t> expected(count), poison(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    expected[i] = toBFloat16(values[i]);
+    poison[i] = static_cast<std::uint16_t>(expected[i] ^ 1u);
+  }
+  const auto in = comm->allocate(count * sizeof(float));
+  const auto narrow = comm->allocate(count * sizeof(std::uint16_t));
+  const auto wide = comm->allocate(count * sizeof(float));
+  toDevice(in, values);
+  toDevice(narrow, poison);
+  comm->narrowToBFloat16(static_cast<const float*>(in.get()),
+                         static_cast<std::uint16_t*>(narrow.get()), count);
+  const std::vector<std::uint16_t> rounded = toHost<std::uint16_t>(narrow, count);
+  for (std::size_t i = 0; i < count; ++i)
+    ASSERT_EQ(rounded[i], expected[i]) << "float bits 0x" << std::hex << bits[i];
+
+  std::vector<std::uint32_t> widePoison(count);
+  for (std::size_t i = 0; i < count; ++i)
+    widePoison[i] = (std::uint32_t{expected[i]} << 16) ^ 1u;
+  toDevice(wide, widePoison);
+  comm->widenFromBFloat16(static_cast<const std::uint16_t*>(narrow.get()),
+                          static_cast<float*>(wide.get()), count);
+  const std::vector<std::uint32_t> widened = toHost<std::uint32_t>(wide, count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const float back = fromBFloat16(expected[i]);
+    std::uint32_t backBits;
+    std::memcpy(&backBits, &back, sizeof backBits);
+    ASSERT_EQ(widened[i], backBits) << "bfloat16 bits 0x" << std::hex << expected[i];
+  }
 }
 
 // A collective that cannot start in time (the compute stream is held by a
