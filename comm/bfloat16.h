@@ -1,6 +1,8 @@
 // bfloat16: the top 16 bits of an IEEE float32 (8 exponent bits, 7 mantissa
-// bits). Used to halve the bytes a gradient all-reduce moves; sums are always
-// accumulated in float32 and only the values on the wire are bfloat16.
+// bits). Used to halve the bytes a gradient all-reduce moves; additions are
+// done in float32 and only the values stored or on the wire are bfloat16
+// (how often a sum is rounded depends on the path: comm/reducer.h,
+// GradCompression).
 // Rounding is to nearest, ties to even; with 8 significant bits, one
 // conversion is off by at most 2^-8 relative.
 #pragma once

@@ -93,14 +93,16 @@ inline constexpr std::size_t kSingleBucket = static_cast<std::size_t>(-1);
 //   kNone: the float32 gradients themselves.
 //   kBf16: each bucket is rounded to bfloat16 into a staging buffer
 //          (Communicator::narrowToBFloat16: on the host, or a kernel on GPUs),
-//          reduced, and widened back: half the bytes. The MPI backend
-//          accumulates in float32: each rank's values are rounded once
-//          (2^-8 relative) and the mean once more, so an element of the mean
-//          is off by at most about 2^-7 x (the largest |gradient| among the
-//          ranks) (tested in tests/mpi/reducer_test.cc). NCCL adds in
-//          bfloat16, rounding after each of its world - 1 additions (as
-//          PyTorch's bf16_compress_hook does on NCCL), so the error grows
-//          with the world size there; every rank still gets the same bits.
+//          reduced, and widened back: half the bytes. On one node (the MPI
+//          backend's shared memory) the sum is accumulated in float32: each
+//          rank's values are rounded once (2^-8 relative) and the mean once
+//          more, so an element of the mean is off by at most about 2^-7 x
+//          (the largest |gradient| among the ranks) (tested in
+//          tests/mpi/reducer_test.cc). Between nodes (MPI_Allreduce with a
+//          user op that adds two values in float32 and rounds) and on NCCL
+//          (as PyTorch's bf16_compress_hook) each addition's result is
+//          rounded, world - 1 of them, so the error grows with the world
+//          size there; every rank still gets the same bits.
 enum class GradCompression { kNone, kBf16 };
 
 struct ReducerOptions {

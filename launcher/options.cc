@@ -138,8 +138,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "100 MiB and one bucket in turn, and keep the fastest)")(
       "grad-compression",
       po::value(&o.gradCompression)->value_name("NAME")->default_value(o.gradCompression),
-      "none | bf16: all-reduce gradients as bfloat16 (half the bytes; CPUs: float32 "
-      "accumulation; GPUs: NCCL adds in bfloat16)")(
+      "none | bf16: all-reduce gradients as bfloat16 (half the bytes; pays between nodes; "
+      "summed in float32 on one node, rounded at each addition between nodes and on GPUs)")(
       "grad-accum", po::value(&raw.gradAccum)->value_name("K")->default_value(raw.gradAccum),
       "micro-batches of --batch-size per step; only the last one communicates (PyTorch's no_sync)")(
       "freeze", po::value(&raw.freeze)->value_name("LAYER,..."),
