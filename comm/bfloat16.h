@@ -30,6 +30,24 @@ inline float fromBFloat16(std::uint16_t value) {
   return out;
 }
 
+// fromBFloat16(toBFloat16(value)), bit for bit, without leaving 32-bit
+// lanes: the form that vectorizes (with SSE2 only, the 16-bit round trip
+// costs a pack and an unpack per vector, and this loop is the whole cost of
+// reducing via bfloat16 in shared memory: Note [bf16 rounding inside the
+// reduction] in comm/communicator.h).
+inline float roundedToBFloat16(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  const std::uint32_t quiet = (bits | 0x00400000u) & 0xffff0000u;
+  // A NaN: exponent all ones and a mantissa; as signed, so SSE2 compares it.
+  const bool nan = static_cast<std::int32_t>(bits & 0x7fffffffu) > 0x7f800000;
+  const std::uint32_t out = nan ? quiet : rounded;
+  float result;
+  std::memcpy(&result, &out, 4);
+  return result;
+}
+
 inline void toBFloat16(const float* in, std::uint16_t* out, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i)
     out[i] = toBFloat16(in[i]);

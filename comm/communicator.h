@@ -149,6 +149,45 @@ class Communicator {
     fromBFloat16(in, out, count);
   }
 
+  // Note [bf16 rounding inside the reduction]
+  // The bf16 hook narrows every bucket into a staging buffer, reduces that,
+  // and widens the result back: two extra passes over the gradients, and
+  // the staging buffer (half the gradients' size) on every rank. That pays
+  // where the reduction moves the bytes over a wire. In node shared memory
+  // (Note [Node shared-memory all-reduce]) nothing crosses a wire, and the
+  // passes were the whole cost (1.14x the float32 step, benchmarks/RESULTS.md).
+  // There the rounding is done inside the reduction instead: each rank's
+  // float32 value is rounded to bfloat16 as it is read, the rounded values
+  // are summed in float32 in rank order, and the result is rounded once and
+  // stored widened. Those are the staged path's operations in its order, so
+  // the result has its bits, with float32 memory traffic and no staging.
+  //
+  // Whether allreduceViaBFloat16() and reduceScatterViaBFloat16() can take
+  // the `bytes` bytes of float32 at `data` (from allocate()). The answer is
+  // the same on every rank for the same allocation, so callers may decide
+  // on it whether to allocate() a staging buffer (a collective). Issuing
+  // thread.
+  virtual bool reducesViaBFloat16InPlace(const void* data, std::size_t bytes) const {
+    (void)data;
+    (void)bytes;
+    return false;
+  }
+  // Where reducesViaBFloat16InPlace(): allreduce() and reduceScatter() of
+  // `count` float32 values at `data`, in place, with every rank's values
+  // rounded to bfloat16 and the result rounded again: the bits that
+  // narrowToBFloat16, a kBFloat16 collective and widenFromBFloat16 would
+  // leave. `op`: sum or average. The Work's resultChecks are those of the
+  // rounded result. Called elsewhere, they throw InternalError.
+  virtual WorkPtr allreduceViaBFloat16(float* data, std::size_t count, ReduceOp op) {
+    (void)data, (void)count, (void)op;
+    throw InternalError(str(backendName(), " has no in-place bfloat16 all-reduce"));
+  }
+  virtual WorkPtr reduceScatterViaBFloat16(float* data, std::span<const std::size_t> bounds,
+                                           ReduceOp op) {
+    (void)data, (void)bounds, (void)op;
+    throw InternalError(str(backendName(), " has no in-place bfloat16 reduce-scatter"));
+  }
+
   // Typed conveniences over the calls above.
   template <class T>
   WorkPtr allreduce(std::span<T> data, ReduceOp op) {

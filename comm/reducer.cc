@@ -79,7 +79,10 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
   }
   storage_ = comm_.allocate(elements_ * sizeof(float));
   if (options_.compression == GradCompression::kBf16) {
-    compressed_ = comm_.allocate(elements_ * sizeof(std::uint16_t));
+    // Every rank gets the same answer for the same allocation, so either all
+    // or none allocate below (a collective).
+    roundsInPlace_ = comm_.reducesViaBFloat16InPlace(storage_.get(), elements_ * sizeof(float));
+    if (!roundsInPlace_) compressed_ = comm_.allocate(elements_ * sizeof(std::uint16_t));
   }
 }
 
@@ -200,7 +203,10 @@ void Reducer::launchReadyBuckets() {
       wire = rounded;
       type = DataType::kBFloat16;
     }
-    if (scatters()) {  // Note [Reduce-scatter for a sharded optimizer]
+    if (roundsInPlace_) {  // Note [bf16 rounding inside the reduction]
+      work = scatters() ? comm_.reduceScatterViaBFloat16(data, scatterParts_[nextLaunch_], op)
+                        : comm_.allreduceViaBFloat16(data, bucket.count, op);
+    } else if (scatters()) {  // Note [Reduce-scatter for a sharded optimizer]
       work = comm_.reduceScatter(wire, scatterParts_[nextLaunch_], type, op);
     } else {
       work = comm_.allreduce(wire, bucket.count, type, op);
@@ -305,7 +311,7 @@ double Reducer::sumOfSquares() const {
     std::optional<double> measured;
     if (b < launches_.size()) {
       DDP_CHECK(launches_[b].bucket == b, "buckets launched out of order");
-      measured = launches_[b].work->resultChecks().sumOfSquares;  // none for bfloat16 wires
+      measured = launches_[b].work->resultChecks().sumOfSquares;  // none for staged bfloat16
     }
     if (measured) {
       total += *measured;

@@ -222,20 +222,55 @@ WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t cou
 
 WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> bounds,
                                        DataType type, ReduceOp op) {
+  return reduceScatter(data, bounds, type, op, Rounding::kNone);
+}
+
+bool MpiCommunicator::reducesViaBFloat16InPlace(const void* data, std::size_t bytes) const {
+  return findRegion(data, bytes) != nullptr;
+}
+
+WorkPtr MpiCommunicator::allreduceViaBFloat16(float* data, std::size_t count, ReduceOp op) {
+  checkReduction("allreduceViaBFloat16", DataType::kBFloat16, op);
+  const std::uint64_t sequence = nextSequence();
+  return enqueue(
+      str("allreduce(float32 x ", count, " via bfloat16, ", reduceOpName(op), ")"),
+      [=, this](Work& work) {
+        auto region = findRegion(data, count * sizeof(float));
+        DDP_CHECK(region != nullptr, "allreduceViaBFloat16 on memory outside node shared memory");
+        // Note [bf16 rounding inside the reduction].
+        work.setResultChecks(region->allreduce(data, count, DataType::kFloat32, op, sequence,
+                                               options().timeout, options().sumOfSquares,
+                                               Rounding::kBFloat16));
+      });
+}
+
+WorkPtr MpiCommunicator::reduceScatterViaBFloat16(float* data, std::span<const std::size_t> bounds,
+                                                  ReduceOp op) {
+  checkReduction("reduceScatterViaBFloat16", DataType::kBFloat16, op);
+  return reduceScatter(data, bounds, DataType::kFloat32, op, Rounding::kBFloat16);
+}
+
+WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> bounds,
+                                       DataType type, ReduceOp op, Rounding rounding) {
   checkScatterBounds(bounds, size_);
   checkReduction("reduceScatter", type, op);
   const std::size_t count = bounds.back();
   std::vector<std::size_t> parts(bounds.begin(), bounds.end());
   const std::uint64_t sequence = nextSequence();
+  const bool viaBFloat16 = rounding == Rounding::kBFloat16;
   return enqueue(
-      str("reduce_scatter(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
+      str("reduce_scatter(", dataTypeName(type), " x ", count, viaBFloat16 ? " via bfloat16" : "",
+          ", ", reduceOpName(op), ")"),
       [=, this, parts = std::move(parts)](Work& work) {
         if (auto region = findRegion(data, count * sizeOf(type))) {
-          // Note [Node shared-memory reduce-scatter]: in place, measured while reducing.
+          // Note [Node shared-memory reduce-scatter]: in place, measured while
+          // reducing; Note [bf16 rounding inside the reduction].
           work.setResultChecks(region->reduceScatter(data, parts, type, op, sequence,
-                                                     options().timeout, options().sumOfSquares));
+                                                     options().timeout, options().sumOfSquares,
+                                                     rounding));
           return;
         }
+        DDP_CHECK(!viaBFloat16, "reduceScatterViaBFloat16 on memory outside node shared memory");
         const auto r = static_cast<std::size_t>(rank_);
         const std::size_t element = sizeOf(type);
         const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
@@ -339,7 +374,9 @@ WorkPtr MpiCommunicator::gather(const void* send, void* recv, std::size_t count,
       });
 }
 
-std::shared_ptr<SharedRegion> MpiCommunicator::findRegion(const void* data, std::size_t bytes) {
+std::shared_ptr<SharedRegion> MpiCommunicator::findRegion(const void* data,
+                                                          std::size_t bytes) const {
+  std::lock_guard lock(regionsMutex_);
   std::shared_ptr<SharedRegion> found;
   std::erase_if(regions_, [&](const std::weak_ptr<SharedRegion>& weak) {
     auto region = weak.lock();
@@ -356,6 +393,7 @@ std::shared_ptr<void> MpiCommunicator::allocate(std::size_t bytes) {
     if (singleNode_ && size_ > 1) {
       try {
         auto region = std::make_shared<SharedRegion>(node_, bytes);
+        std::lock_guard lock(regionsMutex_);
         regions_.push_back(region);
         memory = std::shared_ptr<void>(region, region->data());
         return;

@@ -54,6 +54,13 @@ class MpiCommunicator final : public Communicator {
   // (Note [Node shared-memory all-reduce]); plain host memory otherwise.
   std::shared_ptr<void> allocate(std::size_t bytes) override;
   Memory allocatedMemory() const override { return Memory::kHost; }
+  // Node shared memory only (Note [bf16 rounding inside the reduction]):
+  // elsewhere the bytes cross MPI, and halving them is what the staged
+  // bfloat16 path is for.
+  bool reducesViaBFloat16InPlace(const void* data, std::size_t bytes) const override;
+  WorkPtr allreduceViaBFloat16(float* data, std::size_t count, ReduceOp op) override;
+  WorkPtr reduceScatterViaBFloat16(float* data, std::span<const std::size_t> bounds,
+                                   ReduceOp op) override;
 
   using Communicator::allgather;
   using Communicator::allreduce;
@@ -66,13 +73,18 @@ class MpiCommunicator final : public Communicator {
   };
   WorkPtr enqueue(std::string what, std::function<void(Work&)> run);
   void loop();
-  // The live shared region holding [data, data + bytes), or null. Comm thread.
-  std::shared_ptr<SharedRegion> findRegion(const void* data, std::size_t bytes);
+  // The live shared region holding [data, data + bytes), or null. Any thread.
+  std::shared_ptr<SharedRegion> findRegion(const void* data, std::size_t bytes) const;
+  // The reduce-scatter behind reduceScatter() and reduceScatterViaBFloat16().
+  WorkPtr reduceScatter(void* data, std::span<const std::size_t> bounds, DataType type, ReduceOp op,
+                        Rounding rounding);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm node_ = MPI_COMM_NULL;  // the ranks of comm_ on this node
   bool singleNode_ = false;
-  std::vector<std::weak_ptr<SharedRegion>> regions_;  // comm thread only
+  // Added by allocate() on the comm thread; read by findRegion() on any.
+  mutable std::mutex regionsMutex_;
+  mutable std::vector<std::weak_ptr<SharedRegion>> regions_;
   // The plain path's per-rank piece counts, displacements and part checks,
   // kept so that a collective allocates none of its own. Comm thread only.
   std::vector<int> pieceCounts_, pieceDisplacements_;

@@ -28,6 +28,8 @@ constexpr std::size_t kBlock = 4096;     // elements summed per pass, kept in L1
 constexpr std::uint32_t kAllgatherOp = 0xFFFFFFFF;
 // Set in Control::op of a reduce-scatter (beside its ReduceOp).
 constexpr std::uint32_t kReduceScatterFlag = 0x100;
+// Set in Control::op of a reduction that rounds to bfloat16 (Rounding::kBFloat16).
+constexpr std::uint32_t kBFloat16RoundingFlag = 0x200;
 
 std::size_t roundUp(std::size_t value, std::size_t to) {
   return (value + to - 1) / to * to;
@@ -132,6 +134,37 @@ bool reduceChunkBFloat16(const std::vector<std::uint16_t*>& buffers, std::size_t
     toBFloat16(acc, rounded.data(), length);
     nonFinite = nonFinite || anyNonFiniteBFloat16(rounded.data(), length);
     store(rounded.data(), block, length, buffers, bounds);
+  }
+  return nonFinite;
+}
+
+// Note [bf16 rounding inside the reduction] (comm/communicator.h): float32
+// sources, each value rounded to bfloat16 as it is read, summed in float32 in
+// rank order, scaled, and the result rounded again and stored as float32.
+// reduceChunkBFloat16's operations in its order, on the staged bfloat16
+// copies: the same bits. Returns whether the stored result holds a NaN or an
+// infinity; `squares` (may be null) gets the sum of its squares added.
+bool reduceChunkViaBFloat16(const std::vector<float*>& buffers, std::size_t begin, std::size_t end,
+                            ReduceOp op, int world, double* squares, const std::size_t* bounds) {
+  bool nonFinite = false;
+  static thread_local std::vector<float> scratch(kBlock);
+  float* acc = scratch.data();
+  const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world) : 1.0f;
+  for (std::size_t block = begin; block < end; block += kBlock) {
+    const std::size_t length = std::min(end, block + kBlock) - block;
+    const float* first = buffers[0] + block;
+    for (std::size_t i = 0; i < length; ++i)
+      acc[i] = roundedToBFloat16(first[i]);
+    for (std::size_t s = 1; s < buffers.size(); ++s) {
+      const float* c = buffers[s] + block;
+      for (std::size_t i = 0; i < length; ++i)
+        acc[i] += roundedToBFloat16(c[i]);
+    }
+    for (std::size_t i = 0; i < length; ++i)
+      acc[i] = roundedToBFloat16(acc[i] * scale);
+    nonFinite = nonFinite || anyNonFinite(acc, length);
+    if (squares != nullptr) *squares += sumOfSquares(acc, length);
+    store(acc, block, length, buffers, bounds);
   }
   return nonFinite;
 }
@@ -269,22 +302,29 @@ void SharedRegion::arrive(std::size_t offset, std::size_t count, DataType type, 
 
 ResultChecks SharedRegion::allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
                                      std::uint64_t sequence, std::chrono::milliseconds timeout,
-                                     bool sumOfSquares) {
-  return reduce(data, count, nullptr, type, op, sequence, timeout, sumOfSquares);
+                                     bool sumOfSquares, Rounding rounding) {
+  return reduce(data, count, nullptr, type, op, sequence, timeout, sumOfSquares, rounding);
 }
 
 // Note [Node shared-memory reduce-scatter].
 ResultChecks SharedRegion::reduceScatter(void* data, std::span<const std::size_t> bounds,
                                          DataType type, ReduceOp op, std::uint64_t sequence,
-                                         std::chrono::milliseconds timeout, bool sumOfSquares) {
+                                         std::chrono::milliseconds timeout, bool sumOfSquares,
+                                         Rounding rounding) {
   DDP_CHECK(bounds.size() == static_cast<std::size_t>(size_) + 1,
             "shared-memory reduce-scatter: one part per node rank (a one-node job)");
-  return reduce(data, bounds.back(), bounds.data(), type, op, sequence, timeout, sumOfSquares);
+  return reduce(data, bounds.back(), bounds.data(), type, op, sequence, timeout, sumOfSquares,
+                rounding);
 }
 
 ResultChecks SharedRegion::reduce(void* data, std::size_t count, const std::size_t* bounds,
                                   DataType type, ReduceOp op, std::uint64_t sequence,
-                                  std::chrono::milliseconds timeout, bool sumOfSquares) {
+                                  std::chrono::milliseconds timeout, bool sumOfSquares,
+                                  Rounding rounding) {
+  const bool viaBFloat16 = rounding == Rounding::kBFloat16;
+  DDP_CHECK(!viaBFloat16 ||
+                (type == DataType::kFloat32 && (op == ReduceOp::kSum || op == ReduceOp::kAvg)),
+            "shared-memory reduction via bfloat16: float32 sums and averages only");
   const std::size_t element = sizeOf(type);
   const std::size_t offset =
       static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
@@ -295,8 +335,9 @@ ResultChecks SharedRegion::reduce(void* data, std::size_t count, const std::size
     for (int q = 0; q <= size_; ++q)
       boundsHash = (boundsHash ^ bounds[q]) * 1099511628211ull;
   }
-  const std::uint32_t mark =
-      static_cast<std::uint32_t>(op) | (bounds != nullptr ? kReduceScatterFlag : 0u);
+  const std::uint32_t mark = static_cast<std::uint32_t>(op) |
+                             (bounds != nullptr ? kReduceScatterFlag : 0u) |
+                             (viaBFloat16 ? kBFloat16RoundingFlag : 0u);
   arrive(offset, count, type, mark, sumOfSquares, boundsHash, sequence, timeout);
 
   // The chunks are the all-reduce's whether or not the result is scattered:
@@ -319,6 +360,14 @@ ResultChecks SharedRegion::reduce(void* data, std::size_t count, const std::size
   };
   switch (type) {
     case DataType::kFloat32:
+      if (viaBFloat16) {
+        std::vector<float*> buffers;
+        for (void* segment : segments_)
+          buffers.push_back(reinterpret_cast<float*>(static_cast<char*>(segment) + offset));
+        nonFinite = reduceChunkViaBFloat16(buffers, begin, end, op, size_,
+                                           squares ? &chunkSquares : nullptr, bounds);
+        break;
+      }
       run(static_cast<float*>(nullptr));
       break;
     case DataType::kFloat64:

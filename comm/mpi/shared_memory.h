@@ -69,6 +69,11 @@
 
 namespace ddp::comm {
 
+// How a float32 reduction treats its values: as they are, or each rank's
+// rounded to bfloat16 as it is read and the result rounded again (Note [bf16
+// rounding inside the reduction] in comm/communicator.h).
+enum class Rounding { kNone, kBFloat16 };
+
 class SharedRegion {
  public:
   // Collective over `node` (all ranks of one node). Maps `bytes` bytes per rank.
@@ -89,10 +94,11 @@ class SharedRegion {
   // CommTimeoutError if a peer does not arrive within `timeout`. Returns
   // what it learnt of the result (floating types: whether it is finite; for
   // float32 with `sumOfSquares`, the sum of its squares; comm/finite.h);
-  // every rank must pass the same `sumOfSquares`.
+  // every rank must pass the same `sumOfSquares` and `rounding`
+  // (Rounding::kBFloat16: float32, sum or average only).
   ResultChecks allreduce(void* data, std::size_t count, DataType type, ReduceOp op,
                          std::uint64_t sequence, std::chrono::milliseconds timeout,
-                         bool sumOfSquares = false);
+                         bool sumOfSquares = false, Rounding rounding = Rounding::kNone);
   // In-place reduce-scatter (Note [Node shared-memory reduce-scatter]):
   // node rank r ends with the reduction of elements [bounds[r], bounds[r+1])
   // of `data` (in this rank's segment), the rest unspecified; the checks
@@ -100,7 +106,7 @@ class SharedRegion {
   // communicator's ranks. Communication thread; throws as allreduce() does.
   ResultChecks reduceScatter(void* data, std::span<const std::size_t> bounds, DataType type,
                              ReduceOp op, std::uint64_t sequence, std::chrono::milliseconds timeout,
-                             bool sumOfSquares = false);
+                             bool sumOfSquares = false, Rounding rounding = Rounding::kNone);
   // In-place all-gather (Note [Node shared-memory all-gather]): `data` (in
   // this rank's segment) holds node rank r's `count` elements at r x count,
   // this rank's already in place. Node ranks must be the communicator's ranks
@@ -120,7 +126,7 @@ class SharedRegion {
   // The all-reduce (`bounds` null) or reduce-scatter of `count` elements.
   ResultChecks reduce(void* data, std::size_t count, const std::size_t* bounds, DataType type,
                       ReduceOp op, std::uint64_t sequence, std::chrono::milliseconds timeout,
-                      bool sumOfSquares);
+                      bool sumOfSquares, Rounding rounding);
 
   int rank_ = 0;
   int size_ = 1;

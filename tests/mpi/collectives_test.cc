@@ -5,13 +5,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "comm/agreement.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "runtime/error.h"
+#include "runtime/str.h"
 #include "test_comm.h"
 
 namespace ddp::comm {
@@ -473,6 +476,116 @@ TEST_P(SharedMemoryAllreduce, SumAverageMaxAtAnOffsetInsideTheAllocation) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, SharedMemoryAllreduce, ::testing::Values(1, 3, 17, 1000, 1 << 20),
                          [](const auto& info) { return "n" + std::to_string(info.param); });
+
+// Note [bf16 rounding inside the reduction]: rounding each rank's float32
+// values inside the shared-memory reduction gives, bit for bit, what the
+// staged path gives (narrow into bfloat16 memory, a kBFloat16 collective,
+// widen), checks included: on random rank-seeded values mixed with ties,
+// overflow, subnormals, infinities and a NaN on one rank, for sums and
+// averages, all-reduced or reduce-scattered (each rank's own part).
+struct ViaBFloat16Case {
+  std::size_t count;
+  ReduceOp op;
+  bool scatter;
+  friend std::ostream& operator<<(std::ostream& out, const ViaBFloat16Case& c) {
+    return out << c.count << " x " << reduceOpName(c.op) << (c.scatter ? ", scattered" : "");
+  }
+};
+
+class ViaBFloat16 : public ::testing::TestWithParam<ViaBFloat16Case> {};
+
+std::uint32_t bitsOf(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+TEST_P(ViaBFloat16, GivesTheStagedPathsBitsAndChecks) {
+  CommOptions options;
+  options.timeout = std::chrono::seconds(60);
+  options.sumOfSquares = true;
+  MpiCommunicator comm(MPI_COMM_WORLD, options);
+  const auto [count, op, scatter] = GetParam();
+  const int n = comm.size(), r = comm.rank();
+  auto gradients = comm.allocate(count * sizeof(float));
+  auto staging = comm.allocate(count * sizeof(std::uint16_t));
+  float* data = static_cast<float*>(gradients.get());
+  if (n == 1) {  // no shared memory in a world of one: the staged path is the only one
+    EXPECT_FALSE(comm.reducesViaBFloat16InPlace(data, count * sizeof(float)));
+    EXPECT_THROW(comm.allreduceViaBFloat16(data, count, op)->wait(std::chrono::seconds(60)),
+                 InternalError);
+    return;
+  }
+  ASSERT_TRUE(comm.reducesViaBFloat16InPlace(data, count * sizeof(float)));
+  EXPECT_FALSE(comm.reducesViaBFloat16InPlace(data, (count + 1) * sizeof(float) + 4096));
+  std::vector<float> plain(count);
+  EXPECT_FALSE(comm.reducesViaBFloat16InPlace(plain.data(), count * sizeof(float)));
+
+  std::mt19937 random(static_cast<std::uint32_t>(31 + r));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float specials[] = {1.0f + 0x1.0p-8f,  // a tie: rounds to even (down)
+                            1.0f + 0x3.0p-8f,  // a tie: rounds to even (up)
+                            3.0e38f,           // sums past float32's range
+                            0x1.0p-140f,       // subnormal
+                            -std::numeric_limits<float>::infinity()};
+  for (std::size_t i = 0; i < count; ++i) {
+    data[i] = normal(random) * std::ldexp(1.0f, static_cast<int>(i % 40) - 20);
+    if (i % 101 == 3) data[i] = specials[(i / 101 + static_cast<std::size_t>(r)) % 5];
+  }
+  if (count > 50 && r == n - 1) data[count / 2] = std::nanf("");
+  std::vector<float> expected(data, data + count);
+  auto* rounded = static_cast<std::uint16_t*>(staging.get());
+  comm.narrowToBFloat16(expected.data(), rounded, count);
+
+  std::vector<std::size_t> bounds;
+  for (int q = 0; q <= n; ++q)  // uneven parts, the first one empty
+    bounds.push_back(q == 0 ? 0 : count * static_cast<std::size_t>(q * q) / (n * n));
+  const WorkPtr staged = scatter ? comm.reduceScatter(rounded, bounds, DataType::kBFloat16, op)
+                                 : comm.allreduce(rounded, count, DataType::kBFloat16, op);
+  staged->wait(std::chrono::seconds(60));
+  comm.widenFromBFloat16(rounded, expected.data(), count);
+  const WorkPtr fused = scatter ? comm.reduceScatterViaBFloat16(data, bounds, op)
+                                : comm.allreduceViaBFloat16(data, count, op);
+  fused->wait(std::chrono::seconds(60));
+
+  const auto mine = static_cast<std::size_t>(r);
+  const std::size_t begin = scatter ? bounds[mine] : 0, end = scatter ? bounds[mine + 1] : count;
+  double squares = 0.0;
+  for (std::size_t i = begin; i < end; ++i) {
+    ASSERT_EQ(bitsOf(data[i]), bitsOf(expected[i]))
+        << "element " << i << ": " << data[i] << " against the staged " << expected[i];
+    if (!scatter) squares += static_cast<double>(data[i]) * data[i];
+  }
+  EXPECT_EQ(fused->resultChecks().nonFinite, staged->resultChecks().nonFinite);
+  EXPECT_EQ(fused->resultChecks().nonFinite.value_or(false), count > 50);
+  ASSERT_TRUE(fused->resultChecks().sumOfSquares.has_value());
+  if (!scatter && count <= 50) {
+    EXPECT_NEAR(*fused->resultChecks().sumOfSquares, squares, 1e-12 * squares);
+  }
+
+  // A rank that rounds while another does not is a mismatch, not garbage.
+  try {
+    const WorkPtr work = r == 0 ? comm.allreduceViaBFloat16(data, count, ReduceOp::kSum)
+                                : comm.allreduce(data, count, DataType::kFloat32, ReduceOp::kSum);
+    work->wait(std::chrono::seconds(60));
+    FAIL() << "no error";
+  } catch (const MismatchError& e) {
+    EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ViaBFloat16,
+                         ::testing::Values(ViaBFloat16Case{1, ReduceOp::kSum, false},
+                                           ViaBFloat16Case{17, ReduceOp::kAvg, false},
+                                           ViaBFloat16Case{4099, ReduceOp::kSum, false},
+                                           ViaBFloat16Case{(1 << 20) + 3, ReduceOp::kAvg, false},
+                                           ViaBFloat16Case{17, ReduceOp::kSum, true},
+                                           ViaBFloat16Case{(1 << 20) + 3, ReduceOp::kAvg, true}),
+                         [](const auto& info) {
+                           return str("n", info.param.count,
+                                      info.param.op == ReduceOp::kSum ? "_sum" : "_avg",
+                                      info.param.scatter ? "_scattered" : "");
+                         });
 
 TEST(SharedMemoryAllreduce, RanksThatDisagreeGetAMismatchErrorNotGarbage) {
   auto comm = makeTestComm();

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 namespace ddp::comm {
@@ -37,6 +39,35 @@ TEST(BFloat16, RelativeErrorIsAtMostTwoToTheMinusEight) {
 TEST(BFloat16, InfinityAndNanSurvive) {
   EXPECT_TRUE(std::isinf(fromBFloat16(toBFloat16(std::numeric_limits<float>::infinity()))));
   EXPECT_TRUE(std::isnan(fromBFloat16(toBFloat16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+// roundedToBFloat16 (the shared-memory reduction's rounding: Note [bf16
+// rounding inside the reduction]) must give the round trip's bits: on every
+// high half with the low halves where rounding decides (zero, just below,
+// at and above the tie, all ones), which covers every sign, exponent,
+// infinity and NaN payload class, and on a stride through all 2^32 patterns.
+TEST(BFloat16, RoundedInPlaceIsTheRoundTripBitForBit) {
+  const auto check = [](std::uint32_t bits) {
+    float value;
+    std::memcpy(&value, &bits, 4);
+    const float expected = fromBFloat16(toBFloat16(value));
+    const float rounded = roundedToBFloat16(value);
+    std::uint32_t got, want;
+    std::memcpy(&got, &rounded, 4);
+    std::memcpy(&want, &expected, 4);
+    return got == want;
+  };
+  std::uint64_t wrong = 0, first = 0;
+  for (std::uint32_t high = 0; high < 0x10000u; ++high) {
+    for (std::uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
+      const std::uint32_t bits = high << 16 | low;
+      if (!check(bits) && wrong++ == 0) first = bits;
+    }
+  }
+  for (std::uint64_t bits = 0; bits < (std::uint64_t{1} << 32); bits += 251) {
+    if (!check(static_cast<std::uint32_t>(bits)) && wrong++ == 0) first = bits;
+  }
+  EXPECT_EQ(wrong, 0u) << "first wrong pattern 0x" << std::hex << first;
 }
 
 }  // namespace
