@@ -1,16 +1,9 @@
 #include "comm/nccl/bfloat16_kernels.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/grid.cuh"
 
 namespace ddp::comm {
 namespace {
-
-constexpr unsigned kThreads = 256;
-constexpr std::size_t kMaxBlocks = 65535u * 32u;
-
-unsigned blocksFor(std::size_t count) {
-  const std::size_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
 
 // The same integer steps as comm/bfloat16.h's toBFloat16, so both sides
 // round alike.
@@ -24,14 +17,12 @@ __device__ std::uint16_t roundToBFloat16(float value) {
 }
 
 __global__ void narrowKernel(const float* in, std::uint16_t* out, std::size_t count) {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::size_t{gridDim.x} * blockDim.x)
+  for (std::size_t i = ddp::cuda::gridIndex(); i < count; i += ddp::cuda::gridStride())
     out[i] = roundToBFloat16(in[i]);
 }
 
 __global__ void widenKernel(const std::uint16_t* in, float* out, std::size_t count) {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::size_t{gridDim.x} * blockDim.x)
+  for (std::size_t i = ddp::cuda::gridIndex(); i < count; i += ddp::cuda::gridStride())
     out[i] = __uint_as_float(std::uint32_t{in[i]} << 16);
 }
 
@@ -39,13 +30,15 @@ __global__ void widenKernel(const std::uint16_t* in, float* out, std::size_t cou
 
 void bfloat16OnDevice(const float* in, std::uint16_t* out, std::size_t count, cudaStream_t stream) {
   if (count == 0) return;
-  narrowKernel<<<blocksFor(count), kThreads, 0, stream>>>(in, out, count);
+  narrowKernel<<<ddp::cuda::blocksFor(count), ddp::cuda::kThreadsPerBlock, 0, stream>>>(in, out,
+                                                                                        count);
   DDP_CUDA_CHECK_LAUNCH();
 }
 
 void float32OnDevice(const std::uint16_t* in, float* out, std::size_t count, cudaStream_t stream) {
   if (count == 0) return;
-  widenKernel<<<blocksFor(count), kThreads, 0, stream>>>(in, out, count);
+  widenKernel<<<ddp::cuda::blocksFor(count), ddp::cuda::kThreadsPerBlock, 0, stream>>>(in, out,
+                                                                                       count);
   DDP_CUDA_CHECK_LAUNCH();
 }
 

@@ -3,44 +3,39 @@
 
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/grid.cuh"
 #include "trainer/clip.h"
 #include "trainer/cuda/kernels.h"
 
 namespace ddp::trainer::cuda {
 namespace {
 
-constexpr unsigned kThreads = 256;
+using ddp::cuda::blocksFor;
+// The block size of every kernel here; the norms' shared arrays and
+// reduction trees are sized by it.
+constexpr unsigned kThreads = ddp::cuda::kThreadsPerBlock;
 constexpr unsigned kWarp = 32;
 
-unsigned blocksFor(std::size_t count) {
-  const std::size_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535u * 32u ? (blocks > 0 ? blocks : 1) : 65535u * 32u);
-}
-
-// Grid-stride loops: any count works with a bounded grid.
+// Elementwise kernels: grid-stride loops (runtime/cuda/grid.cuh).
 __global__ void fillKernel(float* data, std::size_t count, float value) {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::size_t{gridDim.x} * blockDim.x)
+  for (std::size_t i = ddp::cuda::gridIndex(); i < count; i += ddp::cuda::gridStride())
     data[i] = value;
 }
 
 __global__ void broadcastRowsKernel(const float* bias, float* y, std::size_t rows,
                                     std::size_t cols) {
   const std::size_t count = rows * cols;
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::size_t{gridDim.x} * blockDim.x)
+  for (std::size_t i = ddp::cuda::gridIndex(); i < count; i += ddp::cuda::gridStride())
     y[i] = bias[i % cols];
 }
 
 __global__ void reluForwardKernel(const float* x, float* y, std::size_t count) {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::size_t{gridDim.x} * blockDim.x)
+  for (std::size_t i = ddp::cuda::gridIndex(); i < count; i += ddp::cuda::gridStride())
     y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
 __global__ void reluBackwardKernel(const float* y, const float* dy, float* dx, std::size_t count) {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::size_t{gridDim.x} * blockDim.x)
+  for (std::size_t i = ddp::cuda::gridIndex(); i < count; i += ddp::cuda::gridStride())
     dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
@@ -120,8 +115,7 @@ __global__ void softmaxBackwardKernel(const float* probabilities, const std::int
                                       float* grad, std::size_t rows, std::size_t classes,
                                       float scale) {
   const std::size_t count = rows * classes;
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::size_t{gridDim.x} * blockDim.x) {
+  for (std::size_t i = ddp::cuda::gridIndex(); i < count; i += ddp::cuda::gridStride()) {
     const std::size_t row = i / classes, c = i % classes;
     float g = probabilities[i] * scale;
     if (static_cast<std::size_t>(labels[row]) == c) g -= scale;
@@ -134,8 +128,7 @@ __global__ void sgdKernel(float* p, const float* grad, float* buf, std::size_t c
                           const float* gradScale) {
   if (skip != nullptr && *skip != 0) return;  // the same for every thread: no divergence
   const float scale = gradScale != nullptr ? *gradScale : 1.0f;
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::size_t{gridDim.x} * blockDim.x) {
+  for (std::size_t i = ddp::cuda::gridIndex(); i < count; i += ddp::cuda::gridStride()) {
     const float g = grad[i] * scale + wd * p[i];
     if (mu == 0.0f) {
       p[i] -= lr * g;
@@ -163,8 +156,7 @@ __global__ void adamwKernel(float* p, const float* grad, float* m, float* v, std
   const float scale = gradScale != nullptr ? *gradScale : 1.0f;
   const float stepSize = factors[0], correction2Sqrt = factors[1];
   const float take1 = static_cast<float>(1.0 - beta1), take2 = static_cast<float>(1.0 - beta2);
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::size_t{gridDim.x} * blockDim.x) {
+  for (std::size_t i = ddp::cuda::gridIndex(); i < count; i += ddp::cuda::gridStride()) {
     const float g = grad[i] * scale;
     const float mi = m[i] * beta1 + g * take1;
     const float vi = v[i] * beta2 + take2 * g * g;
@@ -176,8 +168,7 @@ __global__ void adamwKernel(float* p, const float* grad, float* m, float* v, std
 
 __global__ void flagNonFiniteKernel(const float* data, std::size_t count, std::int32_t* flag) {
   bool bad = false;
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::size_t{gridDim.x} * blockDim.x)
+  for (std::size_t i = ddp::cuda::gridIndex(); i < count; i += ddp::cuda::gridStride())
     bad = bad || !isfinite(data[i]);
   // Every writer stores the same value, so plain stores race harmlessly; one
   // per warp keeps them few.
