@@ -11,7 +11,7 @@
 //
 //   mpirun -np N ddp_bench --profile resnet50 [--bucket-cap-mb 1,5,25,100,inf,auto]
 //       [--steps 10] [--warmup 3] [--work K | --backward-ms T] [--batch B] [--threads T]
-//       [--device cpu|cuda] [--json FILE]
+//       [--device cpu|cuda] [--grad-compression none|bf16] [--json FILE]
 //   ddp_bench --profile resnet50 --describe      (the profile's layers as JSON)
 //
 // For each cap (in MiB; inf: one bucket; auto: BucketCapTuner picks, Note
@@ -20,7 +20,8 @@
 // labels throughput), and the exposed communication fraction (the wait in
 // Reducer::finalize over the step). After each cap's last step every rank's
 // reduced gradients are compared (a hash, all-gathered): replicas that differ
-// are counted as wrong, and the program then exits 1.
+// are counted as wrong, and the program then exits 1. --grad-compression
+// bf16 reduces as ddp_train's option does (comm/reducer.h, GradCompression).
 //
 // The caps are measured side by side: one Reducer re-partitioned per step
 // (Reducer::setBucketCaps), the caps taking turns in serpentine rounds, as
@@ -76,6 +77,7 @@ struct Options {
   std::size_t batch = 32;
   int threads = 0;    // BLAS threads per rank; 0: the rank's share (Note [Threads per rank])
   bool cuda = false;  // --device cuda
+  comm::GradCompression compression = comm::GradCompression::kNone;
   std::string json;
   bool describe = false;  // print the profile as JSON and exit (no MPI)
 };
@@ -145,6 +147,10 @@ Options parse(int argc, char** argv) {
       o.cuda = value == "cuda";
       if (o.cuda && !trainer::cudaBuild())
         throw UsageError("--device cuda: this ddp_bench was built without CUDA");
+    } else if (flag == "--grad-compression") {
+      if (value != "none" && value != "bf16")
+        throw UsageError(str("--grad-compression: unknown '", value, "' (known: none, bf16)"));
+      o.compression = value == "bf16" ? comm::GradCompression::kBf16 : comm::GradCompression::kNone;
     } else if (flag == "--json") {
       o.json = value;
     } else {
@@ -155,12 +161,17 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-comm::ReducerOptions reducerOptions(std::size_t cap) {
+comm::ReducerOptions reducerOptions(std::size_t cap, comm::GradCompression compression) {
   comm::ReducerOptions r;
   r.bucketCapBytes = cap;
   r.firstBucketBytes = std::min<std::size_t>(std::size_t{1} << 20, cap);
   r.gradientsPreScaled = true;
+  r.compression = compression;
   return r;
+}
+
+const char* compressionName(comm::GradCompression compression) {
+  return compression == comm::GradCompression::kBf16 ? "bf16" : "none";
 }
 
 // What a cap's reduced gradients were, after its last step.
@@ -190,7 +201,7 @@ double slowestMedian(std::vector<double> values) {
 }
 
 void useCap(comm::Reducer& reducer, std::size_t cap) {
-  const comm::ReducerOptions r = reducerOptions(cap);
+  const comm::ReducerOptions r = reducerOptions(cap, comm::GradCompression::kNone);
   reducer.setBucketCaps(r.firstBucketBytes, r.bucketCapBytes);
 }
 
@@ -270,7 +281,8 @@ void measureSideBySide(std::vector<CapResult>& results, EmulatedModel& model,
 
 // Scales --work so that one rank's backward takes about `targetMs`.
 void calibrate(EmulatedModel& model, comm::Communicator& comm, double targetMs) {
-  comm::Reducer reducer(comm, model.specs(), reducerOptions(comm::kSingleBucket));
+  comm::Reducer reducer(comm, model.specs(),
+                        reducerOptions(comm::kSingleBucket, comm::GradCompression::kNone));
   model.step(reducer);
   std::vector<double> times;
   for (int i = 0; i < 3; ++i)
@@ -377,20 +389,21 @@ int runOn(const World& world, const Options& o) {
   if (world.rank() == 0) {
     std::printf(
         "# ddp_bench: %s (%zu tensors, %.1fM parameters, %.1f MiB of gradients), %d ranks "
-        "on %d node(s), backend %s, device %s, %d BLAS thread(s) per rank, work K=%zu, batch %zu "
-        "per rank, median of "
+        "on %d node(s), backend %s, device %s, gradients reduced as %s, %d BLAS thread(s) per "
+        "rank, work K=%zu, batch %zu per rank, median of "
         "%zu steps per cap, the caps "
         "taking turns step by step after %zu warm-up rounds (slowest rank)\n",
         profile.name.c_str(), profile.tensorCount(),
         static_cast<double>(profile.parameterCount()) / 1e6,
         static_cast<double>(profile.parameterCount()) * 4 / kMiB, n, world.nodeCount(),
-        comm.backendName().c_str(), placement.summary.c_str(), threads, model.work(), o.batch,
-        o.steps, o.warmup);
+        comm.backendName().c_str(), placement.summary.c_str(),
+        o.compression == comm::GradCompression::kBf16 ? "bfloat16" : "float32", threads,
+        model.work(), o.batch, o.steps, o.warmup);
     std::printf("%8s %8s %8s %9s %9s %9s %9s %9s %11s %8s %6s\n", "cap(MiB)", "chosen", "buckets",
                 "step(ms)", "fwd", "bwd", "comm", "opt", "samples/s", "exposed", "#wrong");
   }
   // One Reducer for every cap: the storage is allocated and paged in once.
-  comm::Reducer reducer(comm, model.specs(), reducerOptions(comm::kSingleBucket));
+  comm::Reducer reducer(comm, model.specs(), reducerOptions(comm::kSingleBucket, o.compression));
   // The first steps of a process are slower (first touch of the parameters,
   // the GEMM inputs and shared memory; clocks ramping up): take them here,
   // so that neither the tuner nor the first cap pays for them.
@@ -423,6 +436,7 @@ int runOn(const World& world, const Options& o) {
                                 {"nodes", world.nodeCount()},
                                 {"backend", comm.backendName()},
                                 {"device", o.cuda ? "cuda" : "cpu"},
+                                {"grad_compression", compressionName(o.compression)},
                                 {"work", model.work()},
                                 {"blas_threads", threads},
                                 {"batch", o.batch},
