@@ -1,0 +1,207 @@
+// bf16_reduce_bench: what --grad-compression bf16 costs a bucket's
+// all-reduce on the MPI backend, against float32, swept over sizes.
+//
+//   mpirun -np N bf16_reduce_bench [-b 64K] [-e 256M] [-f 4] [-n 10] [-w 2] [--memory shared|plain]
+//
+// Per size (the float32 gradients' bytes), three ways to average them, each
+// issued as the Reducer issues it (Communicator calls, then Work::wait) and
+// timed as the median over iterations of the slowest rank:
+//   float32   the all-reduce of the gradients themselves;
+//   staged    narrowToBFloat16 into a staging buffer, the kBFloat16
+//             all-reduce, widenFromBFloat16 back (the path between nodes);
+//   in place  allreduceViaBFloat16: each rank's values rounded inside the
+//             node shared-memory sum (Note [bf16 rounding inside the
+//             reduction] in comm/communicator.h); only where
+//             reducesViaBFloat16InPlace() (shared memory, two ranks or more).
+// The buffers come from Communicator::allocate() (--memory shared, the
+// Reducer's) or are plain vectors (--memory plain: MPI's path). Rank r
+// contributes r + (i % 7) at element i: small integers, exact in bfloat16,
+// so every path's sum has the closed form n(n-1)/2 + n(i % 7), checked on
+// every element after every call (#wrong; the program exits 1 if any).
+// The rounding itself is tested bit for bit elsewhere
+// (tests/mpi/collectives_test.cc, ViaBFloat16).
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/mpi/mpi_communicator.h"
+#include "runtime/world.h"
+
+namespace {
+
+using ddp::comm::DataType;
+using ddp::comm::ReduceOp;
+constexpr auto kWait = std::chrono::minutes(5);
+
+std::size_t parseSize(const std::string& text) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (*end == 'K' || *end == 'k') value *= 1 << 10;
+  if (*end == 'M' || *end == 'm') value *= 1 << 20;
+  if (*end == 'G' || *end == 'g') value *= 1 << 30;
+  return static_cast<std::size_t>(value);
+}
+
+struct Options {
+  std::size_t begin = 64 << 10, end = 256 << 20, factor = 4;
+  int iterations = 10, warmup = 2;
+  bool shared = true;
+};
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "-b") {
+      o.begin = parseSize(value);
+    } else if (flag == "-e") {
+      o.end = parseSize(value);
+    } else if (flag == "-f") {
+      o.factor = parseSize(value);
+    } else if (flag == "-n") {
+      o.iterations = std::atoi(value.c_str());
+    } else if (flag == "-w") {
+      o.warmup = std::atoi(value.c_str());
+    } else if (flag == "--memory" && (value == "shared" || value == "plain")) {
+      o.shared = value == "shared";
+    } else {
+      return false;
+    }
+  }
+  return argc % 2 == 1 && o.begin >= 4 && o.end >= o.begin && o.factor >= 2 && o.iterations >= 1 &&
+         o.warmup >= 0;
+}
+
+struct Measured {
+  double micros = 0.0;
+  long wrong = 0;
+};
+
+// Median over iterations of the slowest rank's time; wrong elements summed
+// over iterations and ranks.
+Measured measure(const Options& o, const std::function<void()>& prepare,
+                 const std::function<void()>& call, const std::function<long()>& check) {
+  std::vector<double> times;
+  long wrong = 0;
+  for (int i = 0; i < o.warmup + o.iterations; ++i) {
+    prepare();
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double start = MPI_Wtime();
+    call();
+    const double elapsed = MPI_Wtime() - start;
+    wrong += check();
+    if (i >= o.warmup) times.push_back(elapsed * 1e6);
+  }
+  std::vector<double> worst(times.size());
+  MPI_Allreduce(times.data(), worst.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
+  std::nth_element(worst.begin(), worst.begin() + static_cast<long>(worst.size() / 2), worst.end());
+  Measured m;
+  m.micros = worst[worst.size() / 2];
+  MPI_Allreduce(&wrong, &m.wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, o)) {
+    std::fprintf(stderr,
+                 "usage: bf16_reduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] "
+                 "[-w warmup] [--memory shared|plain]\n");
+    return 2;
+  }
+  ddp::World world;
+  const int n = world.size(), rank = world.rank();
+  long anyWrong = 0;
+  {
+    ddp::comm::MpiCommunicator comm(world.comm(), {});
+    const std::size_t most = o.end / sizeof(float);
+    std::shared_ptr<void> sharedData, sharedStaging;
+    std::vector<float> plainData;
+    std::vector<std::uint16_t> plainStaging;
+    float* data = nullptr;
+    std::uint16_t* staging = nullptr;
+    if (o.shared) {
+      sharedData = comm.allocate(most * sizeof(float));
+      sharedStaging = comm.allocate(most * sizeof(std::uint16_t));
+      data = static_cast<float*>(sharedData.get());
+      staging = static_cast<std::uint16_t*>(sharedStaging.get());
+    } else {
+      plainData.resize(most);
+      plainStaging.resize(most);
+      data = plainData.data();
+      staging = plainStaging.data();
+    }
+    const bool inPlace = comm.reducesViaBFloat16InPlace(data, most * sizeof(float));
+    if (rank == 0) {
+      std::printf(
+          "# bf16_reduce_bench: %d ranks on %d node(s), mpi, %s; float32 gradients "
+          "summed three ways, median of %d iterations (after %d warm-up) of the slowest "
+          "rank; busbw counts the float32 bytes (2(n-1)/n x size / time)\n",
+          n, world.nodeCount(),
+          o.shared ? "node shared memory from Communicator::allocate" : "plain memory",
+          o.iterations, o.warmup);
+      std::printf("#%11s   %10s %8s   %10s %8s %7s   %10s %8s %7s   %6s\n", "", "float32", "",
+                  "staged", "bf16", "", "in place", "bf16", "", "");
+      std::printf("#%11s   %10s %8s   %10s %8s %7s   %10s %8s %7s   %6s\n", "size", "time(us)",
+                  "busbw", "time(us)", "busbw", "/f32", "time(us)", "busbw", "/f32", "#wrong");
+    }
+    for (std::size_t bytes = o.begin; bytes <= o.end; bytes *= o.factor) {
+      const std::size_t count = bytes / sizeof(float);
+      std::vector<float> mine(count);
+      for (std::size_t i = 0; i < count; ++i)
+        mine[i] = static_cast<float>(rank + static_cast<int>(i % 7));
+      const auto fill = [&] { std::copy(mine.begin(), mine.end(), data); };
+      const auto check = [&] {
+        long wrong = 0;
+        for (std::size_t i = 0; i < count; ++i)
+          wrong += data[i] != static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(i % 7));
+        return wrong;
+      };
+      const Measured float32 = measure(
+          o, fill,
+          [&] { comm.allreduce(data, count, DataType::kFloat32, ReduceOp::kSum)->wait(kWait); },
+          check);
+      const Measured staged = measure(
+          o, fill,
+          [&] {
+            comm.narrowToBFloat16(data, staging, count);
+            comm.allreduce(staging, count, DataType::kBFloat16, ReduceOp::kSum)->wait(kWait);
+            comm.widenFromBFloat16(staging, data, count);
+          },
+          check);
+      Measured rounded;
+      if (inPlace) {
+        rounded = measure(
+            o, fill, [&] { comm.allreduceViaBFloat16(data, count, ReduceOp::kSum)->wait(kWait); },
+            check);
+      }
+      anyWrong += float32.wrong + staged.wrong + rounded.wrong;
+      if (rank != 0) continue;
+      const double bus = n == 1 ? 1.0 : 2.0 * (n - 1) / n;
+      const auto busbw = [&](double us) { return static_cast<double>(bytes) / us / 1e3 * bus; };
+      std::printf("%12zu   %10.1f %8.2f   %10.1f %8.2f %6.2fx", bytes, float32.micros,
+                  busbw(float32.micros), staged.micros, busbw(staged.micros),
+                  staged.micros / float32.micros);
+      if (inPlace) {
+        std::printf("   %10.1f %8.2f %6.2fx", rounded.micros, busbw(rounded.micros),
+                    rounded.micros / float32.micros);
+      } else {
+        std::printf("   %10s %8s %7s", "-", "-", "-");
+      }
+      std::printf("   %6ld\n", float32.wrong + staged.wrong + rounded.wrong);
+      std::fflush(stdout);
+    }
+  }
+  if (rank == 0) std::printf("# wrong results: %ld\n", anyWrong);
+  return anyWrong == 0 ? 0 : 1;
+}
