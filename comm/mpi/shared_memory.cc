@@ -35,7 +35,9 @@ constexpr std::uint32_t kBFloat16RoundingFlag = 0x200;
 // the CPU choosing at load time: for loops whose arithmetic, not memory, is
 // their cost (the rounding of reduceChunkViaBFloat16: 2.5x faster with AVX2,
 // benchmarks/RESULTS.md, "bf16 rounded inside the shared-memory sum").
-#if defined(__x86_64__) && defined(__GNUC__)
+// Not under ThreadSanitizer, whose processes crash at start-up with the
+// clones' resolver in them (scripts/sanitize.sh thread).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define DDP_ALSO_FOR_AVX2 __attribute__((target_clones("avx2", "default")))
 #else
 #define DDP_ALSO_FOR_AVX2
