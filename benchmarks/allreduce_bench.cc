@@ -71,6 +71,7 @@
 #include <thread>
 #include <vector>
 
+#include "benchmarks/mpi_bench.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "ddp_config.h"
 #include "runtime/world.h"
@@ -87,28 +88,6 @@ namespace {
 
 using ddp::comm::DataType;
 using ddp::comm::ReduceOp;
-
-std::size_t parseSize(const char* text) {
-  char* end = nullptr;
-  double value = std::strtod(text, &end);
-  switch (*end) {
-    case 'K':
-    case 'k':
-      value *= 1 << 10;
-      break;
-    case 'M':
-    case 'm':
-      value *= 1 << 20;
-      break;
-    case 'G':
-    case 'g':
-      value *= 1 << 30;
-      break;
-    default:
-      break;
-  }
-  return static_cast<std::size_t>(value);
-}
 
 enum class Collective { kAllreduce, kAllgather, kReduceScatter };
 
@@ -392,36 +371,6 @@ class NcclBench final : public Bench {
 };
 #endif
 
-struct Measured {
-  double micros = 0.0;
-  int wrong = 0;
-};
-
-// Median over iterations of the slowest rank's time, and the wrong elements
-// summed over iterations and ranks.
-Measured measure(int iterations, int warmup, const std::function<void()>& prepare,
-                 const std::function<void()>& call, const std::function<int()>& check) {
-  std::vector<double> times;
-  int wrong = 0;
-  for (int i = 0; i < warmup + iterations; ++i) {
-    prepare();
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double start = MPI_Wtime();
-    call();
-    const double elapsed = MPI_Wtime() - start;
-    wrong += check();
-    if (i >= warmup) times.push_back(elapsed * 1e6);
-  }
-  std::vector<double> worst(times.size());
-  MPI_Allreduce(times.data(), worst.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX,
-                MPI_COMM_WORLD);
-  std::nth_element(worst.begin(), worst.begin() + static_cast<long>(worst.size() / 2), worst.end());
-  Measured m;
-  m.micros = worst[worst.size() / 2];
-  MPI_Allreduce(&wrong, &m.wrong, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  return m;
-}
-
 int usage() {
   std::fprintf(stderr,
                "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] "
@@ -452,11 +401,11 @@ std::optional<Options> parse(int argc, char** argv) {
     if (i + 1 >= argc) return std::nullopt;
     const char* value = argv[i + 1];
     if (flag == "-b") {
-      o.begin = parseSize(value);
+      o.begin = ddp::bench::parseSize(value);
     } else if (flag == "-e") {
-      o.end = parseSize(value);
+      o.end = ddp::bench::parseSize(value);
     } else if (flag == "-f") {
-      o.factor = parseSize(value);
+      o.factor = ddp::bench::parseSize(value);
     } else if (flag == "-n") {
       o.iterations = std::atoi(value);
     } else if (flag == "-w") {
@@ -528,7 +477,7 @@ std::FILE* printHeader(const Options& o, const ddp::World& world, const Bench& b
 // One size's measurements.
 struct Row {
   std::size_t bytes = 0;
-  Measured outOfPlace, inPlace, raw, onThread;
+  ddp::bench::Measured outOfPlace, inPlace, raw, onThread;
 };
 
 // The row on stdout and, with --csv, in `csv`.
@@ -542,9 +491,9 @@ void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
   const double firstFactor = scatter && ranks > 1 ? 2.0 * ringSteps : busFactor;
   const std::size_t count = r.bytes / sizeof(float);
   const auto algbw = [&](double us) { return static_cast<double>(r.bytes) / us / 1e3; };  // GB/s
-  const Measured &oop = r.outOfPlace, &ip = r.inPlace, &raw = r.raw;
+  const ddp::bench::Measured &oop = r.outOfPlace, &ip = r.inPlace, &raw = r.raw;
   std::printf(
-      "%12zu %12zu %6s %6s   %10.1f %8.2f %8.2f %6d   %10.1f %8.2f %8.2f %6d   %10.1f "
+      "%12zu %12zu %6s %6s   %10.1f %8.2f %8.2f %6ld   %10.1f %8.2f %8.2f %6ld   %10.1f "
       "%8.2f %7.2f",
       r.bytes, count, "float", gather ? "none" : "sum", oop.micros, algbw(oop.micros),
       algbw(oop.micros) * firstFactor, oop.wrong, ip.micros, algbw(ip.micros),
@@ -555,12 +504,12 @@ void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
   std::printf("\n");
   std::fflush(stdout);
   if (csv == nullptr) return;
-  std::fprintf(csv, "%s,%s,%d,%zu,%zu,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%.4f,%d,%.3f,%.4f,%d",
+  std::fprintf(csv, "%s,%s,%d,%zu,%zu,%.3f,%.4f,%.4f,%ld,%.3f,%.4f,%.4f,%ld,%.3f,%.4f,%ld",
                o.backend.c_str(), o.backend == "mpi" ? o.memory.c_str() : "device", ranks, r.bytes,
                count, oop.micros, algbw(oop.micros), algbw(oop.micros) * firstFactor, oop.wrong,
                ip.micros, algbw(ip.micros), algbw(ip.micros) * busFactor, ip.wrong, raw.micros,
                algbw(raw.micros) * busFactor, raw.wrong);
-  if (o.threadFloor) std::fprintf(csv, ",%.3f,%d", r.onThread.micros, r.onThread.wrong);
+  if (o.threadFloor) std::fprintf(csv, ",%.3f,%ld", r.onThread.micros, r.onThread.wrong);
   std::fprintf(csv, ",%s\n", gather ? "allgather" : scatter ? "reducescatter" : "allreduce");
 }
 
@@ -588,7 +537,7 @@ int main(int argc, char** argv) {
     bench = std::make_unique<MpiBench>(world, o.collective, o.end, o.memory == "shared");
   }
   std::FILE* csv = rank == 0 ? printHeader(o, world, *bench) : nullptr;
-  int anyWrong = 0;
+  long anyWrong = 0;
   const bool gather = o.collective == Collective::kAllgather;
   const bool scatter = o.collective == Collective::kReduceScatter;
   const auto ranks = static_cast<std::size_t>(n);
@@ -631,13 +580,13 @@ int main(int argc, char** argv) {
       return countWrong(o.collective, result.data(), count, n, rank,
                         scatter && o.backend == "mpi" ? result.data() : nullptr);
     };
-    row.outOfPlace = scatter ? measure(
+    row.outOfPlace = scatter ? ddp::bench::measure(
                                    o.iterations, o.warmup, inPlace,
                                    [&] { bench->ours(recv, recv, count); }, checkWhole)
-                             : measure(
+                             : ddp::bench::measure(
                                    o.iterations, o.warmup, outOfPlace,
                                    [&] { bench->ours(send, recv, count); }, checkRecv);
-    row.inPlace = measure(
+    row.inPlace = ddp::bench::measure(
         o.iterations, o.warmup, inPlace,
         [&] {
           if (scatter) {
@@ -647,16 +596,16 @@ int main(int argc, char** argv) {
           }
         },
         checkRecv);
-    row.raw = measure(
+    row.raw = ddp::bench::measure(
         o.iterations, o.warmup, inPlace, [&] { bench->raw(recv, count); }, checkRaw);
     if (o.threadFloor) {
-      row.onThread = measure(
+      row.onThread = ddp::bench::measure(
           o.iterations, o.warmup, inPlace, [&] { bench->rawOnThread(recv, count); }, checkRecv);
     }
     anyWrong += row.outOfPlace.wrong + row.inPlace.wrong + row.raw.wrong + row.onThread.wrong;
     if (rank == 0) printRow(o, n, row, csv);
   }
   if (csv != nullptr) std::fclose(csv);
-  if (rank == 0) std::printf("# wrong results: %d\n", anyWrong);
+  if (rank == 0) std::printf("# wrong results: %ld\n", anyWrong);
   return anyWrong == 0 ? 0 : 1;
 }

@@ -32,23 +32,17 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/mpi_bench.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "runtime/world.h"
 
 namespace {
 
+using ddp::bench::measure;
+using ddp::bench::Measured;
 using ddp::comm::DataType;
 using ddp::comm::ReduceOp;
 constexpr auto kWait = std::chrono::minutes(5);
-
-std::size_t parseSize(const std::string& text) {
-  char* end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  if (*end == 'K' || *end == 'k') value *= 1 << 10;
-  if (*end == 'M' || *end == 'm') value *= 1 << 20;
-  if (*end == 'G' || *end == 'g') value *= 1 << 30;
-  return static_cast<std::size_t>(value);
-}
 
 struct Options {
   std::size_t begin = 64 << 10, end = 256 << 20, factor = 4;
@@ -60,11 +54,11 @@ bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "-b") {
-      o.begin = parseSize(value);
+      o.begin = ddp::bench::parseSize(value.c_str());
     } else if (flag == "-e") {
-      o.end = parseSize(value);
+      o.end = ddp::bench::parseSize(value.c_str());
     } else if (flag == "-f") {
-      o.factor = parseSize(value);
+      o.factor = ddp::bench::parseSize(value.c_str());
     } else if (flag == "-n") {
       o.iterations = std::atoi(value.c_str());
     } else if (flag == "-w") {
@@ -77,36 +71,6 @@ bool parse(int argc, char** argv, Options& o) {
   }
   return argc % 2 == 1 && o.begin >= 4 && o.end >= o.begin && o.factor >= 2 && o.iterations >= 1 &&
          o.warmup >= 0;
-}
-
-struct Measured {
-  double micros = 0.0;
-  long wrong = 0;
-};
-
-// Median over iterations of the slowest rank's time; wrong elements summed
-// over iterations and ranks.
-Measured measure(const Options& o, const std::function<void()>& prepare,
-                 const std::function<void()>& call, const std::function<long()>& check) {
-  std::vector<double> times;
-  long wrong = 0;
-  for (int i = 0; i < o.warmup + o.iterations; ++i) {
-    prepare();
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double start = MPI_Wtime();
-    call();
-    const double elapsed = MPI_Wtime() - start;
-    wrong += check();
-    if (i >= o.warmup) times.push_back(elapsed * 1e6);
-  }
-  std::vector<double> worst(times.size());
-  MPI_Allreduce(times.data(), worst.data(), static_cast<int>(times.size()), MPI_DOUBLE, MPI_MAX,
-                MPI_COMM_WORLD);
-  std::nth_element(worst.begin(), worst.begin() + static_cast<long>(worst.size() / 2), worst.end());
-  Measured m;
-  m.micros = worst[worst.size() / 2];
-  MPI_Allreduce(&wrong, &m.wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-  return m;
 }
 
 }  // namespace
@@ -168,11 +132,11 @@ int main(int argc, char** argv) {
         return wrong;
       };
       const Measured float32 = measure(
-          o, fill,
+          o.iterations, o.warmup, fill,
           [&] { comm.allreduce(data, count, DataType::kFloat32, ReduceOp::kSum)->wait(kWait); },
           check);
       const Measured staged = measure(
-          o, fill,
+          o.iterations, o.warmup, fill,
           [&] {
             comm.narrowToBFloat16(data, staging, count);
             comm.allreduce(staging, count, DataType::kBFloat16, ReduceOp::kSum)->wait(kWait);
@@ -182,8 +146,8 @@ int main(int argc, char** argv) {
       Measured rounded;
       if (inPlace) {
         rounded = measure(
-            o, fill, [&] { comm.allreduceViaBFloat16(data, count, ReduceOp::kSum)->wait(kWait); },
-            check);
+            o.iterations, o.warmup, fill,
+            [&] { comm.allreduceViaBFloat16(data, count, ReduceOp::kSum)->wait(kWait); }, check);
       }
       anyWrong += float32.wrong + staged.wrong + rounded.wrong;
       if (rank != 0) continue;

@@ -49,6 +49,7 @@
 
 #include "benchmarks/emulated_model.h"
 #include "benchmarks/model_profiles.h"
+#include "benchmarks/mpi_bench.h"
 #include "comm/bucket_tuner.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/reducer.h"
@@ -191,15 +192,6 @@ struct CapResult {
   GradientCheck check;
 };
 
-// The median over steps of the slowest rank's value.
-double slowestMedian(std::vector<double> values) {
-  std::vector<double> worst(values.size());
-  MPI_Allreduce(values.data(), worst.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX,
-                MPI_COMM_WORLD);
-  std::nth_element(worst.begin(), worst.begin() + static_cast<long>(worst.size() / 2), worst.end());
-  return worst[worst.size() / 2];
-}
-
 void useCap(comm::Reducer& reducer, std::size_t cap) {
   const comm::ReducerOptions r = reducerOptions(cap, comm::GradCompression::kNone);
   reducer.setBucketCaps(r.firstBucketBytes, r.bucketCapBytes);
@@ -268,12 +260,12 @@ void measureSideBySide(std::vector<CapResult>& results, EmulatedModel& model,
       std::vector<double> values;
       for (const Phases& p : r.steps)
         values.push_back(p.*field);
-      return slowestMedian(values);
+      return slowestRankMedian(values);
     };
     std::vector<double> totals;
     for (const Phases& p : r.steps)
       totals.push_back(p.total());
-    r.stepSeconds = slowestMedian(totals);
+    r.stepSeconds = slowestRankMedian(totals);
     r.median = {phase(&Phases::forward), phase(&Phases::backward), phase(&Phases::comm),
                 phase(&Phases::optimizer)};
   }
@@ -287,7 +279,7 @@ void calibrate(EmulatedModel& model, comm::Communicator& comm, double targetMs) 
   std::vector<double> times;
   for (int i = 0; i < 3; ++i)
     times.push_back(model.step(reducer).backward);
-  double measured = slowestMedian(times) * 1e3;
+  double measured = slowestRankMedian(times) * 1e3;
   const double scaled = static_cast<double>(model.work()) * targetMs / measured;
   model.setWork(static_cast<std::size_t>(std::max(1.0, std::round(scaled))));
 }
