@@ -48,14 +48,12 @@ inline float roundedToBFloat16(float value) {
   return result;
 }
 
-inline void toBFloat16(const float* in, std::uint16_t* out, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i)
-    out[i] = toBFloat16(in[i]);
-}
-
-inline void fromBFloat16(const std::uint16_t* in, float* out, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i)
-    out[i] = fromBFloat16(in[i]);
-}
+// The conversions of `count` values, and the MPI backend's bfloat16 sum
+// (inout[i] = bfloat16(float(in[i]) + float(inout[i]))), in comm/bfloat16.cc:
+// compiled for AVX2 as well (runtime/cpu_dispatch.h). Any thread; the
+// caller owns the memory.
+void toBFloat16(const float* in, std::uint16_t* out, std::size_t count);
+void fromBFloat16(const std::uint16_t* in, float* out, std::size_t count);
+void addBFloat16(const std::uint16_t* in, std::uint16_t* inout, std::size_t count);
 
 }  // namespace ddp::comm

@@ -13,6 +13,7 @@
 
 #include "comm/bfloat16.h"
 #include "comm/finite.h"
+#include "runtime/cpu_dispatch.h"
 #include "runtime/error.h"
 #include "runtime/file_system.h"
 #include "runtime/log.h"
@@ -30,18 +31,6 @@ constexpr std::uint32_t kAllgatherOp = 0xFFFFFFFF;
 constexpr std::uint32_t kReduceScatterFlag = 0x100;
 // Set in Control::op of a reduction that rounds to bfloat16 (Rounding::kBFloat16).
 constexpr std::uint32_t kBFloat16RoundingFlag = 0x200;
-
-// A function compiled twice, for the baseline x86-64 (SSE2) and for AVX2,
-// the CPU choosing at load time: for loops whose arithmetic, not memory, is
-// their cost (the rounding of reduceChunkViaBFloat16: 2.5x faster with AVX2,
-// benchmarks/RESULTS.md, "bf16 rounded inside the shared-memory sum").
-// Not under ThreadSanitizer, whose processes crash at start-up with the
-// clones' resolver in them (scripts/sanitize.sh thread).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-#define DDP_ALSO_FOR_AVX2 __attribute__((target_clones("avx2", "default")))
-#else
-#define DDP_ALSO_FOR_AVX2
-#endif
 
 std::size_t roundUp(std::size_t value, std::size_t to) {
   return (value + to - 1) / to * to;
@@ -126,8 +115,9 @@ bool reduceChunk(const std::vector<T*>& buffers, std::size_t begin, std::size_t 
 // scratch block), and only the stored result is rounded to bfloat16. Returns
 // whether the stored result holds a NaN or an infinity (checked after
 // rounding, so a sum that rounds up to infinity counts).
-bool reduceChunkBFloat16(const std::vector<std::uint16_t*>& buffers, std::size_t begin,
-                         std::size_t end, ReduceOp op, int world, const std::size_t* bounds) {
+DDP_ALSO_FOR_AVX2 bool reduceChunkBFloat16(const std::vector<std::uint16_t*>& buffers,
+                                           std::size_t begin, std::size_t end, ReduceOp op,
+                                           int world, const std::size_t* bounds) {
   bool nonFinite = false;
   static thread_local std::vector<float> scratch(kBlock);
   static thread_local std::vector<std::uint16_t> rounded(kBlock);

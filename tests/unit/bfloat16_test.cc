@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 namespace ddp::comm {
 namespace {
@@ -68,6 +69,49 @@ TEST(BFloat16, RoundedInPlaceIsTheRoundTripBitForBit) {
     if (!check(static_cast<std::uint32_t>(bits)) && wrong++ == 0) first = bits;
   }
   EXPECT_EQ(wrong, 0u) << "first wrong pattern 0x" << std::hex << first;
+}
+
+// The loops over arrays (comm/bfloat16.cc, compiled for AVX2 as well, which
+// a machine with AVX2 runs here) give the scalar conversions' bits: every
+// high half with the low halves where rounding decides, NaNs and infinities
+// among them, narrowed, widened, and added to a second pattern.
+TEST(BFloat16, ArrayLoopsGiveTheScalarBits) {
+  std::vector<float> values;
+  for (std::uint32_t high = 0; high < 0x10000u; ++high) {
+    for (std::uint32_t low : {0x0000u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
+      const std::uint32_t bits = high << 16 | low;
+      float value;
+      std::memcpy(&value, &bits, 4);
+      values.push_back(value);
+    }
+  }
+  const std::size_t count = values.size();
+  std::vector<std::uint16_t> narrowed(count), sums(count);
+  std::vector<float> widened(count);
+  toBFloat16(values.data(), narrowed.data(), count);
+  fromBFloat16(narrowed.data(), widened.data(), count);
+  for (std::size_t i = 0; i < count; ++i)
+    sums[i] = narrowed[(i * 7919) % count];
+  addBFloat16(narrowed.data(), sums.data(), count);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint16_t expected = toBFloat16(values[i]);
+    const float back = fromBFloat16(expected);
+    const float a = fromBFloat16(expected), b = fromBFloat16(narrowed[(i * 7919) % count]);
+    const std::uint16_t sum = toBFloat16(a + b);
+    // Of two NaNs, which one's payload a sum keeps is the compiler's choice
+    // (it may swap the operands): any NaN will do.
+    const bool sumRight =
+        std::isnan(a) && std::isnan(b) ? std::isnan(fromBFloat16(sums[i])) : sums[i] == sum;
+    const bool bad =
+        narrowed[i] != expected || std::memcmp(&widened[i], &back, 4) != 0 || !sumRight;
+    if (bad && wrong++ < 5) {
+      ADD_FAILURE() << std::hex << "pattern " << i << ": narrowed " << narrowed[i] << " against "
+                    << expected << ", sum " << sums[i] << " against " << sum << " (of "
+                    << narrowed[i] << " and " << narrowed[(i * 7919) % count] << ")";
+    }
+  }
+  EXPECT_EQ(wrong, 0u);
 }
 
 }  // namespace
