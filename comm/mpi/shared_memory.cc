@@ -354,21 +354,22 @@ ResultChecks SharedRegion::reduce(void* data, std::size_t count, const std::size
   bool nonFinite = false;
   const bool squares = sumOfSquares && type == DataType::kFloat32;
   double chunkSquares = 0.0;
-  auto run = [&]<class T>(T*) {
+  // Every node rank's segment at this collective's offset, typed.
+  const auto buffersOf = [&]<class T>(T*) {
     std::vector<T*> buffers;
     for (void* segment : segments_)
       buffers.push_back(reinterpret_cast<T*>(static_cast<char*>(segment) + offset));
-    nonFinite =
-        reduceChunk<T>(buffers, begin, end, op, size_, squares ? &chunkSquares : nullptr, bounds);
+    return buffers;
+  };
+  double* const squaresOut = squares ? &chunkSquares : nullptr;
+  auto run = [&]<class T>(T* tag) {
+    nonFinite = reduceChunk<T>(buffersOf(tag), begin, end, op, size_, squaresOut, bounds);
   };
   switch (type) {
     case DataType::kFloat32:
       if (viaBFloat16) {
-        std::vector<float*> buffers;
-        for (void* segment : segments_)
-          buffers.push_back(reinterpret_cast<float*>(static_cast<char*>(segment) + offset));
-        nonFinite = reduceChunkViaBFloat16(buffers, begin, end, op, size_,
-                                           squares ? &chunkSquares : nullptr, bounds);
+        nonFinite = reduceChunkViaBFloat16(buffersOf(static_cast<float*>(nullptr)), begin, end, op,
+                                           size_, squaresOut, bounds);
         break;
       }
       run(static_cast<float*>(nullptr));
@@ -385,14 +386,10 @@ ResultChecks SharedRegion::reduce(void* data, std::size_t count, const std::size
     case DataType::kUInt8:
       run(static_cast<std::uint8_t*>(nullptr));
       break;
-    case DataType::kBFloat16: {
-      std::vector<std::uint16_t*> buffers;
-      for (void* segment : segments_) {
-        buffers.push_back(reinterpret_cast<std::uint16_t*>(static_cast<char*>(segment) + offset));
-      }
-      nonFinite = reduceChunkBFloat16(buffers, begin, end, op, size_, bounds);
+    case DataType::kBFloat16:
+      nonFinite = reduceChunkBFloat16(buffersOf(static_cast<std::uint16_t*>(nullptr)), begin, end,
+                                      op, size_, bounds);
       break;
-    }
   }
   mine.nonFinite = nonFinite ? 1 : 0;
   mine.sumOfSquares = chunkSquares;
