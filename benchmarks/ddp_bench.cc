@@ -162,10 +162,15 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// The first bucket of a Reducer with cap `cap`: 1 MiB, or the cap if smaller.
+std::size_t firstBucketBytes(std::size_t cap) {
+  return std::min<std::size_t>(std::size_t{1} << 20, cap);
+}
+
 comm::ReducerOptions reducerOptions(std::size_t cap, comm::GradCompression compression) {
   comm::ReducerOptions r;
   r.bucketCapBytes = cap;
-  r.firstBucketBytes = std::min<std::size_t>(std::size_t{1} << 20, cap);
+  r.firstBucketBytes = firstBucketBytes(cap);
   r.gradientsPreScaled = true;
   r.compression = compression;
   return r;
@@ -193,8 +198,7 @@ struct CapResult {
 };
 
 void useCap(comm::Reducer& reducer, std::size_t cap) {
-  const comm::ReducerOptions r = reducerOptions(cap, comm::GradCompression::kNone);
-  reducer.setBucketCaps(r.firstBucketBytes, r.bucketCapBytes);
+  reducer.setBucketCaps(firstBucketBytes(cap), cap);
 }
 
 // Every replica must hold the same reduced gradients.
@@ -381,16 +385,15 @@ int runOn(const World& world, const Options& o) {
   if (world.rank() == 0) {
     std::printf(
         "# ddp_bench: %s (%zu tensors, %.1fM parameters, %.1f MiB of gradients), %d ranks "
-        "on %d node(s), backend %s, device %s, gradients reduced as %s, %d BLAS thread(s) per "
+        "on %d node(s), backend %s, device %s, --grad-compression %s, %d BLAS thread(s) per "
         "rank, work K=%zu, batch %zu per rank, median of "
         "%zu steps per cap, the caps "
         "taking turns step by step after %zu warm-up rounds (slowest rank)\n",
         profile.name.c_str(), profile.tensorCount(),
         static_cast<double>(profile.parameterCount()) / 1e6,
         static_cast<double>(profile.parameterCount()) * 4 / kMiB, n, world.nodeCount(),
-        comm.backendName().c_str(), placement.summary.c_str(),
-        o.compression == comm::GradCompression::kBf16 ? "bfloat16" : "float32", threads,
-        model.work(), o.batch, o.steps, o.warmup);
+        comm.backendName().c_str(), placement.summary.c_str(), compressionName(o.compression),
+        threads, model.work(), o.batch, o.steps, o.warmup);
     std::printf("%8s %8s %8s %9s %9s %9s %9s %9s %11s %8s %6s\n", "cap(MiB)", "chosen", "buckets",
                 "step(ms)", "fwd", "bwd", "comm", "opt", "samples/s", "exposed", "#wrong");
   }

@@ -97,10 +97,10 @@ inline constexpr std::size_t kSingleBucket = static_cast<std::size_t>(-1);
 //          node shared memory, where no bytes cross a wire, the rounding is
 //          done inside the reduction instead, with the same bits and no
 //          staging (Note [bf16 rounding inside the reduction] in
-//          comm/communicator.h). On one node the sum is accumulated in float32: each
-//          rank's values are rounded once (2^-8 relative) and the mean once
-//          more, so an element of the mean is off by at most about 2^-7 x
-//          (the largest |gradient| among the ranks) (tested in
+//          comm/communicator.h). On one node the sum is accumulated in
+//          float32: each rank's values are rounded once (2^-8 relative) and
+//          the mean once more, so an element of the mean is off by at most
+//          about 2^-7 x (the largest |gradient| among the ranks) (tested in
 //          tests/mpi/reducer_test.cc). Between nodes (MPI_Allreduce with a
 //          user op that adds two values in float32 and rounds) and on NCCL
 //          (as PyTorch's bf16_compress_hook) each addition's result is

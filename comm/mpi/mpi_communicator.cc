@@ -181,18 +181,27 @@ void MpiCommunicator::loop() {
 
 WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t count, DataType type,
                                    ReduceOp op) {
+  return allreduce(send, data, count, type, op, Rounding::kNone);
+}
+
+WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t count, DataType type,
+                                   ReduceOp op, Rounding rounding) {
   checkReduction("allreduce", type, op);
   const std::uint64_t sequence = nextSequence();
+  const bool viaBFloat16 = rounding == Rounding::kBFloat16;
   return enqueue(
-      str("allreduce(", dataTypeName(type), " x ", count, ", ", reduceOpName(op), ")"),
+      str("allreduce(", dataTypeName(type), " x ", count, viaBFloat16 ? " via bfloat16" : "", ", ",
+          reduceOpName(op), ")"),
       [=, this](Work& work) {
         if (auto region = findRegion(data, count * sizeOf(type))) {
-          // Note [Node shared-memory all-reduce]: it reduces in place.
+          // Note [Node shared-memory all-reduce]: it reduces in place;
+          // Note [bf16 rounding inside the reduction].
           if (send != data) std::memcpy(data, send, count * sizeOf(type));
           work.setResultChecks(region->allreduce(data, count, type, op, sequence, options().timeout,
-                                                 options().sumOfSquares));
+                                                 options().sumOfSquares, rounding));
           return;
         }
+        DDP_CHECK(!viaBFloat16, "allreduceViaBFloat16 on memory outside node shared memory");
         const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
         // Note [Plain collectives in pieces].
         const std::size_t element = sizeOf(type);
@@ -229,17 +238,7 @@ bool MpiCommunicator::reducesViaBFloat16InPlace(const void* data, std::size_t by
 
 WorkPtr MpiCommunicator::allreduceViaBFloat16(float* data, std::size_t count, ReduceOp op) {
   checkReduction("allreduceViaBFloat16", DataType::kBFloat16, op);
-  const std::uint64_t sequence = nextSequence();
-  return enqueue(
-      str("allreduce(float32 x ", count, " via bfloat16, ", reduceOpName(op), ")"),
-      [=, this](Work& work) {
-        auto region = findRegion(data, count * sizeof(float));
-        DDP_CHECK(region != nullptr, "allreduceViaBFloat16 on memory outside node shared memory");
-        // Note [bf16 rounding inside the reduction].
-        work.setResultChecks(region->allreduce(data, count, DataType::kFloat32, op, sequence,
-                                               options().timeout, options().sumOfSquares,
-                                               Rounding::kBFloat16));
-      });
+  return allreduce(data, data, count, DataType::kFloat32, op, Rounding::kBFloat16);
 }
 
 WorkPtr MpiCommunicator::reduceScatterViaBFloat16(float* data, std::span<const std::size_t> bounds,

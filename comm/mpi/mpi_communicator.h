@@ -75,7 +75,10 @@ class MpiCommunicator final : public Communicator {
   void loop();
   // The live shared region holding [data, data + bytes), or null. Any thread.
   std::shared_ptr<SharedRegion> findRegion(const void* data, std::size_t bytes) const;
-  // The reduce-scatter behind reduceScatter() and reduceScatterViaBFloat16().
+  // The collectives behind allreduce() and reduceScatter() and their
+  // ...ViaBFloat16() forms (Rounding::kBFloat16: node shared memory only).
+  WorkPtr allreduce(const void* send, void* data, std::size_t count, DataType type, ReduceOp op,
+                    Rounding rounding);
   WorkPtr reduceScatter(void* data, std::span<const std::size_t> bounds, DataType type, ReduceOp op,
                         Rounding rounding);
 
