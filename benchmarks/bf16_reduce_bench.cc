@@ -8,11 +8,14 @@
 // timed as the median over iterations of the slowest rank:
 //   float32   the all-reduce of the gradients themselves;
 //   staged    narrowToBFloat16 into a staging buffer, the kBFloat16
-//             all-reduce, widenFromBFloat16 back (the path between nodes);
+//             all-reduce, widenFromBFloat16 back, on the calling thread
+//             (what the Reducer does on GPUs);
 //   in place  allreduceViaBFloat16: each rank's values rounded inside the
 //             node shared-memory sum (Note [bf16 rounding inside the
-//             reduction] in comm/communicator.h); only where
-//             reducesViaBFloat16InPlace() (shared memory, two ranks or more).
+//             reduction] in comm/communicator.h), or, in plain memory (MPI
+//             between nodes), narrowed and widened a piece at a time on the
+//             communication thread (Note [bf16 rounding between nodes] in
+//             comm/mpi/mpi_communicator.h).
 // The buffers come from Communicator::allocate() (--memory shared, the
 // Reducer's) or are plain vectors (--memory plain: MPI's path). Rank r
 // contributes r + (i % 7) at element i: small integers, exact in bfloat16,

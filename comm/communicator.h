@@ -161,6 +161,9 @@ class Communicator {
   // are summed in float32 in rank order, and the result is rounded once and
   // stored widened. Those are the staged path's operations in its order, so
   // the result has its bits, with float32 memory traffic and no staging.
+  // Between nodes the MPI backend runs the staged path itself, on its
+  // communication thread, a piece at a time (Note [bf16 rounding between
+  // nodes]); only the NCCL backend leaves the staging to the Reducer.
   //
   // Whether allreduceViaBFloat16() and reduceScatterViaBFloat16() can take
   // the `bytes` bytes of float32 at `data` (from allocate()). The answer is

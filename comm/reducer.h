@@ -91,13 +91,15 @@ inline constexpr std::size_t kSingleBucket = static_cast<std::size_t>(-1);
 
 // Communication hook: what goes over the wire for each bucket.
 //   kNone: the float32 gradients themselves.
-//   kBf16: each bucket is rounded to bfloat16 into a staging buffer
-//          (Communicator::narrowToBFloat16: on the host, or a kernel on GPUs),
-//          reduced, and widened back: half the bytes. In the MPI backend's
-//          node shared memory, where no bytes cross a wire, the rounding is
-//          done inside the reduction instead, with the same bits and no
-//          staging (Note [bf16 rounding inside the reduction] in
-//          comm/communicator.h). On one node the sum is accumulated in
+//   kBf16: each bucket is rounded to bfloat16, reduced, and widened back:
+//          half the bytes. On NCCL the Reducer stages it: kernels round the
+//          bucket into a staging buffer (Communicator::narrowToBFloat16) and
+//          widen the result. The MPI backend does it itself, with the same
+//          bits and no staging here: in node shared memory, where no bytes
+//          cross a wire, inside the reduction; between nodes on its
+//          communication thread, a piece at a time (Notes [bf16 rounding
+//          inside the reduction] in comm/communicator.h and [bf16 rounding
+//          between nodes] in comm/mpi/mpi_communicator.h). On one node the sum is accumulated in
 //          float32: each rank's values are rounded once (2^-8 relative) and
 //          the mean once more, so an element of the mean is off by at most
 //          about 2^-7 x (the largest |gradient| among the ranks) (tested in
@@ -216,10 +218,10 @@ class Reducer {
   std::vector<Location> locations_;  // per gradient; frozen ones unused
   std::shared_ptr<void> storage_;
   std::size_t elements_ = 0;  // in storage_
-  // kBf16 where the backend rounds inside its reduction (Note [bf16 rounding
-  // inside the reduction] in comm/communicator.h): no staging.
+  // kBf16 where the backend rounds itself (MPI: Note [bf16 rounding inside
+  // the reduction] in comm/communicator.h): no staging.
   bool roundsInPlace_ = false;
-  std::shared_ptr<void> compressed_;  // bfloat16 staging, one slot per element (other kBf16)
+  std::shared_ptr<void> compressed_;  // bfloat16 staging, one slot per element (NCCL's kBf16)
   // Per backward pass:
   bool reducing_ = false;
   // Reduce-scattering, per bucket: its reduceScatter() bounds, from

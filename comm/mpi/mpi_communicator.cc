@@ -76,6 +76,9 @@ MPI_Op bfloat16SumOp() {
 // every rank still ends with the same result. The node shared-memory path
 // has no cliff and reduces whole.
 constexpr std::size_t kPlainPieceBytes = std::size_t{4} << 20;
+// The elements of a bfloat16 piece: the staged path's pieces, cut at the
+// same elements (Note [bf16 rounding between nodes]).
+constexpr std::size_t kBFloat16PieceCount = kPlainPieceBytes / sizeof(std::uint16_t);
 
 int mpiCount(std::size_t count) {
   DDP_CHECK(count <= static_cast<std::size_t>(INT_MAX),
@@ -201,19 +204,32 @@ WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t cou
                                                  options().sumOfSquares, rounding));
           return;
         }
-        DDP_CHECK(!viaBFloat16, "allreduceViaBFloat16 on memory outside node shared memory");
-        const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
         // Note [Plain collectives in pieces].
-        const std::size_t element = sizeOf(type);
-        const std::size_t piece = kPlainPieceBytes / element;
-        for (std::size_t at = 0; at < count; at += piece) {
-          const int length = static_cast<int>(std::min(piece, count - at));
-          char* target = static_cast<char*>(data) + at * element;
-          DDP_MPI_CHECK(MPI_Allreduce(
-              send == data ? MPI_IN_PLACE : static_cast<const char*>(send) + at * element, target,
-              length, mpiType(type), mpiReduce, comm_));
+        if (viaBFloat16) {
+          // Note [bf16 rounding between nodes]: the staged path, a piece at a time.
+          float* values = static_cast<float*>(data);
+          std::uint16_t* wire = bfloat16Piece();
+          for (std::size_t at = 0; at < count; at += kBFloat16PieceCount) {
+            const std::size_t length = std::min(kBFloat16PieceCount, count - at);
+            toBFloat16(values + at, wire, length);
+            DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, wire, static_cast<int>(length),
+                                        mpiType(DataType::kBFloat16), bfloat16SumOp(), comm_));
+            if (op == ReduceOp::kAvg) divideBy(size_, wire, length, DataType::kBFloat16);
+            fromBFloat16(wire, values + at, length);
+          }
+        } else {
+          const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
+          const std::size_t element = sizeOf(type);
+          const std::size_t piece = kPlainPieceBytes / element;
+          for (std::size_t at = 0; at < count; at += piece) {
+            const int length = static_cast<int>(std::min(piece, count - at));
+            char* target = static_cast<char*>(data) + at * element;
+            DDP_MPI_CHECK(MPI_Allreduce(
+                send == data ? MPI_IN_PLACE : static_cast<const char*>(send) + at * element, target,
+                length, mpiType(type), mpiReduce, comm_));
+          }
+          if (op == ReduceOp::kAvg) divideBy(size_, data, count, type);
         }
-        if (op == ReduceOp::kAvg) divideBy(size_, data, count, type);
         // Notes [Non-finite check while reducing] and [Sum of squares while
         // reducing]: off the training thread, where asked for.
         ResultChecks checks;
@@ -232,8 +248,13 @@ WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> 
   return reduceScatter(data, bounds, type, op, Rounding::kNone);
 }
 
-bool MpiCommunicator::reducesViaBFloat16InPlace(const void* data, std::size_t bytes) const {
-  return findRegion(data, bytes) != nullptr;
+bool MpiCommunicator::reducesViaBFloat16InPlace(const void*, std::size_t) const {
+  return true;
+}
+
+std::uint16_t* MpiCommunicator::bfloat16Piece() {
+  if (!bfloat16Piece_) bfloat16Piece_ = std::make_unique<std::uint16_t[]>(kBFloat16PieceCount);
+  return bfloat16Piece_.get();
 }
 
 WorkPtr MpiCommunicator::allreduceViaBFloat16(float* data, std::size_t count, ReduceOp op) {
@@ -267,32 +288,42 @@ WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> 
                                                      rounding));
           return;
         }
-        DDP_CHECK(!viaBFloat16, "reduceScatterViaBFloat16 on memory outside node shared memory");
         const auto r = static_cast<std::size_t>(rank_);
         const std::size_t element = sizeOf(type);
         const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
         // Note [Plain collectives in pieces]: each piece is a reduce-scatter
         // of its own, the parts cut to it. In place, MPI leaves this rank's
         // part of a piece at the piece's start; one copy moves it where it
-        // belongs.
-        const std::size_t piece = kPlainPieceBytes / element;
+        // belongs. Via bfloat16 (Note [bf16 rounding between nodes]) the
+        // piece is reduced in its rounded copy, and this rank's part of it
+        // widened back where it belongs.
+        const std::size_t piece = viaBFloat16 ? kBFloat16PieceCount : kPlainPieceBytes / element;
         std::vector<int>& counts = pieceCounts_;
         for (std::size_t at = 0; at < count; at += piece) {
           const std::size_t end = std::min(count, at + piece);
           const auto cut = [&](std::size_t bound) { return std::clamp(bound, at, end); };
           for (std::size_t q = 0; q < counts.size(); ++q)
             counts[q] = static_cast<int>(cut(parts[q + 1]) - cut(parts[q]));
+          const auto own = static_cast<std::size_t>(counts[r]);
+          if (viaBFloat16) {
+            std::uint16_t* wire = bfloat16Piece();
+            toBFloat16(static_cast<const float*>(data) + at, wire, end - at);
+            DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, wire, counts.data(),
+                                             mpiType(DataType::kBFloat16), bfloat16SumOp(), comm_));
+            if (op == ReduceOp::kAvg) divideBy(size_, wire, own, DataType::kBFloat16);
+            fromBFloat16(wire, static_cast<float*>(data) + cut(parts[r]), own);
+            continue;
+          }
           char* base = static_cast<char*>(data) + at * element;
           DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, base, counts.data(), mpiType(type),
                                            mpiReduce, comm_));
           if (cut(parts[r]) != at) {
-            std::memmove(static_cast<char*>(data) + cut(parts[r]) * element, base,
-                         static_cast<std::size_t>(counts[r]) * element);
+            std::memmove(static_cast<char*>(data) + cut(parts[r]) * element, base, own * element);
           }
         }
         char* mine = static_cast<char*>(data) + parts[r] * element;
         const std::size_t own = parts[r + 1] - parts[r];
-        if (op == ReduceOp::kAvg) divideBy(size_, mine, own, type);
+        if (op == ReduceOp::kAvg && !viaBFloat16) divideBy(size_, mine, own, type);
         // Each rank measures its part; the parts' answers are gathered and
         // added in rank order, so every rank gets the same bits.
         const bool squares = options().sumOfSquares && type == DataType::kFloat32;

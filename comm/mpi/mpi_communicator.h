@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -54,9 +55,24 @@ class MpiCommunicator final : public Communicator {
   // (Note [Node shared-memory all-reduce]); plain host memory otherwise.
   std::shared_ptr<void> allocate(std::size_t bytes) override;
   Memory allocatedMemory() const override { return Memory::kHost; }
-  // Node shared memory only (Note [bf16 rounding inside the reduction]):
-  // elsewhere the bytes cross MPI, and halving them is what the staged
-  // bfloat16 path is for.
+  // Any host memory: node shared memory rounds inside the sum (Note [bf16
+  // rounding inside the reduction]), and elsewhere the communication thread
+  // runs the staged path itself, a piece at a time.
+  //
+  // Note [bf16 rounding between nodes]
+  // Between nodes the bytes cross MPI, and halving them is what bfloat16 is
+  // for, so the values must be narrowed before the call and widened after
+  // it. When the Reducer did that (the staged path) it took two passes over
+  // every gradient on the training thread, narrowing while backward waited
+  // and widening after the last bucket, and a staging buffer half the
+  // gradients' size on every rank. Here the communication thread does it,
+  // for each piece of Note [Plain collectives in pieces] in turn: narrow the
+  // piece into one piece-sized buffer, all-reduce (or reduce-scatter) it with
+  // the bfloat16 sum, average in bfloat16, widen it back. Each element meets
+  // the staged path's operations, and each piece is the same MPI call on the
+  // same elements (the staged path's pieces of kBFloat16 are cut alike), so
+  // the bits are the staged path's; the training thread goes on with
+  // backward meanwhile, and the staging is one piece (4 MiB).
   bool reducesViaBFloat16InPlace(const void* data, std::size_t bytes) const override;
   WorkPtr allreduceViaBFloat16(float* data, std::size_t count, ReduceOp op) override;
   WorkPtr reduceScatterViaBFloat16(float* data, std::span<const std::size_t> bounds,
@@ -75,8 +91,11 @@ class MpiCommunicator final : public Communicator {
   void loop();
   // The live shared region holding [data, data + bytes), or null. Any thread.
   std::shared_ptr<SharedRegion> findRegion(const void* data, std::size_t bytes) const;
+  // The piece Note [bf16 rounding between nodes] rounds into, allocated at
+  // first use. Comm thread only.
+  std::uint16_t* bfloat16Piece();
   // The collectives behind allreduce() and reduceScatter() and their
-  // ...ViaBFloat16() forms (Rounding::kBFloat16: node shared memory only).
+  // ...ViaBFloat16() forms (Rounding::kBFloat16: float32 data).
   WorkPtr allreduce(const void* send, void* data, std::size_t count, DataType type, ReduceOp op,
                     Rounding rounding);
   WorkPtr reduceScatter(void* data, std::span<const std::size_t> bounds, DataType type, ReduceOp op,
@@ -92,6 +111,7 @@ class MpiCommunicator final : public Communicator {
   // kept so that a collective allocates none of its own. Comm thread only.
   std::vector<int> pieceCounts_, pieceDisplacements_;
   std::vector<double> partChecks_;
+  std::unique_ptr<std::uint16_t[]> bfloat16Piece_;
   int rank_ = 0;
   int size_ = 1;
 

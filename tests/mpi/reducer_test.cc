@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "runtime/error.h"
 #include "runtime/str.h"
+#include "staging_comm.h"
 #include "test_comm.h"
 #include "trainer/cross_entropy.h"
 #include "trainer/mlp.h"
@@ -259,17 +261,91 @@ TEST(Reducer, Bf16CompressionStaysWithinItsDocumentedError) {
   }
 }
 
+// Rank r's part of `elements`: equal parts, the last ones short or empty.
+std::vector<std::size_t> equalParts(std::size_t elements, int world) {
+  const auto n = static_cast<std::size_t>(world);
+  const std::size_t part = (elements + n - 1) / n;
+  std::vector<std::size_t> bounds;
+  for (std::size_t q = 0; q <= n; ++q)
+    bounds.push_back(std::min(elements, q * part));
+  return bounds;
+}
+
+// The gradients the Reducer reduces: float32, bfloat16 rounded by the MPI
+// backend (Notes [bf16 rounding inside the reduction] and [bf16 rounding
+// between nodes]), and bfloat16 staged by the Reducer itself, as it does for
+// the NCCL backend (through StagingCommunicator).
+struct Gradients {
+  GradCompression compression;
+  bool staged;
+  const char* name;
+};
+constexpr Gradients kGradientKinds[] = {{GradCompression::kNone, false, "float32"},
+                                        {GradCompression::kBf16, false, "bf16 rounded by MPI"},
+                                        {GradCompression::kBf16, true, "bf16 staged"}};
+
+std::unique_ptr<Communicator> makeComm(const CommOptions& options, bool staged) {
+  if (staged) return std::make_unique<StagingCommunicator>(options);
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
+}
+
+// The Reducer's staged bf16 path (the NCCL backend's) and the MPI backend's
+// rounding leave the same bits in every gradient, all-reduced or each
+// rank's part reduce-scattered, for any bucket cap, on rank-seeded values
+// over many magnitudes.
+TEST(Reducer, Bf16StagedAndRoundedByTheBackendGiveTheSameBits) {
+  const std::vector<GradientSpec> specs = {{"a", 1000}, {"b", 7}, {"c", 300001}};
+  CommOptions options;
+  options.timeout = std::chrono::seconds(60);
+  MpiCommunicator rounding(MPI_COMM_WORLD, options);
+  StagingCommunicator staging(options);
+  const int n = rounding.size(), r = rounding.rank();
+  ASSERT_TRUE(rounding.reducesViaBFloat16InPlace(nullptr, 0));
+  ASSERT_FALSE(staging.reducesViaBFloat16InPlace(nullptr, 0));
+  for (const bool scatter : {false, true}) {
+    for (const std::size_t cap : {std::size_t{0}, std::size_t{4096}, kSingleBucket}) {
+      const std::vector<std::size_t> bounds =
+          scatter ? equalParts(301008, n) : std::vector<std::size_t>{};
+      Reducer mpi(rounding, specs, {cap, cap, false, GradCompression::kBf16, bounds});
+      Reducer staged(staging, specs, {cap, cap, false, GradCompression::kBf16, bounds});
+      trainer::Random random(static_cast<std::uint64_t>(11 + r));
+      for (Reducer* reducer : {&mpi, &staged})
+        reducer->prepareForBackward(true);
+      for (std::size_t g = specs.size(); g-- > 0;) {
+        for (std::size_t i = 0; i < specs[g].numel; ++i) {
+          mpi.gradient(g)[i] = staged.gradient(g)[i] =
+              random.normal() * std::ldexp(1.0f, static_cast<int>(i % 30) - 15);
+        }
+        mpi.markReady(g);
+        staged.markReady(g);
+      }
+      mpi.finalize();
+      staged.finalize();
+      const float* a = static_cast<const float*>(mpi.storage().get());
+      const float* b = static_cast<const float*>(staged.storage().get());
+      const auto q = static_cast<std::size_t>(r);
+      const std::size_t begin = scatter ? bounds[q] : 0, end = scatter ? bounds[q + 1] : 301008;
+      for (std::size_t i = begin; i < end; ++i) {
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(a[i]), std::bit_cast<std::uint32_t>(b[i]))
+            << (scatter ? "scattered" : "all-reduced") << ", cap " << cap << ", element " << i;
+      }
+    }
+  }
+}
+
 // Reducer::sumOfSquares: the closed form, whether the backend measured each
 // bucket (CommOptions::sumOfSquares) or the Reducer scans it, with float32
 // or bfloat16 (staged, or rounded inside the reduction: Note [bf16 rounding
 // inside the reduction]). Means are x.5 values: every sum is exact.
 TEST(Reducer, SumOfSquaresIsTheClosedFormMeasuredOrScanned) {
   for (const bool measured : {true, false}) {
-    for (const GradCompression compression : {GradCompression::kNone, GradCompression::kBf16}) {
+    for (const Gradients kind : kGradientKinds) {
+      const GradCompression compression = kind.compression;
       CommOptions options;
       options.timeout = std::chrono::seconds(60);
       options.sumOfSquares = measured;
-      MpiCommunicator comm(MPI_COMM_WORLD, options);
+      const std::unique_ptr<Communicator> owner = makeComm(options, kind.staged);
+      Communicator& comm = *owner;
       const int n = comm.size(), r = comm.rank();
       std::vector<GradientSpec> specs = {
           {"a", 1000}, {"b", 7}, {"c", 300001}, {"frozen", 50, false}};
@@ -286,14 +362,10 @@ TEST(Reducer, SumOfSquaresIsTheClosedFormMeasuredOrScanned) {
       }
       reducer.finalize();
       EXPECT_EQ(reducer.sumOfSquares(), expected)
-          << (measured ? "measured" : "scanned") << ", compression "
-          << static_cast<int>(compression);
-      // Bfloat16 staged: nothing measured (the Reducer scans); rounded inside
-      // the shared-memory reduction: measured like float32.
-      const bool onWork =
-          measured && (compression == GradCompression::kNone ||
-                       comm.reducesViaBFloat16InPlace(reducer.storage().get(),
-                                                      reducer.storageElements() * sizeof(float)));
+          << (measured ? "measured" : "scanned") << ", " << kind.name;
+      // Bfloat16 staged by the Reducer: nothing measured (the Reducer scans);
+      // rounded by the backend: measured like float32.
+      const bool onWork = measured && !kind.staged;
       for (const Reducer::Launch& launch : reducer.launches())
         EXPECT_EQ(launch.work->resultChecks().sumOfSquares.has_value(), onWork) << launch.bucket;
     }
@@ -305,33 +377,26 @@ TEST(Reducer, SumOfSquaresIsTheClosedFormMeasuredOrScanned) {
 // bits (one node: the shared-memory path reduces alike), and the checks
 // (sum of squares, the first non-finite gradient) answer alike on every
 // rank, whether the backend measured them or the ranks combine their parts.
-std::vector<std::size_t> equalParts(std::size_t elements, int world) {
-  const auto n = static_cast<std::size_t>(world);
-  const std::size_t part = (elements + n - 1) / n;
-  std::vector<std::size_t> bounds;
-  for (std::size_t q = 0; q <= n; ++q)
-    bounds.push_back(std::min(elements, q * part));
-  return bounds;
-}
-
 TEST(ReducerScatter, EachRankGetsTheAllReducesBitsOfItsPartAndTheSameChecks) {
   // Storage order c, b, a: c [0, 300001), b [300001, 300008), a [300008, 301008).
   const std::vector<GradientSpec> specs = {
       {"a", 1000}, {"b", 7}, {"c", 300001}, {"frozen", 50, false}};
   for (const bool measured : {true, false}) {
-    for (const GradCompression compression : {GradCompression::kNone, GradCompression::kBf16}) {
+    for (const Gradients kind : kGradientKinds) {
+      const GradCompression compression = kind.compression;
       for (const std::size_t cap : {std::size_t{0}, std::size_t{4096}, kSingleBucket}) {
         CommOptions options;
         options.timeout = std::chrono::seconds(60);
         options.sumOfSquares = measured;
-        MpiCommunicator comm(MPI_COMM_WORLD, options);
+        const std::unique_ptr<Communicator> owner = makeComm(options, kind.staged);
+        Communicator& comm = *owner;
         const int n = comm.size(), r = comm.rank();
         const std::vector<std::size_t> bounds = equalParts(301008, n);
         Reducer whole(comm, specs, {cap, cap, false, compression, {}});
         Reducer parts(comm, specs, {cap, cap, false, compression, bounds});
         ASSERT_TRUE(parts.scatters());
-        const std::string where = str(measured ? "measured" : "scanned", ", compression ",
-                                      static_cast<int>(compression), ", cap ", cap);
+        const std::string where =
+            str(measured ? "measured" : "scanned", ", ", kind.name, ", cap ", cap);
         trainer::Random random(static_cast<std::uint64_t>(5 + r));
         for (Reducer* reducer : {&whole, &parts})
           reducer->prepareForBackward(true);
@@ -351,7 +416,7 @@ TEST(ReducerScatter, EachRankGetsTheAllReducesBitsOfItsPartAndTheSameChecks) {
           ASSERT_EQ(a[i], b[i]) << where << ", element " << i;
         const double expected = whole.sumOfSquares();
         const double got = parts.sumOfSquares();
-        if (measured && compression == GradCompression::kNone) {
+        if (measured && !kind.staged && compression == GradCompression::kNone) {
           EXPECT_EQ(got, expected) << where;  // the buckets' own measurements
         } else {
           EXPECT_NEAR(got, expected, 1e-12 * expected) << where;  // the parts' sums, added
