@@ -223,6 +223,24 @@ TEST(Reducer, BucketAllreduceStartsBeforeBackwardOfTheFirstLayerEnds) {
 namespace ddp::comm {
 namespace {
 
+// One backward pass of two Reducers over the same gradients, `value(g, i)`
+// for element i of gradient g, marked ready in reverse order as backward
+// does, then finalized.
+template <class Value>
+void backwardAlike(const std::vector<GradientSpec>& specs, Reducer& x, Reducer& y, Value value) {
+  x.prepareForBackward(true);
+  y.prepareForBackward(true);
+  for (std::size_t g = specs.size(); g-- > 0;) {
+    if (!specs[g].requiresGrad) continue;
+    for (std::size_t i = 0; i < specs[g].numel; ++i)
+      x.gradient(g)[i] = y.gradient(g)[i] = value(g, i);
+    x.markReady(g);
+    y.markReady(g);
+  }
+  x.finalize();
+  y.finalize();
+}
+
 // The bf16 hook against float32 on the same random gradients: the mean of
 // rounded values, accumulated in float32, then rounded once more, is within
 // 2^-7 of the largest |gradient| on any rank (the error documented in
@@ -235,19 +253,11 @@ TEST(Reducer, Bf16CompressionStaysWithinItsDocumentedError) {
   Reducer compressed(*comm, specs, {0, 0, false, GradCompression::kBf16, {}});
   trainer::Random random(static_cast<std::uint64_t>(17 + comm->rank()));
   float largestOf[2] = {0, 0};
-  for (Reducer* r : {&exact, &compressed})
-    r->prepareForBackward(true);
-  for (std::size_t g = specs.size(); g-- > 0;) {
-    for (std::size_t i = 0; i < specs[g].numel; ++i) {
-      const float v = random.normal() * (g == 0 ? 1e-3f : 10.0f);
-      exact.gradient(g)[i] = compressed.gradient(g)[i] = v;
-      largestOf[g] = std::max(largestOf[g], std::abs(v));
-    }
-    exact.markReady(g);
-    compressed.markReady(g);
-  }
-  exact.finalize();
-  compressed.finalize();
+  backwardAlike(specs, exact, compressed, [&](std::size_t g, std::size_t) {
+    const float v = random.normal() * (g == 0 ? 1e-3f : 10.0f);
+    largestOf[g] = std::max(largestOf[g], std::abs(v));
+    return v;
+  });
   comm->allreduceSync(std::span<float>(largestOf, 2), ReduceOp::kMax);
   for (std::size_t g = 0; g < specs.size(); ++g) {
     float worst = 0, scale = 0;
@@ -309,18 +319,9 @@ TEST(Reducer, Bf16StagedAndRoundedByTheBackendGiveTheSameBits) {
       Reducer mpi(rounding, specs, {cap, cap, false, GradCompression::kBf16, bounds});
       Reducer staged(staging, specs, {cap, cap, false, GradCompression::kBf16, bounds});
       trainer::Random random(static_cast<std::uint64_t>(11 + r));
-      for (Reducer* reducer : {&mpi, &staged})
-        reducer->prepareForBackward(true);
-      for (std::size_t g = specs.size(); g-- > 0;) {
-        for (std::size_t i = 0; i < specs[g].numel; ++i) {
-          mpi.gradient(g)[i] = staged.gradient(g)[i] =
-              random.normal() * std::ldexp(1.0f, static_cast<int>(i % 30) - 15);
-        }
-        mpi.markReady(g);
-        staged.markReady(g);
-      }
-      mpi.finalize();
-      staged.finalize();
+      backwardAlike(specs, mpi, staged, [&](std::size_t, std::size_t i) {
+        return random.normal() * std::ldexp(1.0f, static_cast<int>(i % 30) - 15);
+      });
       const float* a = static_cast<const float*>(mpi.storage().get());
       const float* b = static_cast<const float*>(staged.storage().get());
       const auto q = static_cast<std::size_t>(r);
@@ -398,17 +399,8 @@ TEST(ReducerScatter, EachRankGetsTheAllReducesBitsOfItsPartAndTheSameChecks) {
         const std::string where =
             str(measured ? "measured" : "scanned", ", ", kind.name, ", cap ", cap);
         trainer::Random random(static_cast<std::uint64_t>(5 + r));
-        for (Reducer* reducer : {&whole, &parts})
-          reducer->prepareForBackward(true);
-        for (std::size_t g = specs.size(); g-- > 0;) {
-          if (!specs[g].requiresGrad) continue;
-          for (std::size_t i = 0; i < specs[g].numel; ++i)
-            whole.gradient(g)[i] = parts.gradient(g)[i] = random.normal();
-          whole.markReady(g);
-          parts.markReady(g);
-        }
-        whole.finalize();
-        parts.finalize();
+        backwardAlike(specs, whole, parts,
+                      [&](std::size_t, std::size_t) { return random.normal(); });
         const float* a = static_cast<const float*>(whole.storage().get());
         const float* b = static_cast<const float*>(parts.storage().get());
         const auto q = static_cast<std::size_t>(r);
