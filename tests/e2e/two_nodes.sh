@@ -22,23 +22,25 @@ run 4 "${args[@]}" --epochs 1 --max-steps 30 --save-model "$WORK/1x4.safetensors
 echo "2x2 nodes: same parameters as 1x4 within 1e-5"
 
 # --grad-compression bf16 across the nodes: the communication thread rounds
-# each piece and MPI sums bfloat16 (Note [bf16 rounding between nodes]).
-# Rounding differences grow chaotically over many steps, so one step is
-# compared: the 2x2 bf16 step lands within 2% of the float32 step's length
-# of the 1x4 float32 step (a gradient 2^-8 off in each element), and not on
-# its bits (it was rounded).
+# each piece and MPI sums bfloat16 (Note [bf16 rounding between nodes]),
+# all-reducing, or reduce-scattering for --shard-optimizer. Rounding
+# differences grow chaotically over many steps, so one step is compared:
+# the 2x2 bf16 step lands within 2% of the float32 step's length of the 1x4
+# float32 step (a gradient 2^-8 off in each element), and not on its bits.
 one=("${args[@]}" --epochs 1 --max-steps 1 --momentum 0)
 run 4 "${one[@]}" --lr 1e-12 --save-model "$WORK/start.safetensors" > /dev/null
 run 4 "${one[@]}" --save-model "$WORK/step_f32.safetensors" > /dev/null
-node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" "${one[@]}" --grad-compression bf16 \
-  --save-model "$WORK/step_bf16.safetensors" > "$WORK/2x2_bf16.out" 2>&1 ||
-  fail "2x2 with bf16 gradients failed: $(tail -20 "$WORK/2x2_bf16.out")"
 distance() { "$COMPARE_WEIGHTS" "$1" "$2" --distance | sed -n 's/^distance //p'; }
 step=$(distance "$WORK/step_f32.safetensors" "$WORK/start.safetensors")
-off=$(distance "$WORK/step_bf16.safetensors" "$WORK/step_f32.safetensors")
-awk -v off="$off" -v step="$step" 'BEGIN { exit !(off > 0 && off < 0.02 * step) }' ||
-  fail "2x2 bf16 step is $off from the float32 step, which moved the weights $step"
-echo "2x2 nodes with bf16 gradients: one step lands $off from float32's (its length $step)"
+for sharded in "" --shard-optimizer; do
+  node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" "${one[@]}" --grad-compression bf16 $sharded \
+    --save-model "$WORK/step_bf16.safetensors" > "$WORK/2x2_bf16.out" 2>&1 ||
+    fail "2x2 with bf16 gradients, ${sharded:-all-reduced}, failed: $(tail -20 "$WORK/2x2_bf16.out")"
+  off=$(distance "$WORK/step_bf16.safetensors" "$WORK/step_f32.safetensors")
+  awk -v off="$off" -v step="$step" 'BEGIN { exit !(off > 0 && off < 0.02 * step) }' ||
+    fail "2x2 bf16 step, ${sharded:-all-reduced}, is $off from the float32 step, which moved the weights $step"
+  echo "2x2 nodes with bf16 gradients, ${sharded:-all-reduced}: one step lands $off from float32's (its length $step)"
+done
 
 # Checkpoints in a node-local directory: rank 0 (node a) writes them, node b
 # never sees them, and a resumed run still continues exactly (node b's ranks
