@@ -304,21 +304,22 @@ WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> 
           const auto cut = [&](std::size_t bound) { return std::clamp(bound, at, end); };
           for (std::size_t q = 0; q < counts.size(); ++q)
             counts[q] = static_cast<int>(cut(parts[q + 1]) - cut(parts[q]));
-          const auto own = static_cast<std::size_t>(counts[r]);
+          const auto ownInPiece = static_cast<std::size_t>(counts[r]);
           if (viaBFloat16) {
             std::uint16_t* wire = bfloat16Piece();
             toBFloat16(static_cast<const float*>(data) + at, wire, end - at);
             DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, wire, counts.data(),
                                              mpiType(DataType::kBFloat16), bfloat16SumOp(), comm_));
-            if (op == ReduceOp::kAvg) divideBy(size_, wire, own, DataType::kBFloat16);
-            fromBFloat16(wire, static_cast<float*>(data) + cut(parts[r]), own);
+            if (op == ReduceOp::kAvg) divideBy(size_, wire, ownInPiece, DataType::kBFloat16);
+            fromBFloat16(wire, static_cast<float*>(data) + cut(parts[r]), ownInPiece);
             continue;
           }
           char* base = static_cast<char*>(data) + at * element;
           DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, base, counts.data(), mpiType(type),
                                            mpiReduce, comm_));
           if (cut(parts[r]) != at) {
-            std::memmove(static_cast<char*>(data) + cut(parts[r]) * element, base, own * element);
+            std::memmove(static_cast<char*>(data) + cut(parts[r]) * element, base,
+                         ownInPiece * element);
           }
         }
         char* mine = static_cast<char*>(data) + parts[r] * element;
