@@ -272,7 +272,7 @@ class Trainer {
   // every trainable parameter's gradient into its storage. Collective.
   void buildReducer(std::size_t capBytes);
   void tuneBucketCap(std::chrono::steady_clock::time_point stepStart);
-  struct Gpu;  // the GPU path's state (trainer.cc); null on the CPU
+  struct Gpu;  // the GPU path's state (trainer_gpu.h); null on the CPU
 
   comm::Communicator& comm_;
   Sequential& model_;
