@@ -5,7 +5,7 @@
 //
 //   mpirun -np N allreduce_bench [-b 8] [-e 256M] [-f 2] [-n 20] [-w 5]
 //       [--backend mpi|nccl] [--memory shared|plain]
-//       [--collective allreduce|allgather|reducescatter] [--csv FILE]
+//       [--collective allreduce|allgather|reducescatter] [--checks] [--csv FILE]
 //
 // Per size: out-of-place and in-place Communicator::allreduce (issue, then
 // Work::wait), and the raw call (MPI_Allreduce in place on MPI_COMM_WORLD,
@@ -26,6 +26,11 @@
 // else) and waited for. It is the cost of running MPI on another thread at
 // all, which any design with a communication thread pays (Note [MPI
 // communication thread]); "ours/thread" is then what our layer adds on top.
+//
+// --checks (MPI): our communicator checks every result for NaN and
+// infinity, as ddp_train asks of it (CommOptions::checkNonFinite; Note
+// [Non-finite check while reducing] in comm/finite.h), so the table shows
+// what training's collectives cost; without it, the collective alone.
 //
 // --memory (MPI): `shared` puts the buffers in memory from
 // Communicator::allocate(), which the Reducer uses: the node shared-memory
@@ -223,8 +228,9 @@ class Bench {
 
 class MpiBench final : public Bench {
  public:
-  MpiBench(const ddp::World& world, Collective collective, std::size_t bytes, bool shared)
-      : Bench(collective), comm_(world.comm(), {}), shared_(shared) {
+  MpiBench(const ddp::World& world, Collective collective, std::size_t bytes, bool shared,
+           bool checks)
+      : Bench(collective), comm_(world.comm(), optionsFor(checks)), shared_(shared) {
     if (shared) {
       sharedSend_ = comm_.allocate(bytes);
       sharedRecv_ = comm_.allocate(bytes);
@@ -271,6 +277,11 @@ class MpiBench final : public Bench {
     floor_->run([&] {
       MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, floorComm_);
     });
+  }
+  static ddp::comm::CommOptions optionsFor(bool checks) {
+    ddp::comm::CommOptions options;
+    options.checkNonFinite = checks;
+    return options;
   }
   ~MpiBench() override {
     floor_.reset();  // its thread is idle between calls; stopped before its communicator goes
@@ -375,7 +386,8 @@ int usage() {
   std::fprintf(stderr,
                "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] "
                "[--backend mpi|nccl] [--memory shared|plain] "
-               "[--collective allreduce|allgather|reducescatter] [--thread-floor] [--csv FILE]\n");
+               "[--collective allreduce|allgather|reducescatter] [--thread-floor] [--checks] "
+               "[--csv FILE]\n");
   return 2;
 }
 
@@ -386,6 +398,7 @@ struct Options {
   std::string backend = "mpi", memory = "shared", csvPath;
   Collective collective = Collective::kAllreduce;
   bool threadFloor = false;
+  bool checks = false;
 };
 
 // Empty when the command line is not valid (main then prints usage()).
@@ -393,8 +406,8 @@ std::optional<Options> parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--thread-floor") {
-      o.threadFloor = true;
+    if (flag == "--thread-floor" || flag == "--checks") {
+      (flag == "--checks" ? o.checks : o.threadFloor) = true;
       --i;  // takes no value
       continue;
     }
@@ -435,7 +448,8 @@ std::optional<Options> parse(int argc, char** argv) {
       (o.backend != "mpi" && o.backend != "nccl") ||
       (o.memory != "shared" && o.memory != "plain") ||
       (o.threadFloor &&
-       (o.backend != "mpi" || o.memory != "plain" || o.collective != Collective::kAllreduce))) {
+       (o.backend != "mpi" || o.memory != "plain" || o.collective != Collective::kAllreduce)) ||
+      (o.checks && o.backend != "mpi")) {
     return std::nullopt;
   }
   return o;
@@ -447,12 +461,13 @@ std::FILE* printHeader(const Options& o, const ddp::World& world, const Bench& b
               bench.describe().c_str());
   if (world.nodeCount() > 1) std::printf("# nodes: %s\n", describeNodes(world.nodes()).c_str());
   const bool scatter = o.collective == Collective::kReduceScatter;
-  std::printf("# float32 %s, median of %d iterations (after %d warm-up) of the slowest rank\n",
+  std::printf("# float32 %s, median of %d iterations (after %d warm-up) of the slowest rank%s\n",
               o.collective == Collective::kAllgather ? "all-gather (size: the gathered buffer)"
               : scatter ? "sum reduce-scatter in equal parts (size: the whole buffer; first "
                           "columns: our in-place all-reduce of it)"
                         : "sum all-reduce",
-              o.iterations, o.warmup);
+              o.iterations, o.warmup,
+              o.checks ? "; ours checks every result for NaN and infinity (--checks)" : "");
   std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n", "", "",
               "", "", scatter ? "all-reduce" : "out-of-place", "", "", "",
               scatter ? "reduce-scat" : "in-place", "", "", "", "raw", "", "",
@@ -534,7 +549,7 @@ int main(int argc, char** argv) {
     return 2;
 #endif
   } else {
-    bench = std::make_unique<MpiBench>(world, o.collective, o.end, o.memory == "shared");
+    bench = std::make_unique<MpiBench>(world, o.collective, o.end, o.memory == "shared", o.checks);
   }
   std::FILE* csv = rank == 0 ? printHeader(o, world, *bench) : nullptr;
   long anyWrong = 0;
