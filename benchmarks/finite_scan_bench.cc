@@ -1,14 +1,17 @@
-// finite_scan_bench: what a separate NaN/infinity pass over the gradients
-// would cost per step (Note [Non-finite check while reducing] in
-// comm/finite.h), for the default MLP's 1,863,690 gradients (7.1 MiB):
-// median of 51 passes with the gradients cold (64 MiB touched in between)
-// and warm (the previous pass left them in cache, as far as they fit).
+// finite_scan_bench: what a separate pass over the gradients costs per step:
+// the NaN/infinity check (Note [Non-finite check while reducing] in
+// comm/finite.h) and the sum of squares that clipping needs (Note [Sum of
+// squares while reducing]), for the default MLP's 1,863,690 gradients
+// (7.1 MiB) unless told another count: median of 51 passes with the
+// gradients cold (64 MiB touched in between) and warm (the previous pass
+// left them in cache, as far as they fit).
 //
 //   build/benchmarks/finite_scan_bench [elements]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <vector>
 
 #include "comm/finite.h"
@@ -20,31 +23,40 @@ double medianMs(std::vector<double> times) {
   return times[times.size() / 2];
 }
 
+double msOf(const std::function<void()>& pass) {
+  const auto start = std::chrono::steady_clock::now();
+  pass();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::size_t count = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1863690;
   std::vector<float> gradients(count, 0.25f);
   std::vector<float> other(std::size_t{16} << 20, 1.0f);  // 64 MiB, to evict the gradients
-  std::vector<double> cold, warm;
   int found = 0;
-  for (int i = 0; i < 51; ++i) {
-    for (float& v : other)
-      v += 1.0f;
-    auto start = std::chrono::steady_clock::now();
-    found += ddp::comm::anyNonFinite(gradients.data(), count);
-    cold.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count());
-    start = std::chrono::steady_clock::now();
-    found += ddp::comm::anyNonFinite(gradients.data(), count);
-    warm.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count());
+  double squares = 0.0;
+  const std::function<void()> passes[] = {
+      [&] { found += ddp::comm::anyNonFinite(gradients.data(), count); },
+      [&] { squares = ddp::comm::sumOfSquares(gradients.data(), count); }};
+  const char* names[] = {"anyNonFinite", "sumOfSquares"};
+  for (int p = 0; p < 2; ++p) {
+    std::vector<double> cold, warm;
+    for (int i = 0; i < 51; ++i) {
+      for (float& v : other)
+        v += 1.0f;
+      cold.push_back(msOf(passes[p]));
+      warm.push_back(msOf(passes[p]));
+    }
+    std::printf(
+        "finite_scan_bench: %zu floats (%.1f MiB), %s: cold %.3f ms, warm %.3f ms (median "
+        "of 51)\n",
+        count, static_cast<double>(count) * 4 / (1 << 20), names[p], medianMs(cold),
+        medianMs(warm));
   }
-  std::printf(
-      "finite_scan_bench: %zu floats (%.1f MiB): cold %.3f ms, warm %.3f ms (median of 51)%s\n",
-      count, static_cast<double>(count) * 4 / (1 << 20), medianMs(cold), medianMs(warm),
-      found != 0 ? " WRONG: found a non-finite value" : "");
-  return found == 0 ? 0 : 1;
+  const bool wrong = found != 0 || squares != 0.0625 * static_cast<double>(count);
+  if (wrong) std::printf("WRONG: a non-finite value found, or the sum of squares is off\n");
+  return wrong ? 1 : 0;
 }
