@@ -108,7 +108,6 @@ int main(int argc, char** argv) {
       data = plainData.data();
       staging = plainStaging.data();
     }
-    const bool inPlace = comm.reducesViaBFloat16InPlace(data, most * sizeof(float));
     if (rank == 0) {
       std::printf(
           "# bf16_reduce_bench: %d ranks on %d node(s), mpi, %s; float32 gradients "
@@ -146,12 +145,9 @@ int main(int argc, char** argv) {
             comm.widenFromBFloat16(staging, data, count);
           },
           check);
-      Measured rounded;
-      if (inPlace) {
-        rounded = measure(
-            o.iterations, o.warmup, fill,
-            [&] { comm.allreduceViaBFloat16(data, count, ReduceOp::kSum)->wait(kWait); }, check);
-      }
+      const Measured rounded = measure(
+          o.iterations, o.warmup, fill,
+          [&] { comm.allreduceViaBFloat16(data, count, ReduceOp::kSum)->wait(kWait); }, check);
       anyWrong += float32.wrong + staged.wrong + rounded.wrong;
       if (rank != 0) continue;
       const double bus = n == 1 ? 1.0 : 2.0 * (n - 1) / n;
@@ -159,12 +155,8 @@ int main(int argc, char** argv) {
       std::printf("%12zu   %10.1f %8.2f   %10.1f %8.2f %6.2fx", bytes, float32.micros,
                   busbw(float32.micros), staged.micros, busbw(staged.micros),
                   staged.micros / float32.micros);
-      if (inPlace) {
-        std::printf("   %10.1f %8.2f %6.2fx", rounded.micros, busbw(rounded.micros),
-                    rounded.micros / float32.micros);
-      } else {
-        std::printf("   %10s %8s %7s", "-", "-", "-");
-      }
+      std::printf("   %10.1f %8.2f %6.2fx", rounded.micros, busbw(rounded.micros),
+                  rounded.micros / float32.micros);
       std::printf("   %6ld\n", float32.wrong + staged.wrong + rounded.wrong);
       std::fflush(stdout);
     }

@@ -165,16 +165,11 @@ class Communicator {
   // communication thread, a piece at a time (Note [bf16 rounding between
   // nodes]); only the NCCL backend leaves the staging to the Reducer.
   //
-  // Whether allreduceViaBFloat16() and reduceScatterViaBFloat16() can take
-  // the `bytes` bytes of float32 at `data` (from allocate()). The answer is
-  // the same on every rank for the same allocation, so callers may decide
-  // on it whether to allocate() a staging buffer (a collective). Issuing
-  // thread.
-  virtual bool reducesViaBFloat16InPlace(const void* data, std::size_t bytes) const {
-    (void)data;
-    (void)bytes;
-    return false;
-  }
+  // Whether this backend has allreduceViaBFloat16() and
+  // reduceScatterViaBFloat16() (for any memory from allocate()): a property
+  // of the backend, the same on every rank, so callers may decide on it
+  // whether to allocate() a staging buffer (a collective). Any thread.
+  virtual bool reducesViaBFloat16InPlace() const { return false; }
   // Where reducesViaBFloat16InPlace(): allreduce() and reduceScatter() of
   // `count` float32 values at `data`, in place, with every rank's values
   // rounded to bfloat16 and the result rounded again: the bits that

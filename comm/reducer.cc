@@ -81,7 +81,7 @@ Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, Reduce
   if (options_.compression == GradCompression::kBf16) {
     // Every rank gets the same answer for the same allocation, so either all
     // or none allocate below (a collective).
-    roundsInPlace_ = comm_.reducesViaBFloat16InPlace(storage_.get(), elements_ * sizeof(float));
+    roundsInPlace_ = comm_.reducesViaBFloat16InPlace();
     if (!roundsInPlace_) compressed_ = comm_.allocate(elements_ * sizeof(std::uint16_t));
   }
 }

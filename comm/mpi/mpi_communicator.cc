@@ -248,10 +248,6 @@ WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> 
   return reduceScatter(data, bounds, type, op, Rounding::kNone);
 }
 
-bool MpiCommunicator::reducesViaBFloat16InPlace(const void*, std::size_t) const {
-  return true;
-}
-
 std::uint16_t* MpiCommunicator::bfloat16Piece() {
   if (!bfloat16Piece_) bfloat16Piece_ = std::make_unique<std::uint16_t[]>(kBFloat16PieceCount);
   return bfloat16Piece_.get();

@@ -73,7 +73,7 @@ class MpiCommunicator final : public Communicator {
   // same elements (the staged path's pieces of kBFloat16 are cut alike), so
   // the bits are the staged path's; the training thread goes on with
   // backward meanwhile, and the staging is one piece (4 MiB).
-  bool reducesViaBFloat16InPlace(const void* data, std::size_t bytes) const override;
+  bool reducesViaBFloat16InPlace() const override { return true; }
   WorkPtr allreduceViaBFloat16(float* data, std::size_t count, ReduceOp op) override;
   WorkPtr reduceScatterViaBFloat16(float* data, std::span<const std::size_t> bounds,
                                    ReduceOp op) override;

@@ -310,8 +310,8 @@ TEST(Reducer, Bf16StagedAndRoundedByTheBackendGiveTheSameBits) {
   MpiCommunicator rounding(MPI_COMM_WORLD, options);
   StagingCommunicator staging(options);
   const int n = rounding.size(), r = rounding.rank();
-  ASSERT_TRUE(rounding.reducesViaBFloat16InPlace(nullptr, 0));
-  ASSERT_FALSE(staging.reducesViaBFloat16InPlace(nullptr, 0));
+  ASSERT_TRUE(rounding.reducesViaBFloat16InPlace());
+  ASSERT_FALSE(staging.reducesViaBFloat16InPlace());
   for (const bool scatter : {false, true}) {
     for (const std::size_t cap : {std::size_t{0}, std::size_t{4096}, kSingleBucket}) {
       const std::vector<std::size_t> bounds =
