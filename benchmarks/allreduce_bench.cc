@@ -5,7 +5,8 @@
 //
 //   mpirun -np N allreduce_bench [-b 8] [-e 256M] [-f 2] [-n 20] [-w 5]
 //       [--backend mpi|nccl] [--memory shared|plain]
-//       [--collective allreduce|allgather|reducescatter] [--checks] [--csv FILE]
+//       [--collective allreduce|allgather|reducescatter] [--checks] [--one-level]
+//       [--csv FILE]
 //
 // Per size: out-of-place and in-place Communicator::allreduce (issue, then
 // Work::wait), and the raw call (MPI_Allreduce in place on MPI_COMM_WORLD,
@@ -32,12 +33,18 @@
 // [Non-finite check while reducing] in comm/finite.h), so the table shows
 // what training's collectives cost; without it, the collective alone.
 //
+// --one-level (MPI, across nodes): our communicator does not all-reduce in
+// two levels (Note [Two-level all-reduce across nodes]): memory from
+// Communicator::allocate() is then plain, as ddp_train's
+// --two-level-allreduce off makes it. The header's first line says which
+// path ran.
+//
 // --memory (MPI): `shared` puts the buffers in memory from
 // Communicator::allocate(), which the Reducer uses: the node shared-memory
-// all-reduce (Note [Node shared-memory all-reduce]), a different algorithm
-// from the raw call. `plain` uses ordinary memory, so ours and raw run the
-// same MPI_Allreduce and the ratio is the cost of the layer alone (the
-// communication thread's hand-off and the Work).
+// all-reduce (Note [Node shared-memory all-reduce]) or, across nodes, the
+// two-level one, different algorithms from the raw call. `plain` uses ordinary memory, so ours and
+// raw run the same MPI_Allreduce and the ratio is the cost of the layer alone (the communication
+// thread's hand-off and the Work).
 //
 // --collective allgather: Communicator::allgather, what --shard-optimizer
 // does every step, against MPI_Allgather or ncclAllGather. As in nccl-tests'
@@ -229,8 +236,8 @@ class Bench {
 class MpiBench final : public Bench {
  public:
   MpiBench(const ddp::World& world, Collective collective, std::size_t bytes, bool shared,
-           bool checks)
-      : Bench(collective), comm_(world.comm(), optionsFor(checks)), shared_(shared) {
+           bool checks, bool oneLevel)
+      : Bench(collective), comm_(world.comm(), optionsFor(checks, oneLevel)), shared_(shared) {
     if (shared) {
       sharedSend_ = comm_.allocate(bytes);
       sharedRecv_ = comm_.allocate(bytes);
@@ -278,9 +285,10 @@ class MpiBench final : public Bench {
       MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, floorComm_);
     });
   }
-  static ddp::comm::CommOptions optionsFor(bool checks) {
+  static ddp::comm::CommOptions optionsFor(bool checks, bool oneLevel) {
     ddp::comm::CommOptions options;
     options.checkNonFinite = checks;
+    options.twoLevelAcrossNodes = !oneLevel;
     return options;
   }
   ~MpiBench() override {
@@ -291,8 +299,7 @@ class MpiBench final : public Bench {
     const char* call = collective() == Collective::kAllgather       ? "MPI_Allgather"
                        : collective() == Collective::kReduceScatter ? "MPI_Reduce_scatter"
                                                                     : "MPI_Allreduce";
-    return shared_ ? std::string("mpi, node shared memory from Communicator::allocate (raw: ") +
-                         call + ")"
+    return shared_ ? comm_.describe() + ", memory from Communicator::allocate (raw: " + call + ")"
                    : std::string("mpi, plain memory (ours and raw both ") + call + ")";
   }
 
@@ -387,6 +394,7 @@ int usage() {
                "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] "
                "[--backend mpi|nccl] [--memory shared|plain] "
                "[--collective allreduce|allgather|reducescatter] [--thread-floor] [--checks] "
+               "[--one-level] "
                "[--csv FILE]\n");
   return 2;
 }
@@ -399,6 +407,7 @@ struct Options {
   Collective collective = Collective::kAllreduce;
   bool threadFloor = false;
   bool checks = false;
+  bool oneLevel = false;
 };
 
 // Empty when the command line is not valid (main then prints usage()).
@@ -406,8 +415,8 @@ std::optional<Options> parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--thread-floor" || flag == "--checks") {
-      (flag == "--checks" ? o.checks : o.threadFloor) = true;
+    if (flag == "--thread-floor" || flag == "--checks" || flag == "--one-level") {
+      (flag == "--checks" ? o.checks : flag == "--one-level" ? o.oneLevel : o.threadFloor) = true;
       --i;  // takes no value
       continue;
     }
@@ -449,7 +458,7 @@ std::optional<Options> parse(int argc, char** argv) {
       (o.memory != "shared" && o.memory != "plain") ||
       (o.threadFloor &&
        (o.backend != "mpi" || o.memory != "plain" || o.collective != Collective::kAllreduce)) ||
-      (o.checks && o.backend != "mpi")) {
+      ((o.checks || o.oneLevel) && o.backend != "mpi")) {
     return std::nullopt;
   }
   return o;
@@ -549,7 +558,8 @@ int main(int argc, char** argv) {
     return 2;
 #endif
   } else {
-    bench = std::make_unique<MpiBench>(world, o.collective, o.end, o.memory == "shared", o.checks);
+    bench = std::make_unique<MpiBench>(world, o.collective, o.end, o.memory == "shared", o.checks,
+                                       o.oneLevel);
   }
   std::FILE* csv = rank == 0 ? printHeader(o, world, *bench) : nullptr;
   long anyWrong = 0;

@@ -44,6 +44,11 @@ struct CommOptions {
   // the communication thread (Note [Sum of squares while reducing] in
   // comm/finite.h). Every rank must ask alike.
   bool sumOfSquares = false;
+  // Whether the MPI backend all-reduces memory from allocate() in two levels
+  // when a job spans nodes with the same number of ranks on each (Note
+  // [Two-level all-reduce across nodes] in comm/mpi/shared_memory.h), or
+  // with one MPI_Allreduce over every rank. Every rank must ask alike.
+  bool twoLevelAcrossNodes = true;
 };
 
 // Throws InternalError unless `bounds` can be Communicator::reduceScatter's
@@ -63,6 +68,9 @@ class Communicator {
   virtual int size() const = 0;
   // "mpi" or "nccl", for start-up summaries and error messages.
   virtual std::string backendName() const = 0;
+  // The backend and how it reduces in this job, for start-up summaries,
+  // e.g. "mpi (two levels: node shared memory, MPI between the nodes)".
+  virtual std::string describe() const { return backendName(); }
   const CommOptions& options() const { return options_; }
 
   // What the caller is doing ("step 1200, bucket 2 of 3"). Every collective

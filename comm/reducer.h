@@ -107,7 +107,9 @@ inline constexpr std::size_t kSingleBucket = static_cast<std::size_t>(-1);
 //          user op that adds two values in float32 and rounds) and on NCCL
 //          (as PyTorch's bf16_compress_hook) each addition's result is
 //          rounded, world - 1 of them, so the error grows with the world
-//          size there; every rank still gets the same bits.
+//          size there (in two levels, Note [Two-level all-reduce across
+//          nodes], each node's sum is rounded once and the additions
+//          between nodes each once more); every rank still gets the same bits.
 enum class GradCompression { kNone, kBf16 };
 
 struct ReducerOptions {

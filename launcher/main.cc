@@ -105,6 +105,7 @@ int train(const Options& o) {
   commOptions.timeout = timeout;
   commOptions.checkNonFinite = true;              // the trainer checks every step's gradients
   commOptions.sumOfSquares = o.clipGradNorm > 0;  // the gradient's norm, for clipping
+  commOptions.twoLevelAcrossNodes = o.twoLevelAllreduce == "auto";
   // Set once the watchdog runs; read by the NCCL watchdog's thread.
   std::atomic<const comm::Watchdog*> explainer{nullptr};
   const auto explain = [&explainer](const std::string& report) {

@@ -140,6 +140,11 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       po::value(&o.gradCompression)->value_name("NAME")->default_value(o.gradCompression),
       "none | bf16: all-reduce gradients as bfloat16 (half the bytes; pays between nodes; "
       "summed in float32 on one node, rounded at each addition between nodes and on GPUs)")(
+      "two-level-allreduce",
+      po::value(&o.twoLevelAllreduce)->value_name("WHEN")->default_value(o.twoLevelAllreduce),
+      "auto | off: on CPUs across nodes with as many ranks on each, all-reduce in shared memory "
+      "inside each node and with MPI between the nodes (auto), or with one MPI_Allreduce over "
+      "every rank (off)")(
       "grad-accum", po::value(&raw.gradAccum)->value_name("K")->default_value(raw.gradAccum),
       "micro-batches of --batch-size per step; only the last one communicates (PyTorch's no_sync)")(
       "freeze", po::value(&raw.freeze)->value_name("LAYER,..."),
@@ -583,6 +588,10 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
   if (o.gradCompression != "none" && o.gradCompression != "bf16") {
     throw UsageError(
         str("--grad-compression: unknown '", o.gradCompression, "' (known: none, bf16)"));
+  }
+  if (o.twoLevelAllreduce != "auto" && o.twoLevelAllreduce != "off") {
+    throw UsageError(
+        str("--two-level-allreduce: unknown '", o.twoLevelAllreduce, "' (known: auto, off)"));
   }
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda") {
     throw UsageError(str("--device: unknown '", o.device, "' (known: auto, cpu, cuda)"));

@@ -57,10 +57,11 @@ struct Options {
   std::uint64_t seed = 42;
   std::size_t gradAccum = 1;
   // distributed
-  double bucketCapMb = 25;                // 0: one bucket per parameter
-  bool bucketCapAuto = false;             // --bucket-cap-mb auto
-  std::string gradCompression = "none";   // none | bf16
-  std::vector<std::size_t> freezeLayers;  // indices into the Sequential
+  double bucketCapMb = 25;                 // 0: one bucket per parameter
+  bool bucketCapAuto = false;              // --bucket-cap-mb auto
+  std::string gradCompression = "none";    // none | bf16
+  std::string twoLevelAllreduce = "auto";  // auto | off (CommOptions::twoLevelAcrossNodes)
+  std::vector<std::size_t> freezeLayers;   // indices into the Sequential
   // runtime
   std::string device = "auto";      // auto | cpu | cuda
   int threads = 0;                  // 0: cores on this node / ranks on this node

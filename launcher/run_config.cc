@@ -169,6 +169,7 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
   }
   std::vector<std::pair<std::string, std::string>> options = computationOptions(o);
   options.insert(options.end(), {{"grad-compression", o.gradCompression},
+                                 {"two-level-allreduce", o.twoLevelAllreduce},
                                  {"bucket-cap-mb", o.bucketCapAuto ? "auto" : str(o.bucketCapMb)},
                                  {"epochs", str(o.epochs)},
                                  {"warmup-steps", str(o.warmupSteps)},

@@ -40,7 +40,7 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
   log::info(str("ddp_train: ", world.size(), " rank", world.size() > 1 ? "s" : "", " on ",
                 world.nodeCount(), " node", world.nodeCount() > 1 ? "s" : "", " (",
                 even ? str(perNode.front()) : join(perNode, "+"), " per node), launcher ",
-                launcherName(world.launcher()), ", backend ", comm.backendName(), ", device ",
+                launcherName(world.launcher()), ", backend ", comm.describe(), ", device ",
                 device));
   if (world.nodeCount() > 1) log::info(str("nodes: ", describeNodes(world.nodes())));
   log::info(str("model ", o.model, ": ", model.describe(), ": ", params, " parameters (",

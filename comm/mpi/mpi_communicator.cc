@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "comm/bfloat16.h"
 #include "comm/finite.h"
@@ -119,6 +120,21 @@ void divideBy(int world, void* data, std::size_t count, DataType type) {
   if (type == DataType::kFloat64) scale<double>(data, count, 1.0 / world);
 }
 
+// Whether `count` elements at `data` hold a NaN or an infinity (floating
+// types; nothing for integers).
+std::optional<bool> nonFiniteIn(const void* data, std::size_t count, DataType type) {
+  switch (type) {
+    case DataType::kFloat32:
+      return anyNonFinite(static_cast<const float*>(data), count);
+    case DataType::kFloat64:
+      return anyNonFinite(static_cast<const double*>(data), count);
+    case DataType::kBFloat16:
+      return anyNonFiniteBFloat16(static_cast<const std::uint16_t*>(data), count);
+    default:
+      return std::nullopt;
+  }
+}
+
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm base, CommOptions options)
@@ -132,9 +148,38 @@ MpiCommunicator::MpiCommunicator(MPI_Comm base, CommOptions options)
   partChecks_.resize(2 * static_cast<std::size_t>(size_));
   DDP_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_));
   DDP_MPI_CHECK(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN));
-  int nodeSize = 0;
+  int nodeSize = 0, nodeRank = 0;
   DDP_MPI_CHECK(MPI_Comm_size(node_, &nodeSize));
+  DDP_MPI_CHECK(MPI_Comm_rank(node_, &nodeRank));
   singleNode_ = nodeSize == size_;
+  nodeSize_ = nodeSize;
+  // Note [Two-level all-reduce across nodes]: only when every node has this
+  // node's number of ranks, and every rank asks for it (one agreed answer).
+  int layout[3] = {-nodeSize, nodeSize, options.twoLevelAcrossNodes ? 0 : 1};
+  DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, layout, 3, MPI_INT, MPI_MAX, comm_));
+  const bool evenNodes = -layout[0] == layout[1];
+  if (!singleNode_ && nodeSize > 1 && evenNodes && layout[2] == 0) {
+    DDP_MPI_CHECK(MPI_Comm_split(comm_, nodeRank, rank_, &acrossNodes_));
+    DDP_MPI_CHECK(MPI_Comm_set_errhandler(acrossNodes_, MPI_ERRORS_RETURN));
+    // Note [Two-level reduce-scatter across nodes] needs each node's ranks
+    // consecutive (mpirun's default --map-by slot), node n holding n L ...
+    std::vector<int> here(static_cast<std::size_t>(nodeSize));
+    DDP_MPI_CHECK(MPI_Allgather(&rank_, 1, MPI_INT, here.data(), 1, MPI_INT, node_));
+    int blocks = here.front() % nodeSize == 0 ? 1 : 0;
+    for (std::size_t i = 0; i < here.size(); ++i)
+      blocks = here[i] == here.front() + static_cast<int>(i) ? blocks : 0;
+    DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &blocks, 1, MPI_INT, MPI_MIN, comm_));
+    nodeBlocks_ = blocks == 1;
+    description_ = "mpi (two levels: node shared memory, MPI between the nodes)";
+  } else if (singleNode_ && size_ > 1) {
+    description_ = "mpi (node shared memory)";
+  } else if (!singleNode_) {
+    description_ = str("mpi (one MPI_Allreduce over every rank: ",
+                       !evenNodes      ? "the nodes have different numbers of ranks"
+                       : nodeSize == 1 ? "one rank per node"
+                                       : "two levels turned off",
+                       ")");
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -147,6 +192,7 @@ MpiCommunicator::~MpiCommunicator() {
   if (thread_.joinable()) thread_.join();
   int finalized = 0;
   MPI_Finalized(&finalized);
+  if (!finalized && acrossNodes_ != MPI_COMM_NULL) MPI_Comm_free(&acrossNodes_);
   if (!finalized && node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
@@ -197,50 +243,80 @@ WorkPtr MpiCommunicator::allreduce(const void* send, void* data, std::size_t cou
           reduceOpName(op), ")"),
       [=, this](Work& work) {
         if (auto region = findRegion(data, count * sizeOf(type))) {
-          // Note [Node shared-memory all-reduce]: it reduces in place;
-          // Note [bf16 rounding inside the reduction].
           if (send != data) std::memcpy(data, send, count * sizeOf(type));
-          work.setResultChecks(region->allreduce(data, count, type, op, sequence, options().timeout,
-                                                 options().sumOfSquares, rounding));
+          work.setResultChecks(
+              singleNode_
+                  // Note [Node shared-memory all-reduce]: it reduces in place;
+                  // Note [bf16 rounding inside the reduction].
+                  ? region->allreduce(data, count, type, op, sequence, options().timeout,
+                                      options().sumOfSquares, rounding)
+                  : allreduceInTwoLevels(*region, data, count, type, op, sequence, rounding));
           return;
         }
-        // Note [Plain collectives in pieces].
-        if (viaBFloat16) {
-          // Note [bf16 rounding between nodes]: the staged path, a piece at a time.
-          float* values = static_cast<float*>(data);
-          std::uint16_t* wire = bfloat16Piece();
-          for (std::size_t at = 0; at < count; at += kBFloat16PieceCount) {
-            const std::size_t length = std::min(kBFloat16PieceCount, count - at);
-            toBFloat16(values + at, wire, length);
-            DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, wire, static_cast<int>(length),
-                                        mpiType(DataType::kBFloat16), bfloat16SumOp(), comm_));
-            if (op == ReduceOp::kAvg) divideBy(size_, wire, length, DataType::kBFloat16);
-            fromBFloat16(wire, values + at, length);
-          }
-        } else {
-          const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
-          const std::size_t element = sizeOf(type);
-          const std::size_t piece = kPlainPieceBytes / element;
-          for (std::size_t at = 0; at < count; at += piece) {
-            const int length = static_cast<int>(std::min(piece, count - at));
-            char* target = static_cast<char*>(data) + at * element;
-            DDP_MPI_CHECK(MPI_Allreduce(
-                send == data ? MPI_IN_PLACE : static_cast<const char*>(send) + at * element, target,
-                length, mpiType(type), mpiReduce, comm_));
-          }
-          if (op == ReduceOp::kAvg) divideBy(size_, data, count, type);
-        }
-        // Notes [Non-finite check while reducing] and [Sum of squares while
-        // reducing]: off the training thread, where asked for.
-        ResultChecks checks;
-        if (options().sumOfSquares && type == DataType::kFloat32)
-          checks.sumOfSquares = sumOfSquares(static_cast<const float*>(data), count);
-        if (options().checkNonFinite && type == DataType::kFloat32)
-          checks.nonFinite = anyNonFinite(static_cast<const float*>(data), count);
-        if (options().checkNonFinite && type == DataType::kFloat64)
-          checks.nonFinite = anyNonFinite(static_cast<const double*>(data), count);
-        work.setResultChecks(checks);
+        allreducePlain(comm_, send, data, count, type, op, rounding);
+        work.setResultChecks(measure(data, count, type));
       });
+}
+
+ResultChecks MpiCommunicator::allreduceInTwoLevels(SharedRegion& region, void* data,
+                                                   std::size_t count, DataType type, ReduceOp op,
+                                                   std::uint64_t sequence, Rounding rounding) {
+  // Note [Two-level all-reduce across nodes].
+  char* bytes = static_cast<char*>(data);
+  const std::size_t element = sizeOf(type);
+  return region.allreduceAcrossNodes(data, count, type, op, sequence, options().timeout, rounding,
+                                     [&](std::size_t begin, std::size_t end) {
+                                       char* chunk = bytes + begin * element;
+                                       allreducePlain(acrossNodes_, chunk, chunk, end - begin, type,
+                                                      op, rounding);
+                                       ResultChecks checks = measure(chunk, end - begin, type);
+                                       // Memory from allocate() reports a non-finite result whether
+                                       // or not it was asked to, as on one node: here at one pass
+                                       // over the chunk.
+                                       checks.nonFinite = nonFiniteIn(chunk, end - begin, type);
+                                       return checks;
+                                     });
+}
+
+void MpiCommunicator::allreducePlain(MPI_Comm comm, const void* send, void* data, std::size_t count,
+                                     DataType type, ReduceOp op, Rounding rounding) {
+  // Note [Plain collectives in pieces].
+  if (rounding == Rounding::kBFloat16) {
+    // Note [bf16 rounding between nodes]: the staged path, a piece at a time.
+    float* values = static_cast<float*>(data);
+    std::uint16_t* wire = bfloat16Piece();
+    for (std::size_t at = 0; at < count; at += kBFloat16PieceCount) {
+      const std::size_t length = std::min(kBFloat16PieceCount, count - at);
+      toBFloat16(values + at, wire, length);
+      DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, wire, static_cast<int>(length),
+                                  mpiType(DataType::kBFloat16), bfloat16SumOp(), comm));
+      if (op == ReduceOp::kAvg) divideBy(size_, wire, length, DataType::kBFloat16);
+      fromBFloat16(wire, values + at, length);
+    }
+    return;
+  }
+  const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
+  const std::size_t element = sizeOf(type);
+  const std::size_t piece = kPlainPieceBytes / element;
+  for (std::size_t at = 0; at < count; at += piece) {
+    const int length = static_cast<int>(std::min(piece, count - at));
+    char* target = static_cast<char*>(data) + at * element;
+    DDP_MPI_CHECK(
+        MPI_Allreduce(send == data ? MPI_IN_PLACE : static_cast<const char*>(send) + at * element,
+                      target, length, mpiType(type), mpiReduce, comm));
+  }
+  if (op == ReduceOp::kAvg) divideBy(size_, data, count, type);
+}
+
+ResultChecks MpiCommunicator::measure(const void* data, std::size_t count, DataType type) const {
+  // Notes [Non-finite check while reducing] and [Sum of squares while
+  // reducing]: off the training thread, where asked for.
+  ResultChecks checks;
+  if (options().sumOfSquares && type == DataType::kFloat32)
+    checks.sumOfSquares = sumOfSquares(static_cast<const float*>(data), count);
+  if (options().checkNonFinite && type != DataType::kBFloat16)
+    checks.nonFinite = nonFiniteIn(data, count, type);
+  return checks;
 }
 
 WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> bounds,
@@ -278,49 +354,23 @@ WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> 
       [=, this, parts = std::move(parts)](Work& work) {
         if (auto region = findRegion(data, count * sizeOf(type))) {
           // Note [Node shared-memory reduce-scatter]: in place, measured while
-          // reducing; Note [bf16 rounding inside the reduction].
-          work.setResultChecks(region->reduceScatter(data, parts, type, op, sequence,
-                                                     options().timeout, options().sumOfSquares,
-                                                     rounding));
+          // reducing; Note [bf16 rounding inside the reduction]. Across
+          // nodes, Note [Two-level reduce-scatter across nodes], or where the
+          // nodes' ranks are not consecutive the two-level all-reduce, whose
+          // result holds every part.
+          work.setResultChecks(
+              singleNode_
+                  ? region->reduceScatter(data, parts, type, op, sequence, options().timeout,
+                                          options().sumOfSquares, rounding)
+              : nodeBlocks_
+                  ? reduceScatterInTwoLevels(*region, data, parts, type, op, sequence, rounding)
+                  : allreduceInTwoLevels(*region, data, count, type, op, sequence, rounding));
           return;
         }
+        reduceScatterPlain(comm_, rank_, data, parts, type, op, rounding);
         const auto r = static_cast<std::size_t>(rank_);
-        const std::size_t element = sizeOf(type);
-        const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
-        // Note [Plain collectives in pieces]: each piece is a reduce-scatter
-        // of its own, the parts cut to it. In place, MPI leaves this rank's
-        // part of a piece at the piece's start; one copy moves it where it
-        // belongs. Via bfloat16 (Note [bf16 rounding between nodes]) the
-        // piece is reduced in its rounded copy, and this rank's part of it
-        // widened back where it belongs.
-        const std::size_t piece = viaBFloat16 ? kBFloat16PieceCount : kPlainPieceBytes / element;
-        std::vector<int>& counts = pieceCounts_;
-        for (std::size_t at = 0; at < count; at += piece) {
-          const std::size_t end = std::min(count, at + piece);
-          const auto cut = [&](std::size_t bound) { return std::clamp(bound, at, end); };
-          for (std::size_t q = 0; q < counts.size(); ++q)
-            counts[q] = static_cast<int>(cut(parts[q + 1]) - cut(parts[q]));
-          const auto ownInPiece = static_cast<std::size_t>(counts[r]);
-          if (viaBFloat16) {
-            std::uint16_t* wire = bfloat16Piece();
-            toBFloat16(static_cast<const float*>(data) + at, wire, end - at);
-            DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, wire, counts.data(),
-                                             mpiType(DataType::kBFloat16), bfloat16SumOp(), comm_));
-            if (op == ReduceOp::kAvg) divideBy(size_, wire, ownInPiece, DataType::kBFloat16);
-            fromBFloat16(wire, static_cast<float*>(data) + cut(parts[r]), ownInPiece);
-            continue;
-          }
-          char* base = static_cast<char*>(data) + at * element;
-          DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, base, counts.data(), mpiType(type),
-                                           mpiReduce, comm_));
-          if (cut(parts[r]) != at) {
-            std::memmove(static_cast<char*>(data) + cut(parts[r]) * element, base,
-                         ownInPiece * element);
-          }
-        }
-        char* mine = static_cast<char*>(data) + parts[r] * element;
+        char* mine = static_cast<char*>(data) + parts[r] * sizeOf(type);
         const std::size_t own = parts[r + 1] - parts[r];
-        if (op == ReduceOp::kAvg && !viaBFloat16) divideBy(size_, mine, own, type);
         // Each rank measures its part; the parts' answers are gathered and
         // added in rank order, so every rank gets the same bits.
         const bool squares = options().sumOfSquares && type == DataType::kFloat32;
@@ -349,6 +399,93 @@ WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> 
       });
 }
 
+void MpiCommunicator::reduceScatterPlain(MPI_Comm comm, int me, void* data,
+                                         std::span<const std::size_t> parts, DataType type,
+                                         ReduceOp op, Rounding rounding) {
+  const auto r = static_cast<std::size_t>(me);
+  const std::size_t count = parts.back();
+  const std::size_t element = sizeOf(type);
+  const bool viaBFloat16 = rounding == Rounding::kBFloat16;
+  const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
+  // Note [Plain collectives in pieces]: each piece is a reduce-scatter of
+  // its own, the parts cut to it. In place, MPI leaves this rank's part of a
+  // piece at the piece's start; one copy moves it where it belongs. Via
+  // bfloat16 (Note [bf16 rounding between nodes]) the piece is reduced in
+  // its rounded copy, and this rank's part of it widened back where it
+  // belongs.
+  const std::size_t piece = viaBFloat16 ? kBFloat16PieceCount : kPlainPieceBytes / element;
+  std::vector<int>& counts = pieceCounts_;
+  counts.resize(parts.size() - 1);
+  for (std::size_t at = 0; at < count; at += piece) {
+    const std::size_t end = std::min(count, at + piece);
+    const auto cut = [&](std::size_t bound) { return std::clamp(bound, at, end); };
+    for (std::size_t q = 0; q < counts.size(); ++q)
+      counts[q] = static_cast<int>(cut(parts[q + 1]) - cut(parts[q]));
+    const auto ownInPiece = static_cast<std::size_t>(counts[r]);
+    if (viaBFloat16) {
+      std::uint16_t* wire = bfloat16Piece();
+      toBFloat16(static_cast<const float*>(data) + at, wire, end - at);
+      DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, wire, counts.data(),
+                                       mpiType(DataType::kBFloat16), bfloat16SumOp(), comm));
+      if (op == ReduceOp::kAvg) divideBy(size_, wire, ownInPiece, DataType::kBFloat16);
+      fromBFloat16(wire, static_cast<float*>(data) + cut(parts[r]), ownInPiece);
+      continue;
+    }
+    char* base = static_cast<char*>(data) + at * element;
+    DDP_MPI_CHECK(
+        MPI_Reduce_scatter(MPI_IN_PLACE, base, counts.data(), mpiType(type), mpiReduce, comm));
+    if (cut(parts[r]) != at) {
+      std::memmove(static_cast<char*>(data) + cut(parts[r]) * element, base, ownInPiece * element);
+    }
+  }
+  if (op == ReduceOp::kAvg && !viaBFloat16) {
+    divideBy(size_, static_cast<char*>(data) + parts[r] * element, parts[r + 1] - parts[r], type);
+  }
+}
+
+ResultChecks MpiCommunicator::reduceScatterInTwoLevels(SharedRegion& region, void* data,
+                                                       std::span<const std::size_t> bounds,
+                                                       DataType type, ReduceOp op,
+                                                       std::uint64_t sequence, Rounding rounding) {
+  // Note [Two-level reduce-scatter across nodes].
+  char* bytes = static_cast<char*>(data);
+  const std::size_t element = sizeOf(type);
+  const auto nodes = static_cast<std::size_t>(size_ / nodeSize_);
+  const auto node = static_cast<std::size_t>(rank_ / nodeSize_);
+  const auto perNode = static_cast<std::size_t>(nodeSize_);
+  const auto q = static_cast<std::size_t>(rank_);
+  const ResultChecks here = region.reduceScatterAcrossNodes(
+      data, bounds, bounds[q], bounds[q + 1], type, op, sequence, options().timeout, rounding,
+      [&](std::size_t begin, std::size_t end) {
+        // Node n's ranks own elements [bounds[n L], bounds[(n + 1) L]): cut to this chunk.
+        std::vector<std::size_t>& cuts = nodeCuts_;
+        cuts.resize(nodes + 1);
+        for (std::size_t n = 0; n <= nodes; ++n)
+          cuts[n] = std::clamp(bounds[n * perNode], begin, end) - begin;
+        reduceScatterPlain(acrossNodes_, static_cast<int>(node), bytes + begin * element, cuts,
+                           type, op, rounding);
+        const char* final = bytes + (begin + cuts[node]) * element;
+        const std::size_t length = cuts[node + 1] - cuts[node];
+        ResultChecks checks = measure(final, length, type);
+        checks.nonFinite = nonFiniteIn(final, length, type);  // as allreduceInTwoLevels
+        return checks;
+      });
+  // The nodes' checks, added in node order: the same bits on every rank.
+  double measured[2] = {here.nonFinite.value_or(false) ? 1.0 : 0.0, here.sumOfSquares.value_or(0)};
+  std::vector<double>& all = partChecks_;
+  DDP_MPI_CHECK(MPI_Allgather(measured, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, acrossNodes_));
+  ResultChecks checks;
+  bool nonFinite = false;
+  double total = 0.0;
+  for (std::size_t n = 0; n < nodes; ++n) {
+    nonFinite = nonFinite || all[2 * n] != 0.0;
+    total += all[2 * n + 1];
+  }
+  if (here.nonFinite) checks.nonFinite = nonFinite;
+  if (here.sumOfSquares) checks.sumOfSquares = total;
+  return checks;
+}
+
 WorkPtr MpiCommunicator::broadcast(void* data, std::size_t count, DataType type, int root) {
   const int n = mpiCount(count);
   return enqueue(
@@ -363,7 +500,8 @@ WorkPtr MpiCommunicator::allgather(const void* send, void* recv, std::size_t cou
   const bool inPlace = send == mine;
   const std::uint64_t sequence = nextSequence();
   return enqueue(str("allgather(", dataTypeName(type), " x ", count, ")"), [=, this](Work&) {
-    if (auto region = findRegion(recv, bytes * static_cast<std::size_t>(size_))) {
+    if (auto region =
+            singleNode_ ? findRegion(recv, bytes * static_cast<std::size_t>(size_)) : nullptr) {
       // Note [Node shared-memory all-gather]: it gathers in place.
       if (!inPlace) std::memcpy(mine, send, bytes);
       region->allgather(recv, count, type, sequence, options().timeout);
@@ -379,6 +517,7 @@ WorkPtr MpiCommunicator::allgather(const void* send, void* recv, std::size_t cou
     if (!inPlace) std::memcpy(mine, send, bytes);
     const std::size_t piece = kPlainPieceBytes / sizeOf(type);
     std::vector<int>&counts = pieceCounts_, &at = pieceDisplacements_;
+    counts.resize(static_cast<std::size_t>(size_));
     for (std::size_t begin = 0; begin < count; begin += piece) {
       for (std::size_t q = 0; q < counts.size(); ++q) {
         counts[q] = static_cast<int>(std::min(piece, count - begin));
@@ -415,17 +554,27 @@ std::shared_ptr<void> MpiCommunicator::allocate(std::size_t bytes) {
   std::shared_ptr<void> memory;
   // On the communication thread, like every collective, so it is ordered with them.
   enqueue(str("allocate(", bytes, " bytes)"), [&, this](Work&) {
-    if (singleNode_ && size_ > 1) {
+    if ((singleNode_ && size_ > 1) || twoLevel()) {
+      std::shared_ptr<SharedRegion> region;
+      std::string failure;
       try {
-        auto region = std::make_shared<SharedRegion>(node_, bytes);
+        region = std::make_shared<SharedRegion>(node_, bytes);
+      } catch (const CommError& e) {
+        failure = e.what();  // the same on every rank of this node (SharedRegion agrees on it)
+      }
+      // Across nodes, one node without the region puts every rank on plain MPI.
+      int ok = region ? 1 : 0;
+      if (!singleNode_) DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm_));
+      if (ok == 1) {
         std::lock_guard lock(regionsMutex_);
         regions_.push_back(region);
         memory = std::shared_ptr<void>(region, region->data());
         return;
-      } catch (const CommError& e) {
-        // Every rank saw the same failure (SharedRegion agrees on it): all fall back.
-        if (rank_ == 0) log::warn(str(e.what(), "; all-reduces use plain MPI instead"));
       }
+      int nodeRank = 0;
+      DDP_MPI_CHECK(MPI_Comm_rank(node_, &nodeRank));
+      if (!failure.empty() && nodeRank == 0)
+        log::warn(str(failure, "; all-reduces use plain MPI instead"));
     }
     memory = allocateZeroedHost(bytes);
   })->wait(options().timeout);

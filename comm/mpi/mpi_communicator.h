@@ -38,11 +38,14 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backendName() const override { return "mpi"; }
+  std::string describe() const override { return description_; }
 
   WorkPtr allreduce(const void* send, void* recv, std::size_t count, DataType type,
                     ReduceOp op) override;
   // Memory from allocate(): the first half of the shared-memory all-reduce
-  // (Note [Node shared-memory reduce-scatter]); elsewhere MPI_Reduce_scatter.
+  // (Note [Node shared-memory reduce-scatter]), or across nodes the whole
+  // two-level all-reduce (Note [Two-level all-reduce across nodes]), which
+  // holds every part; elsewhere MPI_Reduce_scatter.
   // Where CommOptions ask for checks, the plain path measures its own part
   // on the communication thread and the ranks add their parts in rank order.
   WorkPtr reduceScatter(void* data, std::span<const std::size_t> bounds, DataType type,
@@ -52,8 +55,16 @@ class MpiCommunicator final : public Communicator {
   WorkPtr gather(const void* send, void* recv, std::size_t count, DataType type, int root) override;
   WorkPtr barrier() override;
   // Node-shared memory when every rank of this communicator is on one node
-  // (Note [Node shared-memory all-reduce]); plain host memory otherwise.
+  // (Note [Node shared-memory all-reduce]) or when all-reduces go in two
+  // levels (twoLevel()); plain host memory otherwise.
   std::shared_ptr<void> allocate(std::size_t bytes) override;
+  // Whether all-reduces and reduce-scatters of memory from allocate() go in
+  // two levels (Note [Two-level all-reduce across nodes]): the job spans
+  // nodes, each with the same number of ranks, more than one, and
+  // CommOptions::twoLevelAcrossNodes. The same answer on every rank.
+  bool twoLevel() const { return acrossNodes_ != MPI_COMM_NULL; }
+  // Whether every rank of this communicator is on this node.
+  bool singleNode() const { return singleNode_; }
   Memory allocatedMemory() const override { return Memory::kHost; }
   // Any host memory: node shared memory rounds inside the sum (Note [bf16
   // rounding inside the reduction]), and elsewhere the communication thread
@@ -100,10 +111,40 @@ class MpiCommunicator final : public Communicator {
                     Rounding rounding);
   WorkPtr reduceScatter(void* data, std::span<const std::size_t> bounds, DataType type, ReduceOp op,
                         Rounding rounding);
+  // Note [Plain collectives in pieces]: `count` elements all-reduced over
+  // `comm` in place (or from `send`), an average divided by this
+  // communicator's size (`comm` may be a part of it: acrossNodes_). Comm
+  // thread only.
+  void allreducePlain(MPI_Comm comm, const void* send, void* data, std::size_t count, DataType type,
+                      ReduceOp op, Rounding rounding);
+  // Note [Plain collectives in pieces]: an in-place reduce-scatter over
+  // `comm`, whose rank `me` ends with the reduction of elements
+  // [parts[me], parts[me + 1]) of `data` in their place (`parts`: one more
+  // than comm's ranks, the first 0), an average divided by this
+  // communicator's size (`comm` may be a part of it). Comm thread only.
+  void reduceScatterPlain(MPI_Comm comm, int me, void* data, std::span<const std::size_t> parts,
+                          DataType type, ReduceOp op, Rounding rounding);
+  // Note [Two-level reduce-scatter across nodes], in place in `region`,
+  // with the whole result's checks. Comm thread only.
+  ResultChecks reduceScatterInTwoLevels(SharedRegion& region, void* data,
+                                        std::span<const std::size_t> bounds, DataType type,
+                                        ReduceOp op, std::uint64_t sequence, Rounding rounding);
+  // Note [Two-level all-reduce across nodes], in place in `region`. Comm thread only.
+  ResultChecks allreduceInTwoLevels(SharedRegion& region, void* data, std::size_t count,
+                                    DataType type, ReduceOp op, std::uint64_t sequence,
+                                    Rounding rounding);
+  // The checks CommOptions ask for, of `count` elements of a result at `data`.
+  ResultChecks measure(const void* data, std::size_t count, DataType type) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm node_ = MPI_COMM_NULL;  // the ranks of comm_ on this node
   bool singleNode_ = false;
+  // Node rank r's peers on every node (Note [Two-level all-reduce across
+  // nodes]); MPI_COMM_NULL unless all-reduces go in two levels.
+  MPI_Comm acrossNodes_ = MPI_COMM_NULL;
+  int nodeSize_ = 1;         // ranks on this node
+  bool nodeBlocks_ = false;  // two levels, and node n holds ranks [n nodeSize_, (n + 1) nodeSize_)
+  std::string description_ = "mpi";  // describe()
   // Added by allocate() on the comm thread; read by findRegion() on any.
   mutable std::mutex regionsMutex_;
   mutable std::vector<std::weak_ptr<SharedRegion>> regions_;
@@ -111,6 +152,7 @@ class MpiCommunicator final : public Communicator {
   // kept so that a collective allocates none of its own. Comm thread only.
   std::vector<int> pieceCounts_, pieceDisplacements_;
   std::vector<double> partChecks_;
+  std::vector<std::size_t> nodeCuts_;  // reduceScatterInTwoLevels' parts of a chunk
   std::unique_ptr<std::uint16_t[]> bfloat16Piece_;
   int rank_ = 0;
   int size_ = 1;

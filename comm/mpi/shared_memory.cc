@@ -31,6 +31,8 @@ constexpr std::uint32_t kAllgatherOp = 0xFFFFFFFF;
 constexpr std::uint32_t kReduceScatterFlag = 0x100;
 // Set in Control::op of a reduction that rounds to bfloat16 (Rounding::kBFloat16).
 constexpr std::uint32_t kBFloat16RoundingFlag = 0x200;
+// Set in Control::op of a two-level all-reduce (beside its ReduceOp).
+constexpr std::uint32_t kTwoLevelFlag = 0x400;
 
 std::size_t roundUp(std::size_t value, std::size_t to) {
   return (value + to - 1) / to * to;
@@ -172,6 +174,61 @@ DDP_ALSO_FOR_AVX2 bool reduceChunkViaBFloat16(const std::vector<float*>& buffers
   return nonFinite;
 }
 
+// FNV-1a over a reduce-scatter's parts (0: an all-reduce, no parts).
+std::uint64_t hashBounds(std::span<const std::size_t> bounds) {
+  if (bounds.empty()) return 0;
+  std::uint64_t hash = 1469598103934665603ull;
+  for (std::size_t bound : bounds)
+    hash = (hash ^ bound) * 1099511628211ull;
+  return hash;
+}
+
+// The elements each node rank reduces (the last rank's chunk may be shorter
+// or empty): an equal share of `count`, rounded up to whole cache lines.
+std::size_t chunkLength(std::size_t count, std::size_t element, int ranks) {
+  const auto n = static_cast<std::size_t>(ranks);
+  return roundUp((count + n - 1) / n, kChunkAlign / element);
+}
+
+// Reduces elements [begin, end) of the collective at `offset` in every
+// segment and stores them as store() says, with the reduceChunk* that fits
+// `type` and rounding. Returns whether the stored result holds a NaN or an
+// infinity; `squares` (float32, may be null) gets the sum of its squares added.
+bool reduceRange(const std::vector<void*>& segments, std::size_t offset, std::size_t begin,
+                 std::size_t end, DataType type, ReduceOp op, int world, double* squares,
+                 const std::size_t* bounds, bool viaBFloat16) {
+  // Every node rank's segment at this collective's offset, typed.
+  const auto buffersOf = [&]<class T>(T*) {
+    std::vector<T*> buffers;
+    for (void* segment : segments)
+      buffers.push_back(reinterpret_cast<T*>(static_cast<char*>(segment) + offset));
+    return buffers;
+  };
+  const auto run = [&]<class T>(T* tag) {
+    return reduceChunk<T>(buffersOf(tag), begin, end, op, world, squares, bounds);
+  };
+  switch (type) {
+    case DataType::kFloat32:
+      if (viaBFloat16) {
+        return reduceChunkViaBFloat16(buffersOf(static_cast<float*>(nullptr)), begin, end, op,
+                                      world, squares, bounds);
+      }
+      return run(static_cast<float*>(nullptr));
+    case DataType::kFloat64:
+      return run(static_cast<double*>(nullptr));
+    case DataType::kInt32:
+      return run(static_cast<std::int32_t*>(nullptr));
+    case DataType::kInt64:
+      return run(static_cast<std::int64_t*>(nullptr));
+    case DataType::kUInt8:
+      return run(static_cast<std::uint8_t*>(nullptr));
+    case DataType::kBFloat16:
+      return reduceChunkBFloat16(buffersOf(static_cast<std::uint16_t*>(nullptr)), begin, end, op,
+                                 world, bounds);
+  }
+  throw InternalError("unknown DataType");
+}
+
 }  // namespace
 
 struct SharedRegion::Control {
@@ -181,9 +238,10 @@ struct SharedRegion::Control {
   std::uint32_t type;
   std::uint32_t op;
   // Whether this rank's chunk of the result is not finite. Written after the
-  // arrival barrier, read after the completion barrier: a rank that runs
-  // ahead into the next all-reduce cannot overwrite it before every rank has
-  // passed that next arrival barrier. The same for the sum of squares.
+  // arrival barrier, read after the next barrier (the completion barrier; a
+  // two-level all-reduce's gathering barrier): a rank that runs ahead into
+  // the next all-reduce cannot overwrite it before every rank has passed
+  // that next arrival barrier. The same for the sum of squares.
   std::uint32_t nonFinite;
   std::uint32_t squaresAsked;  // the allreduce's sumOfSquares: compared like op
   double sumOfSquares;
@@ -274,7 +332,12 @@ void SharedRegion::arrive(std::size_t offset, std::size_t count, DataType type, 
                           bool sumOfSquares, std::uint64_t boundsHash, std::uint64_t sequence,
                           std::chrono::milliseconds timeout) {
   const bool gather = op == kAllgatherOp, scatter = !gather && (op & kReduceScatterFlag) != 0u;
-  const char* name = gather ? "all-gather" : scatter ? "reduce-scatter" : "all-reduce";
+  const bool twoLevel = !gather && (op & kTwoLevelFlag) != 0u;
+  const char* name = gather                ? "all-gather"
+                     : twoLevel && scatter ? "two-level reduce-scatter"
+                     : twoLevel            ? "two-level all-reduce"
+                     : scatter             ? "reduce-scatter"
+                                           : "all-reduce";
   Control& mine = control(rank_);
   mine.sequence = sequence;
   mine.offset = offset;
@@ -284,9 +347,11 @@ void SharedRegion::arrive(std::size_t offset, std::size_t count, DataType type, 
   mine.squaresAsked = sumOfSquares ? 1 : 0;
   mine.boundsHash = boundsHash;
   // Every rank's data and control slot are written.
-  barrier_.wait(timeout, gather    ? "shared-memory all-gather, arrival"
-                         : scatter ? "shared-memory reduce-scatter, arrival"
-                                   : "shared-memory all-reduce, arrival");
+  barrier_.wait(timeout, gather                ? "shared-memory all-gather, arrival"
+                         : twoLevel && scatter ? "two-level reduce-scatter, arrival"
+                         : twoLevel            ? "two-level all-reduce, arrival"
+                         : scatter             ? "shared-memory reduce-scatter, arrival"
+                                               : "shared-memory all-reduce, arrival");
   for (int r = 0; r < size_; ++r) {
     const Control& other = control(r);
     if (other.sequence != sequence || other.offset != offset || other.count != count ||
@@ -332,12 +397,8 @@ ResultChecks SharedRegion::reduce(void* data, std::size_t count, const std::size
   const std::size_t offset =
       static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
   Control& mine = control(rank_);
-  std::uint64_t boundsHash = 0;
-  if (bounds != nullptr) {  // FNV-1a over the parts
-    boundsHash = 1469598103934665603ull;
-    for (int q = 0; q <= size_; ++q)
-      boundsHash = (boundsHash ^ bounds[q]) * 1099511628211ull;
-  }
+  const std::uint64_t boundsHash =
+      bounds != nullptr ? hashBounds({bounds, static_cast<std::size_t>(size_) + 1}) : 0;
   const std::uint32_t mark = static_cast<std::uint32_t>(op) |
                              (bounds != nullptr ? kReduceScatterFlag : 0u) |
                              (viaBFloat16 ? kBFloat16RoundingFlag : 0u);
@@ -346,51 +407,13 @@ ResultChecks SharedRegion::reduce(void* data, std::size_t count, const std::size
   // The chunks are the all-reduce's whether or not the result is scattered:
   // every element is summed by the same rank in the same order, so a
   // reduce-scatter's parts are the all-reduce's bits, and so are the checks.
-  const std::size_t perRank =
-      roundUp((count + static_cast<std::size_t>(size_) - 1) / static_cast<std::size_t>(size_),
-              kChunkAlign / element);
+  const std::size_t perRank = chunkLength(count, element, size_);
   const std::size_t begin = std::min(count, perRank * static_cast<std::size_t>(rank_));
   const std::size_t end = std::min(count, begin + perRank);
-  bool nonFinite = false;
   const bool squares = sumOfSquares && type == DataType::kFloat32;
   double chunkSquares = 0.0;
-  // Every node rank's segment at this collective's offset, typed.
-  const auto buffersOf = [&]<class T>(T*) {
-    std::vector<T*> buffers;
-    for (void* segment : segments_)
-      buffers.push_back(reinterpret_cast<T*>(static_cast<char*>(segment) + offset));
-    return buffers;
-  };
-  double* const squaresOut = squares ? &chunkSquares : nullptr;
-  auto run = [&]<class T>(T* tag) {
-    nonFinite = reduceChunk<T>(buffersOf(tag), begin, end, op, size_, squaresOut, bounds);
-  };
-  switch (type) {
-    case DataType::kFloat32:
-      if (viaBFloat16) {
-        nonFinite = reduceChunkViaBFloat16(buffersOf(static_cast<float*>(nullptr)), begin, end, op,
-                                           size_, squaresOut, bounds);
-        break;
-      }
-      run(static_cast<float*>(nullptr));
-      break;
-    case DataType::kFloat64:
-      run(static_cast<double*>(nullptr));
-      break;
-    case DataType::kInt32:
-      run(static_cast<std::int32_t*>(nullptr));
-      break;
-    case DataType::kInt64:
-      run(static_cast<std::int64_t*>(nullptr));
-      break;
-    case DataType::kUInt8:
-      run(static_cast<std::uint8_t*>(nullptr));
-      break;
-    case DataType::kBFloat16:
-      nonFinite = reduceChunkBFloat16(buffersOf(static_cast<std::uint16_t*>(nullptr)), begin, end,
-                                      op, size_, bounds);
-      break;
-  }
+  bool nonFinite = reduceRange(segments_, offset, begin, end, type, op, size_,
+                               squares ? &chunkSquares : nullptr, bounds, viaBFloat16);
   mine.nonFinite = nonFinite ? 1 : 0;
   mine.sumOfSquares = chunkSquares;
   // Every chunk is reduced and stored where it belongs.
@@ -405,6 +428,101 @@ ResultChecks SharedRegion::reduce(void* data, std::size_t count, const std::size
   if (type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kBFloat16)
     result.nonFinite = nonFinite;
   if (squares) result.sumOfSquares = total;
+  return result;
+}
+
+std::pair<std::vector<std::size_t>, ResultChecks> SharedRegion::reduceOwnChunk(
+    void* data, std::size_t count, std::span<const std::size_t> bounds, DataType type, ReduceOp op,
+    std::uint64_t sequence, std::chrono::milliseconds timeout, Rounding rounding,
+    const std::function<ResultChecks(std::size_t, std::size_t)>& acrossNodes) {
+  const bool viaBFloat16 = rounding == Rounding::kBFloat16;
+  DDP_CHECK(!viaBFloat16 ||
+                (type == DataType::kFloat32 && (op == ReduceOp::kSum || op == ReduceOp::kAvg)),
+            "two-level reduction via bfloat16: float32 sums and averages only");
+  const std::size_t element = sizeOf(type);
+  const std::size_t offset =
+      static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
+  const std::uint32_t mark = static_cast<std::uint32_t>(op) | kTwoLevelFlag |
+                             (bounds.empty() ? 0u : kReduceScatterFlag) |
+                             (viaBFloat16 ? kBFloat16RoundingFlag : 0u);
+  arrive(offset, count, type, mark, false, hashBounds(bounds), sequence, timeout);
+  // 1. This rank's chunk of the node's sum (an average's too: it is divided
+  // once the nodes' sums are added), stored into this rank's buffer only.
+  const std::size_t perRank = chunkLength(count, element, size_);
+  std::vector<std::size_t> chunks(static_cast<std::size_t>(size_) + 1);
+  for (std::size_t q = 0; q < chunks.size(); ++q)
+    chunks[q] = std::min(count, perRank * q);
+  const auto r = static_cast<std::size_t>(rank_);
+  const ReduceOp nodeOp = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  reduceRange(segments_, offset, chunks[r], chunks[r + 1], type, nodeOp, size_, nullptr,
+              chunks.data(), viaBFloat16);
+  // 2. The chunk across the nodes. No other rank reads it until step 3.
+  ResultChecks checks = acrossNodes(chunks[r], chunks[r + 1]);
+  return {std::move(chunks), checks};
+}
+
+ResultChecks SharedRegion::gatherChecks(const ResultChecks& own, std::chrono::milliseconds timeout,
+                                        const char* where) {
+  Control& mine = control(rank_);
+  mine.nonFinite = own.nonFinite.value_or(false) ? 1 : 0;
+  mine.sumOfSquares = own.sumOfSquares.value_or(0.0);
+  barrier_.wait(timeout, where);
+  bool nonFinite = false;
+  double total = 0.0;
+  for (int q = 0; q < size_; ++q) {  // in rank order: the same bits on every rank
+    nonFinite = nonFinite || control(q).nonFinite != 0;
+    total += control(q).sumOfSquares;
+  }
+  ResultChecks result;
+  if (own.nonFinite) result.nonFinite = nonFinite;
+  if (own.sumOfSquares) result.sumOfSquares = total;
+  return result;
+}
+
+// Note [Two-level all-reduce across nodes].
+ResultChecks SharedRegion::allreduceAcrossNodes(
+    void* data, std::size_t count, DataType type, ReduceOp op, std::uint64_t sequence,
+    std::chrono::milliseconds timeout, Rounding rounding,
+    const std::function<ResultChecks(std::size_t, std::size_t)>& acrossNodes) {
+  const auto [chunks, own] =
+      reduceOwnChunk(data, count, {}, type, op, sequence, timeout, rounding, acrossNodes);
+  // 3. Every chunk is final in its owner's buffer: copy the others'.
+  const ResultChecks result = gatherChecks(own, timeout, "two-level all-reduce, gathering");
+  const std::size_t element = sizeOf(type);
+  const std::size_t offset =
+      static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
+  for (std::size_t q = 0; q < segments_.size(); ++q) {
+    if (q == static_cast<std::size_t>(rank_) || chunks[q] == chunks[q + 1]) continue;
+    const std::size_t at = offset + chunks[q] * element;
+    std::memcpy(static_cast<char*>(this->data()) + at, static_cast<const char*>(segments_[q]) + at,
+                (chunks[q + 1] - chunks[q]) * element);
+  }
+  // 4. Nobody changes its chunk while the others copy it.
+  barrier_.wait(timeout, "two-level all-reduce, completion");
+  return result;
+}
+
+// Note [Two-level reduce-scatter across nodes].
+ResultChecks SharedRegion::reduceScatterAcrossNodes(
+    void* data, std::span<const std::size_t> bounds, std::size_t begin, std::size_t end,
+    DataType type, ReduceOp op, std::uint64_t sequence, std::chrono::milliseconds timeout,
+    Rounding rounding, const std::function<ResultChecks(std::size_t, std::size_t)>& acrossNodes) {
+  const auto [chunks, own] = reduceOwnChunk(data, bounds.back(), bounds, type, op, sequence,
+                                            timeout, rounding, acrossNodes);
+  // 3. This rank's part is final in the buffers of the ranks whose chunks hold it.
+  const ResultChecks result = gatherChecks(own, timeout, "two-level reduce-scatter, gathering");
+  const std::size_t element = sizeOf(type);
+  const std::size_t offset =
+      static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
+  for (std::size_t q = 0; q < segments_.size(); ++q) {
+    const std::size_t from = std::max(begin, chunks[q]), to = std::min(end, chunks[q + 1]);
+    if (q == static_cast<std::size_t>(rank_) || from >= to) continue;
+    const std::size_t at = offset + from * element;
+    std::memcpy(static_cast<char*>(this->data()) + at, static_cast<const char*>(segments_[q]) + at,
+                (to - from) * element);
+  }
+  // 4. Nobody changes its chunk while the others copy from it.
+  barrier_.wait(timeout, "two-level reduce-scatter, completion");
   return result;
 }
 

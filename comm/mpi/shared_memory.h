@@ -52,6 +52,57 @@
 //   2. rank r copies part q of rank q's segment into its own, for every q != r
 //   3. barrier                 (nobody changes its part while others read it)
 // Rank r writes only its own segment, and nothing writes the parts being read.
+//
+// Note [Two-level all-reduce across nodes]
+// When a job spans nodes, MPI_Allreduce over all N ranks treats a rank on
+// the same node like one across the network: each reduction step is a
+// message, through Open MPI's fragments or TCP, and the algorithm takes
+// steps in proportion to N. With L ranks on each of M nodes (the same L on
+// every node), the MPI backend all-reduces memory from allocate() in two
+// levels instead, as Horovod's hierarchical all-reduce does:
+//   1. barrier; node rank r sums chunk r (the chunks of Note [Node
+//      shared-memory all-reduce]) of every node rank's buffer, in node rank
+//      order, into its own buffer only
+//   2. node rank r all-reduces its chunk with node rank r of every other
+//      node (MPI, on a communicator of those M ranks; Note [Plain
+//      collectives in pieces]): L such all-reduces of 1/L of the buffer run
+//      at once, each over M ranks
+//   3. barrier; each rank copies every other chunk out of its owner's buffer
+//   4. barrier (nobody changes a chunk while others copy it)
+// Between the nodes this moves what a ring over the M nodes would, split
+// over L connections, and inside a node one read and one write of the
+// buffer per rank, with no library copies. An average is summed in steps 1
+// and 2 and divided by N once, after step 2. Each chunk is summed over the
+// node in node rank order, then across the nodes by one MPI call, so every
+// rank ends with the same bits (not a one-level all-reduce's: the order of
+// the additions differs). The checks (non-finite, sum of squares) are
+// measured on each chunk after step 2 and added in node rank order. Via
+// bfloat16 (Note [bf16 rounding between nodes] in
+// comm/mpi/mpi_communicator.h), step 1 rounds each value and the node's sum
+// to bfloat16, and step 2 narrows the chunk (exactly), sums it in bfloat16
+// across the nodes, averages and widens it.
+//
+// Note [Two-level reduce-scatter across nodes]
+// A sharded optimizer's reduce-scatter (Note [Node shared-memory
+// reduce-scatter]) across such nodes: where each node's ranks are
+// consecutive (node n holds ranks n L to n L + L - 1, mpirun's default
+// placement), node n's ranks own one stretch of the result, and only that
+// stretch must reach node n:
+//   1. as the two-level all-reduce's step 1
+//   2. node rank r reduce-scatters its chunk with node rank r of every other
+//      node, cut where the nodes' stretches begin, so it ends with the
+//      elements of its chunk that its own node owns
+//   3. barrier; each rank copies the rest of its own part out of the
+//      buffers of the node ranks whose chunks hold it
+//   4. barrier
+// Between the nodes this moves (M-1)/M of the buffer per node, half of what
+// the all-reduce moves. The checks describe the whole result: each rank
+// measures what it holds after step 2, the node adds them in node rank order
+// and the nodes add theirs in node order (one small MPI_Allgather). The
+// additions between the nodes are MPI_Reduce_scatter's, which may group
+// them otherwise than MPI_Allreduce from three nodes on: float32 rounding
+// apart from the all-reduce's, the same bits on every rank. Elsewhere the
+// reduce-scatter is the two-level all-reduce, whose result holds every part.
 #pragma once
 
 #include <mpi.h>
@@ -59,8 +110,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "comm/mpi/node_barrier.h"
@@ -107,6 +160,34 @@ class SharedRegion {
   ResultChecks reduceScatter(void* data, std::span<const std::size_t> bounds, DataType type,
                              ReduceOp op, std::uint64_t sequence, std::chrono::milliseconds timeout,
                              bool sumOfSquares = false, Rounding rounding = Rounding::kNone);
+  // In-place all-reduce of `count` elements at `data` (in this rank's
+  // segment) with every rank of a job whose nodes have this node's number of
+  // ranks (Note [Two-level all-reduce across nodes]). `acrossNodes(begin,
+  // end)` is step 2: it all-reduces elements [begin, end) of `data`, which
+  // hold this node's sums, with the same node rank of every other node, in
+  // place (an average: the sum, divided by the world size), and returns
+  // their checks (fields present as the caller asked). It runs on this
+  // thread, between the barriers; every node rank must pass the same `op`
+  // and `rounding`. Communication thread; throws as allreduce() does, and
+  // whatever acrossNodes throws (its node peers then time out).
+  ResultChecks allreduceAcrossNodes(
+      void* data, std::size_t count, DataType type, ReduceOp op, std::uint64_t sequence,
+      std::chrono::milliseconds timeout, Rounding rounding,
+      const std::function<ResultChecks(std::size_t, std::size_t)>& acrossNodes);
+  // In-place reduce-scatter across nodes (Note [Two-level reduce-scatter
+  // across nodes]): this rank ends with the reduction of elements
+  // [begin, end) of `data` (in this rank's segment), the world's `bounds`'
+  // part of it; the rest is unspecified. `acrossNodes(chunkBegin, chunkEnd)`
+  // is step 2: given this rank's chunk, which holds this node's sums, it
+  // leaves in place the reduction of the elements of the chunk that this
+  // node owns (an average: divided by the world size) and returns their
+  // checks. Returns this node's checks, added in node rank order. Every node
+  // rank must pass the same `bounds`, `op` and `rounding`. Communication
+  // thread; throws as allreduceAcrossNodes() does.
+  ResultChecks reduceScatterAcrossNodes(
+      void* data, std::span<const std::size_t> bounds, std::size_t begin, std::size_t end,
+      DataType type, ReduceOp op, std::uint64_t sequence, std::chrono::milliseconds timeout,
+      Rounding rounding, const std::function<ResultChecks(std::size_t, std::size_t)>& acrossNodes);
   // In-place all-gather (Note [Node shared-memory all-gather]): `data` (in
   // this rank's segment) holds node rank r's `count` elements at r x count,
   // this rank's already in place. Node ranks must be the communicator's ranks
@@ -123,6 +204,18 @@ class SharedRegion {
   void arrive(std::size_t offset, std::size_t count, DataType type, std::uint32_t op,
               bool sumOfSquares, std::uint64_t boundsHash, std::uint64_t sequence,
               std::chrono::milliseconds timeout);
+  // Steps 1 and 2 of Note [Two-level all-reduce across nodes] (`bounds`:
+  // the reduce-scatter's, hashed into the arrival check, or empty). Returns
+  // the chunks' bounds (one more than the node ranks) and step 2's checks.
+  std::pair<std::vector<std::size_t>, ResultChecks> reduceOwnChunk(
+      void* data, std::size_t count, std::span<const std::size_t> bounds, DataType type,
+      ReduceOp op, std::uint64_t sequence, std::chrono::milliseconds timeout, Rounding rounding,
+      const std::function<ResultChecks(std::size_t, std::size_t)>& acrossNodes);
+  // Publishes `own` in this rank's control slot, waits at the gathering
+  // barrier (step 3's), and returns every node rank's checks added in node
+  // rank order (the fields `own` has).
+  ResultChecks gatherChecks(const ResultChecks& own, std::chrono::milliseconds timeout,
+                            const char* where);
   // The all-reduce (`bounds` null) or reduce-scatter of `count` elements.
   ResultChecks reduce(void* data, std::size_t count, const std::size_t* bounds, DataType type,
                       ReduceOp op, std::uint64_t sequence, std::chrono::milliseconds timeout,

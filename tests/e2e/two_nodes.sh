@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Two "nodes" (network namespaces, tests/e2e/nodes.sh), two ranks on each:
-# World sees two nodes, training equals one node with four ranks, a run
+# World sees two nodes, the collectives and the Reducer keep their promises
+# in two levels and, with a node of another size, in one, training equals
+# one node with four ranks (two levels or one), a run
 # resumes from checkpoints only node a can see, a data directory only node a
 # has is named by node b, and a rank killed on the other node ends the job
 # with that rank and host named.
@@ -9,17 +11,45 @@
 nodes_up a b
 args=(--dataset synthetic --synthetic-samples 4096 --hidden 128 --batch-size 16 --lr-schedule constant --threads 1)
 
+# The closed-form collective tests and the Reducer's, across the nodes:
+# memory from allocate() all-reduces in two levels on 2x2 (Note [Two-level
+# all-reduce across nodes]), and is plain MPI on 2+1 (nodes of other sizes).
+: "${COLLECTIVES_TEST:?set by meson}" "${REDUCER_TEST:?set by meson}"
+for layout in "a:2,b:2 -np 4 $COLLECTIVES_TEST" "a:2,b:1 -np 3 $COLLECTIVES_TEST" \
+  "a:2,b:2 -np 4 $REDUCER_TEST"; do
+  # shellcheck disable=SC2086  # host list, world size and binary
+  node_mpirun --host $layout > "$WORK/gtest.out" 2>&1 ||
+    fail "--host $layout failed: $(grep -a -A8 "Failure\|FAILED" "$WORK/gtest.out" | head -40)"
+  echo "--host ${layout%% *} ${layout##*/}: $(grep -a -o "PASSED.*" "$WORK/gtest.out" | sed "s/\x1b\[[0-9;]*m//g")"
+done
+
 node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" "${args[@]}" --epochs 1 --max-steps 30 \
   --save-model "$WORK/2x2.safetensors" > "$WORK/2x2.out" 2>&1 ||
   fail "2 nodes x 2 ranks failed: $(tail -20 "$WORK/2x2.out")"
 grep -q "4 ranks on 2 nodes (2 per node)" "$WORK/2x2.out" || fail "World did not see 2 nodes"
+grep -q "backend mpi (two levels: node shared memory, MPI between the nodes)" "$WORK/2x2.out" ||
+  fail "not in two levels: $(head -1 "$WORK/2x2.out")"
 grep -q "nodes: a: ranks 0-1; b: ranks 2-3" "$WORK/2x2.out" || fail "no node layout: $(head -3 "$WORK/2x2.out")"
 grep -q "warning: mpirun across nodes finds a lost node only after up to 480 s" "$WORK/2x2.out" ||
   fail "no keepalive warning with Open MPI's defaults: $(head -5 "$WORK/2x2.out")"
 run 4 "${args[@]}" --epochs 1 --max-steps 30 --save-model "$WORK/1x4.safetensors" > /dev/null
 "$COMPARE_WEIGHTS" "$WORK/1x4.safetensors" "$WORK/2x2.safetensors" --rtol 1e-5 > /dev/null ||
   fail "2 nodes x 2 ranks differ from 1 node x 4 ranks"
-echo "2x2 nodes: same parameters as 1x4 within 1e-5"
+node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" "${args[@]}" --epochs 1 --max-steps 30 \
+  --two-level-allreduce off --save-model "$WORK/2x2_one.safetensors" > "$WORK/2x2_one.out" 2>&1 ||
+  fail "2x2 in one level failed: $(tail -20 "$WORK/2x2_one.out")"
+grep -q "backend mpi (one MPI_Allreduce over every rank: two levels turned off)" \
+  "$WORK/2x2_one.out" || fail "not in one level: $(head -1 "$WORK/2x2_one.out")"
+"$COMPARE_WEIGHTS" "$WORK/1x4.safetensors" "$WORK/2x2_one.safetensors" --rtol 1e-5 > /dev/null ||
+  fail "2 nodes x 2 ranks in one level differ from 1 node x 4 ranks"
+# --shard-optimizer reduce-scatters in two levels (Note [Two-level
+# reduce-scatter across nodes]): each node receives only its ranks' parts.
+node_mpirun --host a:2,b:2 -np 4 "$DDP_TRAIN" "${args[@]}" --epochs 1 --max-steps 30 \
+  --shard-optimizer --save-model "$WORK/2x2_sharded.safetensors" > "$WORK/2x2_sharded.out" 2>&1 ||
+  fail "2x2 with --shard-optimizer failed: $(tail -20 "$WORK/2x2_sharded.out")"
+"$COMPARE_WEIGHTS" "$WORK/1x4.safetensors" "$WORK/2x2_sharded.safetensors" --rtol 1e-5 > /dev/null ||
+  fail "2 nodes x 2 ranks with --shard-optimizer differ from 1 node x 4 ranks"
+echo "2x2 nodes, two levels and one, and reduce-scattered: same parameters as 1x4 within 1e-5"
 
 # --grad-compression bf16 across the nodes: the communication thread rounds
 # each piece and MPI sums bfloat16 (Note [bf16 rounding between nodes]),
