@@ -148,39 +148,45 @@ MpiCommunicator::MpiCommunicator(MPI_Comm base, CommOptions options)
   partChecks_.resize(2 * static_cast<std::size_t>(size_));
   DDP_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_));
   DDP_MPI_CHECK(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN));
-  int nodeSize = 0, nodeRank = 0;
-  DDP_MPI_CHECK(MPI_Comm_size(node_, &nodeSize));
+  int nodeRank = 0;
+  DDP_MPI_CHECK(MPI_Comm_size(node_, &nodeSize_));
   DDP_MPI_CHECK(MPI_Comm_rank(node_, &nodeRank));
-  singleNode_ = nodeSize == size_;
-  nodeSize_ = nodeSize;
+  singleNode_ = nodeSize_ == size_;
+  chooseLevels(nodeRank, options.twoLevelAcrossNodes);
+  thread_ = std::thread([this] { loop(); });
+}
+
+void MpiCommunicator::chooseLevels(int nodeRank, bool wanted) {
   // Note [Two-level all-reduce across nodes]: only when every node has this
   // node's number of ranks, and every rank asks for it (one agreed answer).
-  int layout[3] = {-nodeSize, nodeSize, options.twoLevelAcrossNodes ? 0 : 1};
+  int layout[3] = {-nodeSize_, nodeSize_, wanted ? 0 : 1};
   DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, layout, 3, MPI_INT, MPI_MAX, comm_));
   const bool evenNodes = -layout[0] == layout[1];
-  if (!singleNode_ && nodeSize > 1 && evenNodes && layout[2] == 0) {
-    DDP_MPI_CHECK(MPI_Comm_split(comm_, nodeRank, rank_, &acrossNodes_));
-    DDP_MPI_CHECK(MPI_Comm_set_errhandler(acrossNodes_, MPI_ERRORS_RETURN));
-    // Note [Two-level reduce-scatter across nodes] needs each node's ranks
-    // consecutive (mpirun's default --map-by slot), node n holding n L ...
-    std::vector<int> here(static_cast<std::size_t>(nodeSize));
-    DDP_MPI_CHECK(MPI_Allgather(&rank_, 1, MPI_INT, here.data(), 1, MPI_INT, node_));
-    int blocks = here.front() % nodeSize == 0 ? 1 : 0;
-    for (std::size_t i = 0; i < here.size(); ++i)
-      blocks = here[i] == here.front() + static_cast<int>(i) ? blocks : 0;
-    DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &blocks, 1, MPI_INT, MPI_MIN, comm_));
-    nodeBlocks_ = blocks == 1;
-    description_ = "mpi (two levels: node shared memory, MPI between the nodes)";
-  } else if (singleNode_ && size_ > 1) {
-    description_ = "mpi (node shared memory)";
-  } else if (!singleNode_) {
-    description_ = str("mpi (one MPI_Allreduce over every rank: ",
-                       !evenNodes      ? "the nodes have different numbers of ranks"
-                       : nodeSize == 1 ? "one rank per node"
-                                       : "two levels turned off",
-                       ")");
+  if (singleNode_) {
+    if (size_ > 1) description_ = "mpi (node shared memory)";
+    return;
   }
-  thread_ = std::thread([this] { loop(); });
+  if (nodeSize_ == 1 || !evenNodes || layout[2] != 0) {
+    description_ = str("mpi (one MPI_Allreduce over every rank: ",
+                       !evenNodes       ? "the nodes have different numbers of ranks"
+                       : nodeSize_ == 1 ? "one rank per node"
+                                        : "two levels turned off",
+                       ")");
+    return;
+  }
+  DDP_MPI_CHECK(MPI_Comm_split(comm_, nodeRank, rank_, &acrossNodes_));
+  DDP_MPI_CHECK(MPI_Comm_set_errhandler(acrossNodes_, MPI_ERRORS_RETURN));
+  description_ = "mpi (two levels: node shared memory, MPI between the nodes)";
+  // Note [Two-level reduce-scatter across nodes] needs each node's ranks
+  // consecutive, node n holding ranks n L to n L + L - 1 (mpirun's default
+  // placement, --map-by slot).
+  std::vector<int> here(static_cast<std::size_t>(nodeSize_));
+  DDP_MPI_CHECK(MPI_Allgather(&rank_, 1, MPI_INT, here.data(), 1, MPI_INT, node_));
+  int blocks = here.front() % nodeSize_ == 0 ? 1 : 0;
+  for (std::size_t i = 0; i < here.size(); ++i)
+    blocks = here[i] == here.front() + static_cast<int>(i) ? blocks : 0;
+  DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &blocks, 1, MPI_INT, MPI_MIN, comm_));
+  nodeBlocks_ = blocks == 1;
 }
 
 MpiCommunicator::~MpiCommunicator() {

@@ -98,6 +98,10 @@ class MpiCommunicator final : public Communicator {
     WorkPtr work;
     std::function<void(Work&)> run;  // the blocking MPI call(s)
   };
+  // Decides, with every rank, whether collectives go in two levels (Note
+  // [Two-level all-reduce across nodes]): sets acrossNodes_, nodeBlocks_ and
+  // description_. Constructor only; collective over comm_.
+  void chooseLevels(int nodeRank, bool wanted);
   WorkPtr enqueue(std::string what, std::function<void(Work&)> run);
   void loop();
   // The live shared region holding [data, data + bytes), or null. Any thread.
