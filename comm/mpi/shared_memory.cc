@@ -183,6 +183,14 @@ std::uint64_t hashBounds(std::span<const std::size_t> bounds) {
   return hash;
 }
 
+// Throws InternalError unless `rounding` suits the reduction: Rounding::kBFloat16
+// is for float32 sums and averages only.
+void checkRounding(Rounding rounding, DataType type, ReduceOp op) {
+  DDP_CHECK(rounding != Rounding::kBFloat16 ||
+                (type == DataType::kFloat32 && (op == ReduceOp::kSum || op == ReduceOp::kAvg)),
+            "shared-memory reduction via bfloat16: float32 sums and averages only");
+}
+
 // The elements each node rank reduces (the last rank's chunk may be shorter
 // or empty): an equal share of `count`, rounded up to whole cache lines.
 std::size_t chunkLength(std::size_t count, std::size_t element, int ranks) {
@@ -318,6 +326,11 @@ SharedRegion::~SharedRegion() {
   if (mapping_ != nullptr) munmap(mapping_, mappingBytes_);
 }
 
+std::size_t SharedRegion::offsetOf(const void* data) const {
+  return static_cast<std::size_t>(static_cast<const char*>(data) -
+                                  static_cast<const char*>(this->data()));
+}
+
 SharedRegion::Control& SharedRegion::control(int rank) const {
   return static_cast<Control*>(mapping_)[rank];
 }
@@ -390,12 +403,9 @@ ResultChecks SharedRegion::reduce(void* data, std::size_t count, const std::size
                                   std::chrono::milliseconds timeout, bool sumOfSquares,
                                   Rounding rounding) {
   const bool viaBFloat16 = rounding == Rounding::kBFloat16;
-  DDP_CHECK(!viaBFloat16 ||
-                (type == DataType::kFloat32 && (op == ReduceOp::kSum || op == ReduceOp::kAvg)),
-            "shared-memory reduction via bfloat16: float32 sums and averages only");
+  checkRounding(rounding, type, op);
   const std::size_t element = sizeOf(type);
-  const std::size_t offset =
-      static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
+  const std::size_t offset = offsetOf(data);
   Control& mine = control(rank_);
   const std::uint64_t boundsHash =
       bounds != nullptr ? hashBounds({bounds, static_cast<std::size_t>(size_) + 1}) : 0;
@@ -436,12 +446,9 @@ std::pair<std::vector<std::size_t>, ResultChecks> SharedRegion::reduceOwnChunk(
     std::uint64_t sequence, std::chrono::milliseconds timeout, Rounding rounding,
     const std::function<ResultChecks(std::size_t, std::size_t)>& acrossNodes) {
   const bool viaBFloat16 = rounding == Rounding::kBFloat16;
-  DDP_CHECK(!viaBFloat16 ||
-                (type == DataType::kFloat32 && (op == ReduceOp::kSum || op == ReduceOp::kAvg)),
-            "two-level reduction via bfloat16: float32 sums and averages only");
+  checkRounding(rounding, type, op);
   const std::size_t element = sizeOf(type);
-  const std::size_t offset =
-      static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
+  const std::size_t offset = offsetOf(data);
   const std::uint32_t mark = static_cast<std::uint32_t>(op) | kTwoLevelFlag |
                              (bounds.empty() ? 0u : kReduceScatterFlag) |
                              (viaBFloat16 ? kBFloat16RoundingFlag : 0u);
@@ -489,8 +496,7 @@ ResultChecks SharedRegion::allreduceAcrossNodes(
   // 3. Every chunk is final in its owner's buffer: copy the others'.
   const ResultChecks result = gatherChecks(own, timeout, "two-level all-reduce, gathering");
   const std::size_t element = sizeOf(type);
-  const std::size_t offset =
-      static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
+  const std::size_t offset = offsetOf(data);
   for (std::size_t q = 0; q < segments_.size(); ++q) {
     if (q == static_cast<std::size_t>(rank_) || chunks[q] == chunks[q + 1]) continue;
     const std::size_t at = offset + chunks[q] * element;
@@ -512,8 +518,7 @@ ResultChecks SharedRegion::reduceScatterAcrossNodes(
   // 3. This rank's part is final in the buffers of the ranks whose chunks hold it.
   const ResultChecks result = gatherChecks(own, timeout, "two-level reduce-scatter, gathering");
   const std::size_t element = sizeOf(type);
-  const std::size_t offset =
-      static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
+  const std::size_t offset = offsetOf(data);
   for (std::size_t q = 0; q < segments_.size(); ++q) {
     const std::size_t from = std::max(begin, chunks[q]), to = std::min(end, chunks[q + 1]);
     if (q == static_cast<std::size_t>(rank_) || from >= to) continue;
@@ -530,8 +535,7 @@ ResultChecks SharedRegion::reduceScatterAcrossNodes(
 void SharedRegion::allgather(void* data, std::size_t count, DataType type, std::uint64_t sequence,
                              std::chrono::milliseconds timeout) {
   const std::size_t bytes = count * sizeOf(type);
-  const std::size_t offset =
-      static_cast<std::size_t>(static_cast<char*>(data) - static_cast<char*>(this->data()));
+  const std::size_t offset = offsetOf(data);
   arrive(offset, count, type, kAllgatherOp, false, 0, sequence, timeout);
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;

@@ -198,6 +198,8 @@ class SharedRegion {
  private:
   struct Control;  // one per rank, in the first page
   Control& control(int rank) const;
+  // Where `data` (in this rank's segment) lies in it, in bytes.
+  std::size_t offsetOf(const void* data) const;
   // Writes this rank's control slot, waits for every rank's, and throws
   // MismatchError unless all describe the same collective (`op`: a ReduceOp,
   // or the all-gather's mark).
