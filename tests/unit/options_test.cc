@@ -37,6 +37,7 @@ TEST(Options, Defaults) {
   EXPECT_EQ(o.hidden, (std::vector<std::size_t>{1024, 1024}));
   EXPECT_EQ(o.batchSize, 64u);
   EXPECT_EQ(o.maxSteps, 0u);
+  EXPECT_EQ(o.twoLevelAllreduce, "auto");
   EXPECT_FALSE(o.help);
 }
 
@@ -114,6 +115,8 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--checkpoint-dir", "ck", "--checkpoint-staging", "disk"},
                 "--checkpoint-staging: unknown 'disk' (known: auto, copy, direct)"},
         Invalid{{"--optimizer", "adam"}, "--optimizer: unknown 'adam' (known: sgd, adamw)"},
+        Invalid{{"--two-level-allreduce", "on"},
+                "--two-level-allreduce: unknown 'on' (known: auto, off)"},
         Invalid{{"--optimizer", "adamw", "--momentum", "0.5"},
                 "--momentum is --optimizer sgd's, but this run uses adamw (its --betas play "
                 "momentum's part)"},
