@@ -486,6 +486,18 @@ ResultChecks SharedRegion::gatherChecks(const ResultChecks& own, std::chrono::mi
   return result;
 }
 
+void SharedRegion::copyFromOwners(std::size_t offset, std::size_t element,
+                                  std::span<const std::size_t> chunks, std::size_t begin,
+                                  std::size_t end) {
+  for (std::size_t q = 0; q < segments_.size(); ++q) {
+    const std::size_t from = std::max(begin, chunks[q]), to = std::min(end, chunks[q + 1]);
+    if (q == static_cast<std::size_t>(rank_) || from >= to) continue;
+    const std::size_t at = offset + from * element;
+    std::memcpy(static_cast<char*>(this->data()) + at, static_cast<const char*>(segments_[q]) + at,
+                (to - from) * element);
+  }
+}
+
 // Note [Two-level all-reduce across nodes].
 ResultChecks SharedRegion::allreduceAcrossNodes(
     void* data, std::size_t count, DataType type, ReduceOp op, std::uint64_t sequence,
@@ -495,14 +507,7 @@ ResultChecks SharedRegion::allreduceAcrossNodes(
       reduceOwnChunk(data, count, {}, type, op, sequence, timeout, rounding, acrossNodes);
   // 3. Every chunk is final in its owner's buffer: copy the others'.
   const ResultChecks result = gatherChecks(own, timeout, "two-level all-reduce, gathering");
-  const std::size_t element = sizeOf(type);
-  const std::size_t offset = offsetOf(data);
-  for (std::size_t q = 0; q < segments_.size(); ++q) {
-    if (q == static_cast<std::size_t>(rank_) || chunks[q] == chunks[q + 1]) continue;
-    const std::size_t at = offset + chunks[q] * element;
-    std::memcpy(static_cast<char*>(this->data()) + at, static_cast<const char*>(segments_[q]) + at,
-                (chunks[q + 1] - chunks[q]) * element);
-  }
+  copyFromOwners(offsetOf(data), sizeOf(type), chunks, 0, count);
   // 4. Nobody changes its chunk while the others copy it.
   barrier_.wait(timeout, "two-level all-reduce, completion");
   return result;
@@ -517,15 +522,7 @@ ResultChecks SharedRegion::reduceScatterAcrossNodes(
                                             timeout, rounding, acrossNodes);
   // 3. This rank's part is final in the buffers of the ranks whose chunks hold it.
   const ResultChecks result = gatherChecks(own, timeout, "two-level reduce-scatter, gathering");
-  const std::size_t element = sizeOf(type);
-  const std::size_t offset = offsetOf(data);
-  for (std::size_t q = 0; q < segments_.size(); ++q) {
-    const std::size_t from = std::max(begin, chunks[q]), to = std::min(end, chunks[q + 1]);
-    if (q == static_cast<std::size_t>(rank_) || from >= to) continue;
-    const std::size_t at = offset + from * element;
-    std::memcpy(static_cast<char*>(this->data()) + at, static_cast<const char*>(segments_[q]) + at,
-                (to - from) * element);
-  }
+  copyFromOwners(offsetOf(data), sizeOf(type), chunks, begin, end);
   // 4. Nobody changes its chunk while the others copy from it.
   barrier_.wait(timeout, "two-level reduce-scatter, completion");
   return result;

@@ -218,6 +218,11 @@ class SharedRegion {
   // rank order (the fields `own` has).
   ResultChecks gatherChecks(const ResultChecks& own, std::chrono::milliseconds timeout,
                             const char* where);
+  // Step 3: elements [begin, end) of the collective at `offset`, from the
+  // buffer of the node rank whose chunk (`chunks`, one more than the node
+  // ranks) holds them into this rank's, but for this rank's own chunk.
+  void copyFromOwners(std::size_t offset, std::size_t element, std::span<const std::size_t> chunks,
+                      std::size_t begin, std::size_t end);
   // The all-reduce (`bounds` null) or reduce-scatter of `count` elements.
   ResultChecks reduce(void* data, std::size_t count, const std::size_t* bounds, DataType type,
                       ReduceOp op, std::uint64_t sequence, std::chrono::milliseconds timeout,
