@@ -148,15 +148,14 @@ MpiCommunicator::MpiCommunicator(MPI_Comm base, CommOptions options)
   partChecks_.resize(2 * static_cast<std::size_t>(size_));
   DDP_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_));
   DDP_MPI_CHECK(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN));
-  int nodeRank = 0;
   DDP_MPI_CHECK(MPI_Comm_size(node_, &nodeSize_));
-  DDP_MPI_CHECK(MPI_Comm_rank(node_, &nodeRank));
+  DDP_MPI_CHECK(MPI_Comm_rank(node_, &nodeRank_));
   singleNode_ = nodeSize_ == size_;
-  chooseLevels(nodeRank, options.twoLevelAcrossNodes);
+  chooseLevels(options.twoLevelAcrossNodes);
   thread_ = std::thread([this] { loop(); });
 }
 
-void MpiCommunicator::chooseLevels(int nodeRank, bool wanted) {
+void MpiCommunicator::chooseLevels(bool wanted) {
   // Note [Two-level all-reduce across nodes]: only when every node has this
   // node's number of ranks, and every rank asks for it (one agreed answer).
   int layout[3] = {-nodeSize_, nodeSize_, wanted ? 0 : 1};
@@ -174,7 +173,7 @@ void MpiCommunicator::chooseLevels(int nodeRank, bool wanted) {
                        ")");
     return;
   }
-  DDP_MPI_CHECK(MPI_Comm_split(comm_, nodeRank, rank_, &acrossNodes_));
+  DDP_MPI_CHECK(MPI_Comm_split(comm_, nodeRank_, rank_, &acrossNodes_));
   DDP_MPI_CHECK(MPI_Comm_set_errhandler(acrossNodes_, MPI_ERRORS_RETURN));
   description_ = "mpi (two levels: node shared memory, MPI between the nodes)";
   // Note [Two-level reduce-scatter across nodes] needs each node's ranks
@@ -275,12 +274,8 @@ ResultChecks MpiCommunicator::allreduceInTwoLevels(SharedRegion& region, void* d
                                        char* chunk = bytes + begin * element;
                                        allreducePlain(acrossNodes_, chunk, chunk, end - begin, type,
                                                       op, rounding);
-                                       ResultChecks checks = measure(chunk, end - begin, type);
-                                       // Memory from allocate() reports a non-finite result whether
-                                       // or not it was asked to, as on one node: here at one pass
-                                       // over the chunk.
-                                       checks.nonFinite = nonFiniteIn(chunk, end - begin, type);
-                                       return checks;
+                                       return measure(chunk, end - begin, type,
+                                                      /*nonFiniteAlways=*/true);
                                      });
 }
 
@@ -314,13 +309,14 @@ void MpiCommunicator::allreducePlain(MPI_Comm comm, const void* send, void* data
   if (op == ReduceOp::kAvg) divideBy(size_, data, count, type);
 }
 
-ResultChecks MpiCommunicator::measure(const void* data, std::size_t count, DataType type) const {
+ResultChecks MpiCommunicator::measure(const void* data, std::size_t count, DataType type,
+                                      bool nonFiniteAlways) const {
   // Notes [Non-finite check while reducing] and [Sum of squares while
   // reducing]: off the training thread, where asked for.
   ResultChecks checks;
   if (options().sumOfSquares && type == DataType::kFloat32)
     checks.sumOfSquares = sumOfSquares(static_cast<const float*>(data), count);
-  if (options().checkNonFinite && type != DataType::kBFloat16)
+  if (nonFiniteAlways || (options().checkNonFinite && type != DataType::kBFloat16))
     checks.nonFinite = nonFiniteIn(data, count, type);
   return checks;
 }
@@ -374,34 +370,11 @@ WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> 
           return;
         }
         reduceScatterPlain(comm_, rank_, data, parts, type, op, rounding);
+        // Each rank measures its part; the ranks add their parts' answers.
         const auto r = static_cast<std::size_t>(rank_);
-        char* mine = static_cast<char*>(data) + parts[r] * sizeOf(type);
-        const std::size_t own = parts[r + 1] - parts[r];
-        // Each rank measures its part; the parts' answers are gathered and
-        // added in rank order, so every rank gets the same bits.
-        const bool squares = options().sumOfSquares && type == DataType::kFloat32;
-        const bool check =
-            options().checkNonFinite && (type == DataType::kFloat32 || type == DataType::kFloat64);
-        if (!squares && !check) return;
-        double measured[2] = {0.0, 0.0};  // non-finite (0 or 1), sum of squares
-        if (check) {
-          measured[0] = type == DataType::kFloat32
-                            ? anyNonFinite(reinterpret_cast<const float*>(mine), own)
-                            : anyNonFinite(reinterpret_cast<const double*>(mine), own);
-        }
-        if (squares) measured[1] = sumOfSquares(reinterpret_cast<const float*>(mine), own);
-        std::vector<double>& all = partChecks_;
-        DDP_MPI_CHECK(MPI_Allgather(measured, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, comm_));
-        ResultChecks checks;
-        bool nonFinite = false;
-        double total = 0.0;
-        for (std::size_t q = 0; q < static_cast<std::size_t>(size_); ++q) {
-          nonFinite = nonFinite || all[2 * q] != 0.0;
-          total += all[2 * q + 1];
-        }
-        if (check) checks.nonFinite = nonFinite;
-        if (squares) checks.sumOfSquares = total;
-        work.setResultChecks(checks);
+        const ResultChecks part = measure(static_cast<char*>(data) + parts[r] * sizeOf(type),
+                                          parts[r + 1] - parts[r], type);
+        if (part.nonFinite || part.sumOfSquares) work.setResultChecks(addOverRanks(comm_, part));
       });
 }
 
@@ -472,23 +445,26 @@ ResultChecks MpiCommunicator::reduceScatterInTwoLevels(SharedRegion& region, voi
                            type, op, rounding);
         const char* final = bytes + (begin + cuts[node]) * element;
         const std::size_t length = cuts[node + 1] - cuts[node];
-        ResultChecks checks = measure(final, length, type);
-        checks.nonFinite = nonFiniteIn(final, length, type);  // as allreduceInTwoLevels
-        return checks;
+        return measure(final, length, type, /*nonFiniteAlways=*/true);
       });
-  // The nodes' checks, added in node order: the same bits on every rank.
-  double measured[2] = {here.nonFinite.value_or(false) ? 1.0 : 0.0, here.sumOfSquares.value_or(0)};
-  std::vector<double>& all = partChecks_;
-  DDP_MPI_CHECK(MPI_Allgather(measured, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, acrossNodes_));
-  ResultChecks checks;
+  return addOverRanks(acrossNodes_, here);  // the nodes' checks, in node order
+}
+
+ResultChecks MpiCommunicator::addOverRanks(MPI_Comm comm, const ResultChecks& mine) {
+  int ranks = 1;
+  DDP_MPI_CHECK(MPI_Comm_size(comm, &ranks));
+  double measured[2] = {mine.nonFinite.value_or(false) ? 1.0 : 0.0, mine.sumOfSquares.value_or(0)};
+  std::vector<double>& all = partChecks_;  // sized for this communicator's ranks, the most
+  DDP_MPI_CHECK(MPI_Allgather(measured, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, comm));
   bool nonFinite = false;
   double total = 0.0;
-  for (std::size_t n = 0; n < nodes; ++n) {
-    nonFinite = nonFinite || all[2 * n] != 0.0;
-    total += all[2 * n + 1];
+  for (std::size_t q = 0; q < static_cast<std::size_t>(ranks); ++q) {  // in rank order: same bits
+    nonFinite = nonFinite || all[2 * q] != 0.0;
+    total += all[2 * q + 1];
   }
-  if (here.nonFinite) checks.nonFinite = nonFinite;
-  if (here.sumOfSquares) checks.sumOfSquares = total;
+  ResultChecks checks;
+  if (mine.nonFinite) checks.nonFinite = nonFinite;
+  if (mine.sumOfSquares) checks.sumOfSquares = total;
   return checks;
 }
 
@@ -577,9 +553,7 @@ std::shared_ptr<void> MpiCommunicator::allocate(std::size_t bytes) {
         memory = std::shared_ptr<void>(region, region->data());
         return;
       }
-      int nodeRank = 0;
-      DDP_MPI_CHECK(MPI_Comm_rank(node_, &nodeRank));
-      if (!failure.empty() && nodeRank == 0)
+      if (!failure.empty() && nodeRank_ == 0)
         log::warn(str(failure, "; all-reduces use plain MPI instead"));
     }
     memory = allocateZeroedHost(bytes);

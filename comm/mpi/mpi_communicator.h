@@ -101,7 +101,7 @@ class MpiCommunicator final : public Communicator {
   // Decides, with every rank, whether collectives go in two levels (Note
   // [Two-level all-reduce across nodes]): sets acrossNodes_, nodeBlocks_ and
   // description_. Constructor only; collective over comm_.
-  void chooseLevels(int nodeRank, bool wanted);
+  void chooseLevels(bool wanted);
   WorkPtr enqueue(std::string what, std::function<void(Work&)> run);
   void loop();
   // The live shared region holding [data, data + bytes), or null. Any thread.
@@ -137,8 +137,14 @@ class MpiCommunicator final : public Communicator {
   ResultChecks allreduceInTwoLevels(SharedRegion& region, void* data, std::size_t count,
                                     DataType type, ReduceOp op, std::uint64_t sequence,
                                     Rounding rounding);
-  // The checks CommOptions ask for, of `count` elements of a result at `data`.
-  ResultChecks measure(const void* data, std::size_t count, DataType type) const;
+  // The checks CommOptions ask for, of `count` elements of a result at
+  // `data`; `nonFiniteAlways`: the non-finite check for any floating type
+  // whether asked or not (memory from allocate() always reports it).
+  ResultChecks measure(const void* data, std::size_t count, DataType type,
+                       bool nonFiniteAlways = false) const;
+  // `mine` (this rank's part's checks) added to every rank's of `comm`, in
+  // rank order: the same bits on every rank; the fields `mine` has. Comm thread only.
+  ResultChecks addOverRanks(MPI_Comm comm, const ResultChecks& mine);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm node_ = MPI_COMM_NULL;  // the ranks of comm_ on this node
@@ -147,6 +153,7 @@ class MpiCommunicator final : public Communicator {
   // nodes]); MPI_COMM_NULL unless all-reduces go in two levels.
   MPI_Comm acrossNodes_ = MPI_COMM_NULL;
   int nodeSize_ = 1;         // ranks on this node
+  int nodeRank_ = 0;         // this rank's place among them
   bool nodeBlocks_ = false;  // two levels, and node n holds ranks [n nodeSize_, (n + 1) nodeSize_)
   std::string description_ = "mpi";  // describe()
   // Added by allocate() on the comm thread; read by findRegion() on any.
