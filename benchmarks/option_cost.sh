@@ -15,24 +15,41 @@
 # (tests/e2e/nodes.sh), half of the ranks on each: the ranks then talk
 # through Open MPI's TCP path over a virtual link (veth pairs and a bridge,
 # the kernel's TCP on the same cores, not a NIC), which shows what crosses
-# between nodes, not what a real network does.
+# between nodes, not what a real network does. NODE_COUNT=K does the same on K
+# such nodes (2 to 8; every world size in NPS a multiple of K, the ranks
+# spread evenly); TWO_NODES=1 is NODE_COUNT=2.
 set -euo pipefail
 : "${ROUNDS:=5}" "${NPS:=1 2}" "${OFF:=}" "${ON:?ON: the option to measure}" "${TWO_NODES:=0}"
 : "${ARGS:=--dataset synthetic --synthetic-samples 38400 --max-steps 300 --epochs 1 --threads 1}"
 . "$(dirname "$0")/bench_env.sh"  # mpirun's environment, $tmp
 launch=(mpirun -q)
-if [ "$TWO_NODES" = 1 ]; then
-  . "$(dirname "$0")/two_nodes_env.sh"  # its EXIT trap replaces bench_env.sh's
+case "$TWO_NODES" in
+  1) : "${NODE_COUNT:=2}" ;;
+  0) : "${NODE_COUNT:=1}" ;;
+  *) echo "TWO_NODES: 0 or 1" >&2; exit 2 ;;
+esac
+hosts=(a b c d e f g h)
+if [ "$NODE_COUNT" -gt 1 ] 2> /dev/null && [ "$NODE_COUNT" -le "${#hosts[@]}" ]; then
+  export DDP_TRAIN=${DDP_TRAIN:-unused} COMPARE_WEIGHTS=${COMPARE_WEIGHTS:-unused}
+  . "$(dirname "$0")/../tests/e2e/lib.sh"
+  . "$(dirname "$0")/../tests/e2e/nodes.sh"  # its EXIT trap replaces bench_env.sh's
   trap 'nodes_down; rm -rf "$WORK" "$tmp"' EXIT
-elif [ "$TWO_NODES" != 0 ]; then
-  echo "TWO_NODES: 0 or 1" >&2
+  nodes_up "${hosts[@]:0:NODE_COUNT}"
+elif [ "$NODE_COUNT" != 1 ]; then
+  echo "NODE_COUNT: 1 to ${#hosts[@]}" >&2
   exit 2
 fi
 run() {  # prints "total comm optimizer peak" of one run: ms of its mean step, MiB
   local np=$1; shift
   rm -f "$tmp/m.jsonl"
   local -a how=("${launch[@]}" -np "$np")
-  [ "$TWO_NODES" = 1 ] && how=(node_mpirun --host "a:$((np / 2)),b:$((np - np / 2))" -np "$np")
+  if [ "$NODE_COUNT" = 2 ]; then
+    how=(node_mpirun --host "a:$((np / 2)),b:$((np - np / 2))" -np "$np")
+  elif [ "$NODE_COUNT" -gt 2 ]; then
+    local spread="" h
+    for h in "${hosts[@]:0:NODE_COUNT}"; do spread+="${spread:+,}$h:$((np / NODE_COUNT))"; done
+    how=(node_mpirun --host "$spread" -np "$np")
+  fi
   # shellcheck disable=SC2086  # ARGS, OFF and ON are word lists
   "${how[@]}" "$@" $ARGS --log-every 1000000 --metrics "$tmp/m.jsonl" > "$tmp/log" 2>&1 ||
     { cat "$tmp/log"; exit 1; }

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 
 #include "comm/bfloat16.h"
 #include "comm/finite.h"
+#include "comm/mpi/stripes.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/memory.h"
@@ -67,11 +69,18 @@ MPI_Op bfloat16SumOp() {
 // development VM: 0.3 GB/s against 7 GB/s at 16 MiB, over shared memory and
 // TCP alike, and MPI_Reduce_scatter worse (64 MiB between two namespace
 // "nodes": 279 ms all-reduced, 572 ms reduce-scattered, against 13 and 9 ms
-// at 16 MiB; benchmarks/RESULTS.md). A bucket cannot be made smaller than
+// at 16 MiB; benchmarks/RESULTS.md). (Found later: the cliff is glibc's.
+// The collectives malloc temporaries the size of the message on every
+// call; from 32 MiB, the most glibc's mmap threshold rises to, each is a
+// fresh mmap whose pages fault in again every call. With
+// MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ raised, a 64 MiB
+// MPI_Allreduce at np=2 took 12.7 ms, not 163 ms.) A bucket cannot be made smaller than
 // its largest gradient (a 4096 x 4096 layer is 64 MiB), so the plain path
 // (between nodes) cuts every all-reduce and reduce-scatter into pieces of
-// at most kPlainPieceBytes, one MPI call each, in order, and a sharded
-// optimizer's all-gather into pieces of each rank's part. Below the cliff a
+// at most kPlainPieceBytes, one MPI call each, in order (a reduce-scatter's
+// pieces are stripes of every rank's part: Note [Plain reduce-scatter in
+// stripes]), and a sharded optimizer's all-gather into pieces of each
+// rank's part. Below the cliff a
 // piece costs one call's latency more (tens of microseconds, against
 // milliseconds of transfer); each element is still reduced by one call, so
 // every rank still ends with the same result. The node shared-memory path
@@ -80,6 +89,38 @@ constexpr std::size_t kPlainPieceBytes = std::size_t{4} << 20;
 // The elements of a bfloat16 piece: the staged path's pieces, cut at the
 // same elements (Note [bf16 rounding between nodes]).
 constexpr std::size_t kBFloat16PieceCount = kPlainPieceBytes / sizeof(std::uint16_t);
+
+// Note [Plain reduce-scatter in stripes]
+// Open MPI 4.1's MPI_Reduce_scatter (its ring) mallocs a copy of the whole
+// buffer and receive buffers the size of the largest part on every call,
+// and frees them. When one rank's part is most of the call, together they
+// pass glibc's trim threshold, glibc hands them back to the kernel at the
+// free, and the next call faults every page in again: costly on a virtual
+// machine. Back to back on the development VM, 4 MiB over four namespace
+// nodes took 5.5 ms in equal parts, 109 ms all for one rank, 90 ms for two;
+// with glibc's trimming out of the way, 6-10 ms each (benchmarks/RESULTS.md,
+// "The plain reduce-scatter in stripes"). Whether a call is hit depends on
+// what else the heap holds (inside training runs such calls were not slow),
+// and even unhit, a ring whose call is one rank's part passes all of it
+// around the ring. Pieces cut where the parts begin had that shape whenever
+// a reduce-scatter spanned pieces (16 MiB over four ranks: 422 ms against
+// 21 ms for one call), and a sharded optimizer's parts (Note
+// [Reduce-scatter for a sharded optimizer]) are often empty. So:
+//   - each rank's part is cut into the same number of stripes, as many as
+//     the pieces the whole needs (comm/mpi/stripes.h), and call j reduces
+//     stripe j of every part, packed in rank order into a piece buffer:
+//     each call is spread over all ranks as their parts are, and carries
+//     at most a piece. Packing copies the buffer once (via bfloat16 the
+//     narrowing packs it); a buffer within one piece is reduced in place.
+//   - a call where some rank's stripe is empty (an empty part, a part
+//     shorter than the stripes are many, the two-level reduce-scatter's
+//     cut of a chunk) is one MPI_Reduce per non-empty stripe, to its owner,
+//     into the second piece buffer: 1.2-1.7x the equal parts' time, trimmed
+//     or not (MPI_IN_PLACE at the root faulted like the ring: 7-8x).
+// With trimming out of the way there is no cliff (Note [Plain collectives
+// in pieces]), and the pieces are what cost: 1.04-1.41x one raw call from
+// 4 MiB. Keeping MPI's temporaries in the heap would make them unneeded.
+// Each element is still reduced by one call, by its owner.
 
 int mpiCount(std::size_t count) {
   DDP_CHECK(count <= static_cast<std::size_t>(INT_MAX),
@@ -285,7 +326,7 @@ void MpiCommunicator::allreducePlain(MPI_Comm comm, const void* send, void* data
   if (rounding == Rounding::kBFloat16) {
     // Note [bf16 rounding between nodes]: the staged path, a piece at a time.
     float* values = static_cast<float*>(data);
-    std::uint16_t* wire = bfloat16Piece();
+    auto* wire = reinterpret_cast<std::uint16_t*>(pieceBuffer(0));
     for (std::size_t at = 0; at < count; at += kBFloat16PieceCount) {
       const std::size_t length = std::min(kBFloat16PieceCount, count - at);
       toBFloat16(values + at, wire, length);
@@ -326,9 +367,17 @@ WorkPtr MpiCommunicator::reduceScatter(void* data, std::span<const std::size_t> 
   return reduceScatter(data, bounds, type, op, Rounding::kNone);
 }
 
-std::uint16_t* MpiCommunicator::bfloat16Piece() {
-  if (!bfloat16Piece_) bfloat16Piece_ = std::make_unique<std::uint16_t[]>(kBFloat16PieceCount);
-  return bfloat16Piece_.get();
+char* MpiCommunicator::pieceBuffer(std::size_t which) {
+  // A stripe of each of the ranks' parts (Note [Plain reduce-scatter in
+  // stripes]) is at most one element over its share of the piece; 16 bytes
+  // keep every element type aligned.
+  std::unique_ptr<std::max_align_t[]>& buffer = pieceBuffers_.at(which);
+  if (!buffer) {
+    const std::size_t bytes = kPlainPieceBytes + static_cast<std::size_t>(size_) * 16;
+    buffer = std::make_unique<std::max_align_t[]>((bytes + sizeof(std::max_align_t) - 1) /
+                                                  sizeof(std::max_align_t));
+  }
+  return reinterpret_cast<char*>(buffer.get());
 }
 
 WorkPtr MpiCommunicator::allreduceViaBFloat16(float* data, std::size_t count, ReduceOp op) {
@@ -382,43 +431,66 @@ void MpiCommunicator::reduceScatterPlain(MPI_Comm comm, int me, void* data,
                                          std::span<const std::size_t> parts, DataType type,
                                          ReduceOp op, Rounding rounding) {
   const auto r = static_cast<std::size_t>(me);
-  const std::size_t count = parts.back();
-  const std::size_t element = sizeOf(type);
+  const std::size_t ranks = parts.size() - 1;
   const bool viaBFloat16 = rounding == Rounding::kBFloat16;
-  const MPI_Op mpiReduce = type == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
-  // Note [Plain collectives in pieces]: each piece is a reduce-scatter of
-  // its own, the parts cut to it. In place, MPI leaves this rank's part of a
-  // piece at the piece's start; one copy moves it where it belongs. Via
-  // bfloat16 (Note [bf16 rounding between nodes]) the piece is reduced in
-  // its rounded copy, and this rank's part of it widened back where it
-  // belongs.
-  const std::size_t piece = viaBFloat16 ? kBFloat16PieceCount : kPlainPieceBytes / element;
+  // What crosses MPI: bfloat16 via bfloat16 (Note [bf16 rounding between nodes]).
+  const DataType wire = viaBFloat16 ? DataType::kBFloat16 : type;
+  const std::size_t element = sizeOf(type), wireElement = sizeOf(wire);
+  const MPI_Op mpiReduce = wire == DataType::kBFloat16 ? bfloat16SumOp() : mpiOp(op);
+  char* bytes = static_cast<char*>(data);
+  // Note [Plain reduce-scatter in stripes]: call j reduces stripe j of every
+  // rank's part, packed in rank order.
+  const Stripes stripes(parts, kPlainPieceBytes / wireElement);
   std::vector<int>& counts = pieceCounts_;
-  counts.resize(parts.size() - 1);
-  for (std::size_t at = 0; at < count; at += piece) {
-    const std::size_t end = std::min(count, at + piece);
-    const auto cut = [&](std::size_t bound) { return std::clamp(bound, at, end); };
-    for (std::size_t q = 0; q < counts.size(); ++q)
-      counts[q] = static_cast<int>(cut(parts[q + 1]) - cut(parts[q]));
-    const auto ownInPiece = static_cast<std::size_t>(counts[r]);
-    if (viaBFloat16) {
-      std::uint16_t* wire = bfloat16Piece();
-      toBFloat16(static_cast<const float*>(data) + at, wire, end - at);
-      DDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, wire, counts.data(),
-                                       mpiType(DataType::kBFloat16), bfloat16SumOp(), comm));
-      if (op == ReduceOp::kAvg) divideBy(size_, wire, ownInPiece, DataType::kBFloat16);
-      fromBFloat16(wire, static_cast<float*>(data) + cut(parts[r]), ownInPiece);
-      continue;
+  std::vector<std::size_t>& offsets = stripeOffsets_;
+  counts.resize(ranks);
+  offsets.resize(ranks);
+  for (std::size_t j = 0; j < stripes.count(); ++j) {
+    std::size_t packed = 0;
+    for (std::size_t q = 0; q < ranks; ++q) {
+      counts[q] = static_cast<int>(stripes.length(q, j));
+      offsets[q] = packed;
+      packed += stripes.length(q, j);
     }
-    char* base = static_cast<char*>(data) + at * element;
-    DDP_MPI_CHECK(
-        MPI_Reduce_scatter(MPI_IN_PLACE, base, counts.data(), mpiType(type), mpiReduce, comm));
-    if (cut(parts[r]) != at) {
-      std::memmove(static_cast<char*>(data) + cut(parts[r]) * element, base, ownInPiece * element);
+    // The stripes, packed: narrowed into the piece buffer via bfloat16,
+    // copied into it when there are several, else where they are.
+    char* call = bytes;
+    if (viaBFloat16 || stripes.count() > 1) {
+      call = pieceBuffer(0);
+      for (std::size_t q = 0; q < ranks; ++q) {
+        const char* from = bytes + stripes.begin(q, j) * element;
+        char* to = call + offsets[q] * wireElement;
+        if (viaBFloat16) {
+          toBFloat16(reinterpret_cast<const float*>(from), reinterpret_cast<std::uint16_t*>(to),
+                     stripes.length(q, j));
+        } else {
+          std::memcpy(to, from, stripes.length(q, j) * element);
+        }
+      }
+    }
+    char* result = call;  // this rank's stripe, reduced
+    if (std::find(counts.begin(), counts.end(), 0) == counts.end()) {
+      DDP_MPI_CHECK(
+          MPI_Reduce_scatter(MPI_IN_PLACE, call, counts.data(), mpiType(wire), mpiReduce, comm));
+    } else {
+      result = pieceBuffer(1);
+      for (std::size_t q = 0; q < ranks; ++q) {
+        if (counts[q] == 0) continue;
+        DDP_MPI_CHECK(MPI_Reduce(call + offsets[q] * wireElement, q == r ? result : nullptr,
+                                 counts[q], mpiType(wire), mpiReduce, static_cast<int>(q), comm));
+      }
+    }
+    const std::size_t own = stripes.begin(r, j), ownCount = stripes.length(r, j);
+    if (viaBFloat16) {
+      auto* rounded = reinterpret_cast<std::uint16_t*>(result);
+      if (op == ReduceOp::kAvg) divideBy(size_, rounded, ownCount, DataType::kBFloat16);
+      fromBFloat16(rounded, static_cast<float*>(data) + own, ownCount);
+    } else if (result != bytes + own * element) {
+      std::memmove(bytes + own * element, result, ownCount * element);
     }
   }
   if (op == ReduceOp::kAvg && !viaBFloat16) {
-    divideBy(size_, static_cast<char*>(data) + parts[r] * element, parts[r + 1] - parts[r], type);
+    divideBy(size_, bytes + parts[r] * element, parts[r + 1] - parts[r], type);
   }
 }
 

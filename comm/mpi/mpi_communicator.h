@@ -13,7 +13,9 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -106,9 +108,11 @@ class MpiCommunicator final : public Communicator {
   void loop();
   // The live shared region holding [data, data + bytes), or null. Any thread.
   std::shared_ptr<SharedRegion> findRegion(const void* data, std::size_t bytes) const;
-  // The piece Note [bf16 rounding between nodes] rounds into, allocated at
-  // first use. Comm thread only.
-  std::uint16_t* bfloat16Piece();
+  // The plain path's two piece buffers, allocated at first use: Note [bf16
+  // rounding between nodes] rounds into the first, Note [Plain
+  // reduce-scatter in stripes] packs into the first and receives into the
+  // second. Comm thread only.
+  char* pieceBuffer(std::size_t which);
   // The collectives behind allreduce() and reduceScatter() and their
   // ...ViaBFloat16() forms (Rounding::kBFloat16: float32 data).
   WorkPtr allreduce(const void* send, void* data, std::size_t count, DataType type, ReduceOp op,
@@ -121,7 +125,7 @@ class MpiCommunicator final : public Communicator {
   // thread only.
   void allreducePlain(MPI_Comm comm, const void* send, void* data, std::size_t count, DataType type,
                       ReduceOp op, Rounding rounding);
-  // Note [Plain collectives in pieces]: an in-place reduce-scatter over
+  // Note [Plain reduce-scatter in stripes]: an in-place reduce-scatter over
   // `comm`, whose rank `me` ends with the reduction of elements
   // [parts[me], parts[me + 1]) of `data` in their place (`parts`: one more
   // than comm's ranks, the first 0), an average divided by this
@@ -162,9 +166,10 @@ class MpiCommunicator final : public Communicator {
   // The plain path's per-rank piece counts, displacements and part checks,
   // kept so that a collective allocates none of its own. Comm thread only.
   std::vector<int> pieceCounts_, pieceDisplacements_;
+  std::vector<std::size_t> stripeOffsets_;  // reduceScatterPlain's packed stripes
   std::vector<double> partChecks_;
   std::vector<std::size_t> nodeCuts_;  // reduceScatterInTwoLevels' parts of a chunk
-  std::unique_ptr<std::uint16_t[]> bfloat16Piece_;
+  std::array<std::unique_ptr<std::max_align_t[]>, 2> pieceBuffers_;
   int rank_ = 0;
   int size_ = 1;
 

@@ -1,0 +1,187 @@
+// reduce_scatter_shapes: how the MPI library's own MPI_Reduce_scatter
+// times depend on the shape of the parts, the measurement behind Note
+// [Plain reduce-scatter in stripes] (comm/mpi/mpi_communicator.cc). No ddp
+// code is timed here: only raw MPI calls.
+//
+//   mpirun -np N reduce_scatter_shapes [-b 1M] [-e 16M] [-f 4] [-n 10] [-w 3]
+//
+// Per size (the whole buffer), float32 sums, each timed as the
+// median over iterations of the slowest rank:
+//   equal       MPI_Reduce_scatter in place, every rank's part the same (the last
+//               takes the remainder);
+//   one rank    MPI_Reduce_scatter, everything to rank 0 (the others' counts 0);
+//   half        MPI_Reduce_scatter, equal parts for the first half of the
+//               ranks (at least one), 0 for the rest;
+//   one rank, MPI_Reduce   the "one rank" shape as one MPI_Reduce to rank 0,
+//               into another buffer;
+//   ... in place           the same with MPI_IN_PLACE at rank 0;
+//   half, MPI_Reduce each  the "half" shape as one MPI_Reduce per non-empty
+//               part, to its owner, into another buffer (what
+//               reduceScatterPlain does when a stripe is empty).
+// Rank r contributes r + (i % 7) at element i, so every owner's result has
+// the closed form n(n-1)/2 + n(i % 7), checked after every call (#wrong; the
+// program exits 1 if any).
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "benchmarks/mpi_bench.h"
+
+namespace {
+
+using ddp::bench::measure;
+using ddp::bench::Measured;
+
+struct Options {
+  std::size_t begin = 1 << 20, end = 16 << 20, factor = 4;
+  int iterations = 10, warmup = 3;
+};
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "-b") {
+      o.begin = ddp::bench::parseSize(value.c_str());
+    } else if (flag == "-e") {
+      o.end = ddp::bench::parseSize(value.c_str());
+    } else if (flag == "-f") {
+      o.factor = ddp::bench::parseSize(value.c_str());
+    } else if (flag == "-n") {
+      o.iterations = std::atoi(value.c_str());
+    } else if (flag == "-w") {
+      o.warmup = std::atoi(value.c_str());
+    } else {
+      return false;
+    }
+  }
+  return argc % 2 == 1 && o.begin >= 4 && o.end >= o.begin && o.factor >= 2 && o.iterations >= 1 &&
+         o.warmup >= 0;
+}
+
+// Parts of `count` elements: equal for the first `owners` ranks, 0 for the rest.
+std::vector<int> partsFor(std::size_t count, int ranks, int owners) {
+  std::vector<int> counts(static_cast<std::size_t>(ranks), 0);
+  const auto share = count / static_cast<std::size_t>(owners);
+  for (int q = 0; q < owners; ++q)
+    counts[static_cast<std::size_t>(q)] = static_cast<int>(share);
+  counts[static_cast<std::size_t>(owners - 1)] +=
+      static_cast<int>(count - share * static_cast<std::size_t>(owners));
+  return counts;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  MPI_Init(&argc, &argv);
+  int n = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (!parse(argc, argv, o)) {
+    if (rank == 0) {
+      std::fprintf(stderr,
+                   "usage: reduce_scatter_shapes [-b bytes] [-e bytes] [-f factor] [-n iters] "
+                   "[-w warmup]\n");
+    }
+    MPI_Finalize();
+    return 2;
+  }
+  if (rank == 0) {
+    std::printf(
+        "# reduce_scatter_shapes: %d ranks; raw MPI calls, float32 sum, median of %d "
+        "iterations (after %d warm-up) of the slowest rank\n",
+        n, o.iterations, o.warmup);
+    std::printf("#%11s  %-24s %12s %9s %7s\n", "size", "shape, call", "time(us)", "/equal",
+                "#wrong");
+  }
+  long anyWrong = 0;
+  for (std::size_t bytes = o.begin; bytes <= o.end; bytes *= o.factor) {
+    const std::size_t count = bytes / sizeof(float);
+    std::vector<float> data(count), received(count);
+    const auto fill = [&] {
+      for (std::size_t i = 0; i < count; ++i)
+        data[i] = static_cast<float>(rank + static_cast<int>(i % 7));
+    };
+    // Counts the wrong elements of this rank's result: `length` elements at
+    // `result`, the reduction of elements [first, first + length).
+    const auto wrongIn = [&](const float* result, std::size_t first, std::size_t length) {
+      long wrong = 0;
+      for (std::size_t i = 0; i < length; ++i) {
+        wrong += result[i] !=
+                 static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>((first + i) % 7));
+      }
+      return wrong;
+    };
+    const auto scatter = [&](const std::vector<int>& counts) {
+      return [&, counts] {
+        MPI_Reduce_scatter(MPI_IN_PLACE, data.data(), counts.data(), MPI_FLOAT, MPI_SUM,
+                           MPI_COMM_WORLD);
+      };
+    };
+    const auto scatterCheck = [&](const std::vector<int>& counts) {
+      return [&, counts] {  // MPI leaves this rank's part at the buffer's start
+        std::size_t first = 0;
+        for (int q = 0; q < rank; ++q)
+          first += static_cast<std::size_t>(counts[q]);
+        return wrongIn(data.data(), first, static_cast<std::size_t>(counts[rank]));
+      };
+    };
+    const auto reduces = [&](const std::vector<int>& counts, bool inPlace) {
+      return [&, counts, inPlace] {
+        std::size_t at = 0;
+        for (int q = 0; q < n; ++q) {
+          if (counts[q] == 0) continue;
+          float* part = data.data() + at;
+          if (inPlace) {
+            MPI_Reduce(q == rank ? MPI_IN_PLACE : part, part, counts[q], MPI_FLOAT, MPI_SUM, q,
+                       MPI_COMM_WORLD);
+          } else {
+            MPI_Reduce(part, received.data(), counts[q], MPI_FLOAT, MPI_SUM, q, MPI_COMM_WORLD);
+          }
+          at += static_cast<std::size_t>(counts[q]);
+        }
+      };
+    };
+    const auto reducesCheck = [&](const std::vector<int>& counts, bool inPlace) {
+      return [&, counts, inPlace] {  // in place: where the part lies
+        std::size_t first = 0;
+        for (int q = 0; q < rank; ++q)
+          first += static_cast<std::size_t>(counts[q]);
+        return wrongIn(inPlace ? data.data() + first : received.data(), first,
+                       static_cast<std::size_t>(counts[rank]));
+      };
+    };
+    const std::vector<int> equal = partsFor(count, n, n), one = partsFor(count, n, 1),
+                           half = partsFor(count, n, std::max(1, n / 2));
+    struct Row {
+      const char* name;
+      Measured measured;
+    };
+    const Row rows[] = {
+        {"equal", measure(o.iterations, o.warmup, fill, scatter(equal), scatterCheck(equal))},
+        {"one rank", measure(o.iterations, o.warmup, fill, scatter(one), scatterCheck(one))},
+        {"half", measure(o.iterations, o.warmup, fill, scatter(half), scatterCheck(half))},
+        {"one rank, MPI_Reduce",
+         measure(o.iterations, o.warmup, fill, reduces(one, false), reducesCheck(one, false))},
+        {"... in place",
+         measure(o.iterations, o.warmup, fill, reduces(one, true), reducesCheck(one, true))},
+        {"half, MPI_Reduce each",
+         measure(o.iterations, o.warmup, fill, reduces(half, false), reducesCheck(half, false))},
+    };
+    for (const Row& row : rows) {
+      anyWrong += row.measured.wrong;
+      if (rank == 0) {
+        std::printf("%12zu  %-24s %12.1f %9.2f %7ld\n", bytes, row.name, row.measured.micros,
+                    row.measured.micros / rows[0].measured.micros, row.measured.wrong);
+      }
+    }
+  }
+  if (rank == 0) std::printf("# wrong results: %ld\n", anyWrong);
+  MPI_Finalize();
+  return anyWrong == 0 ? 0 : 1;
+}
