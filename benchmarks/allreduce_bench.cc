@@ -400,9 +400,8 @@ int usage() {
 }
 
 // The command line (the flags in the comment at the top).
-struct Options {
-  std::size_t begin = 8, end = 256 << 20, factor = 2;
-  int iterations = 20, warmup = 5;
+struct Options : ddp::bench::Sweep {
+  Options() { begin = 8, end = 256 << 20, factor = 2, iterations = 20, warmup = 5; }
   std::string backend = "mpi", memory = "shared", csvPath;
   Collective collective = Collective::kAllreduce;
   bool threadFloor = false;
@@ -422,17 +421,8 @@ std::optional<Options> parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) return std::nullopt;
     const char* value = argv[i + 1];
-    if (flag == "-b") {
-      o.begin = ddp::bench::parseSize(value);
-    } else if (flag == "-e") {
-      o.end = ddp::bench::parseSize(value);
-    } else if (flag == "-f") {
-      o.factor = ddp::bench::parseSize(value);
-    } else if (flag == "-n") {
-      o.iterations = std::atoi(value);
-    } else if (flag == "-w") {
-      o.warmup = std::atoi(value);
-    } else if (flag == "--backend") {
+    if (o.take(flag, value)) continue;
+    if (flag == "--backend") {
       o.backend = value;
     } else if (flag == "--memory") {
       o.memory = value;
@@ -453,8 +443,7 @@ std::optional<Options> parse(int argc, char** argv) {
       return std::nullopt;
     }
   }
-  if (o.begin < 4 || o.end < o.begin || o.factor < 2 || o.iterations < 1 || o.warmup < 0 ||
-      (o.backend != "mpi" && o.backend != "nccl") ||
+  if (!o.valid() || (o.backend != "mpi" && o.backend != "nccl") ||
       (o.memory != "shared" && o.memory != "plain") ||
       (o.threadFloor &&
        (o.backend != "mpi" || o.memory != "plain" || o.collective != Collective::kAllreduce)) ||

@@ -47,33 +47,21 @@ using ddp::comm::DataType;
 using ddp::comm::ReduceOp;
 constexpr auto kWait = std::chrono::minutes(5);
 
-struct Options {
-  std::size_t begin = 64 << 10, end = 256 << 20, factor = 4;
-  int iterations = 10, warmup = 2;
+struct Options : ddp::bench::Sweep {
   bool shared = true;
 };
 
 bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "-b") {
-      o.begin = ddp::bench::parseSize(value.c_str());
-    } else if (flag == "-e") {
-      o.end = ddp::bench::parseSize(value.c_str());
-    } else if (flag == "-f") {
-      o.factor = ddp::bench::parseSize(value.c_str());
-    } else if (flag == "-n") {
-      o.iterations = std::atoi(value.c_str());
-    } else if (flag == "-w") {
-      o.warmup = std::atoi(value.c_str());
-    } else if (flag == "--memory" && (value == "shared" || value == "plain")) {
+    if (o.take(flag, value.c_str())) continue;
+    if (flag == "--memory" && (value == "shared" || value == "plain")) {
       o.shared = value == "shared";
     } else {
       return false;
     }
   }
-  return argc % 2 == 1 && o.begin >= 4 && o.end >= o.begin && o.factor >= 2 && o.iterations >= 1 &&
-         o.warmup >= 0;
+  return argc % 2 == 1 && o.valid();
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace ddp::bench {
@@ -35,6 +36,36 @@ inline std::size_t parseSize(const char* text) {
   }
   return static_cast<std::size_t>(value);
 }
+
+// The sizes and iteration counts every MPI benchmark takes on its command
+// line, as nccl-tests' do: -b the first size, -e the last, -f the factor
+// between them (parseSize's forms), -n timed iterations, -w untimed warm-up
+// ones. A benchmark's options derive from it and set their own defaults.
+struct Sweep {
+  std::size_t begin = 64 << 10, end = 256 << 20, factor = 4;
+  int iterations = 10, warmup = 2;
+
+  // Takes `flag value` when the flag is one of the sweep's; false otherwise.
+  bool take(const std::string& flag, const char* value) {
+    if (flag == "-b") {
+      begin = parseSize(value);
+    } else if (flag == "-e") {
+      end = parseSize(value);
+    } else if (flag == "-f") {
+      factor = parseSize(value);
+    } else if (flag == "-n") {
+      iterations = std::atoi(value);
+    } else if (flag == "-w") {
+      warmup = std::atoi(value);
+    } else {
+      return false;
+    }
+    return true;
+  }
+  bool valid() const {
+    return begin >= 4 && end >= begin && factor >= 2 && iterations >= 1 && warmup >= 0;
+  }
+};
 
 // The median over iterations of the slowest rank's value: the iteration's
 // time is the time of its last rank, and the median keeps one slow

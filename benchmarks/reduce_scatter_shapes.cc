@@ -37,30 +37,15 @@ namespace {
 using ddp::bench::measure;
 using ddp::bench::Measured;
 
-struct Options {
-  std::size_t begin = 1 << 20, end = 16 << 20, factor = 4;
-  int iterations = 10, warmup = 3;
+struct Options : ddp::bench::Sweep {
+  Options() { begin = 1 << 20, end = 16 << 20, warmup = 3; }
 };
 
 bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "-b") {
-      o.begin = ddp::bench::parseSize(value.c_str());
-    } else if (flag == "-e") {
-      o.end = ddp::bench::parseSize(value.c_str());
-    } else if (flag == "-f") {
-      o.factor = ddp::bench::parseSize(value.c_str());
-    } else if (flag == "-n") {
-      o.iterations = std::atoi(value.c_str());
-    } else if (flag == "-w") {
-      o.warmup = std::atoi(value.c_str());
-    } else {
-      return false;
-    }
+    if (!o.take(argv[i], argv[i + 1])) return false;
   }
-  return argc % 2 == 1 && o.begin >= 4 && o.end >= o.begin && o.factor >= 2 && o.iterations >= 1 &&
-         o.warmup >= 0;
+  return argc % 2 == 1 && o.valid();
 }
 
 // Parts of `count` elements: equal for the first `owners` ranks, 0 for the rest.
