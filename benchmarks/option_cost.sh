@@ -17,9 +17,12 @@
 # the kernel's TCP on the same cores, not a NIC), which shows what crosses
 # between nodes, not what a real network does. NODE_COUNT=K does the same on K
 # such nodes (2 to 8; every world size in NPS a multiple of K, the ranks
-# spread evenly); TWO_NODES=1 is NODE_COUNT=2.
+# spread evenly); TWO_NODES=1 is NODE_COUNT=2. ON_ENV="VAR=VALUE ..." sets
+# environment variables in the ranks of the ON runs (mpirun -x), with or
+# instead of options.
 set -euo pipefail
-: "${ROUNDS:=5}" "${NPS:=1 2}" "${OFF:=}" "${ON:?ON: the option to measure}" "${TWO_NODES:=0}"
+: "${ROUNDS:=5}" "${NPS:=1 2}" "${OFF:=}" "${ON:=}" "${ON_ENV:=}" "${TWO_NODES:=0}"
+[ -n "$ON$ON_ENV" ] || { echo "ON (options) or ON_ENV (VAR=VALUE ...): what to measure" >&2; exit 2; }
 : "${ARGS:=--dataset synthetic --synthetic-samples 38400 --max-steps 300 --epochs 1 --threads 1}"
 . "$(dirname "$0")/bench_env.sh"  # mpirun's environment, $tmp
 launch=(mpirun -q)
@@ -39,8 +42,8 @@ elif [ "$NODE_COUNT" != 1 ]; then
   echo "NODE_COUNT: 1 to ${#hosts[@]}" >&2
   exit 2
 fi
-run() {  # prints "total comm optimizer peak" of one run: ms of its mean step, MiB
-  local np=$1; shift
+run() {  # run NP ENV DDP_TRAIN OPTIONS...: prints "total comm optimizer peak", ms of its mean step, MiB
+  local np=$1 env=$2; shift 2
   rm -f "$tmp/m.jsonl"
   local -a how=("${launch[@]}" -np "$np")
   if [ "$NODE_COUNT" = 2 ]; then
@@ -50,6 +53,8 @@ run() {  # prints "total comm optimizer peak" of one run: ms of its mean step, M
     for h in "${hosts[@]:0:NODE_COUNT}"; do spread+="${spread:+,}$h:$((np / NODE_COUNT))"; done
     how=(node_mpirun --host "$spread" -np "$np")
   fi
+  local v
+  for v in $env; do how+=(-x "$v"); done
   # shellcheck disable=SC2086  # ARGS, OFF and ON are word lists
   "${how[@]}" "$@" $ARGS --log-every 1000000 --metrics "$tmp/m.jsonl" > "$tmp/log" 2>&1 ||
     { cat "$tmp/log"; exit 1; }
@@ -65,18 +70,18 @@ for r in $(seq "$ROUNDS"); do
   for np in $NPS; do
     for train in "$@"; do
       for variant in off on; do
-        options=$OFF
-        [ "$variant" = on ] && options=$ON
+        options=$OFF env=
+        [ "$variant" = on ] && options=$ON env=$ON_ENV
         # shellcheck disable=SC2086
-        read -r total comm optimizer peak < <(run "$np" "$train" $options)
-        echo "round $r np=$np $variant ($options) $train: step $total ms, comm $comm ms," \
+        read -r total comm optimizer peak < <(run "$np" "$env" "$train" $options)
+        echo "round $r np=$np $variant ($env $options) $train: step $total ms, comm $comm ms," \
           "optimizer $optimizer ms, peak $peak MiB"
         echo "$np $variant $train $total $comm $optimizer $peak" >> "$tmp/all"
       done
     done
   done
 done
-python3 - "$tmp/all" "$NPS" "$ON" "$@" <<'PY'
+python3 - "$tmp/all" "$NPS" "$(echo $ON_ENV $ON)" "$@" <<'PY'
 import statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
 nps, on, trains = sys.argv[2].split(), sys.argv[3], sys.argv[4:]
