@@ -111,9 +111,14 @@ TEST(SampleThread, SeesASleepingAndARunningThread) {
   });
   while (sleeperId == 0 || spinnerId == 0)
     std::this_thread::sleep_for(1ms);
-  // A thread between two sleeps is briefly runnable: look a few times.
+  // A thread between two sleeps is briefly runnable, and on a loaded machine
+  // (the spinner holds a core, other tests the rest) it waits for a CPU
+  // often: look until it is seen asleep, for up to 10 s, pausing between
+  // looks so that it gets a CPU to go back to sleep on.
   bool sawAsleep = false;
-  for (int i = 0; i < 200 && !sawAsleep; ++i) {
+  const auto giveUp = std::chrono::steady_clock::now() + 10s;
+  while (!sawAsleep && std::chrono::steady_clock::now() < giveUp) {
+    std::this_thread::sleep_for(1ms);
     const auto sample = sampleThread(sleeperId);
     ASSERT_TRUE(sample);
     if (sample->state == 'S') {
