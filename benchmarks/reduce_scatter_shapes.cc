@@ -88,9 +88,10 @@ int main(int argc, char** argv) {
   for (std::size_t bytes = o.begin; bytes <= o.end; bytes *= o.factor) {
     const std::size_t count = bytes / sizeof(float);
     std::vector<float> data(count), received(count);
-    const auto fill = [&] {
+    const auto fill = [&] {  // and poisons the other buffer: no result is left over
       for (std::size_t i = 0; i < count; ++i)
         data[i] = static_cast<float>(rank + static_cast<int>(i % 7));
+      std::fill(received.begin(), received.end(), -1.0f);
     };
     // Counts the wrong elements of this rank's result: `length` elements at
     // `result`, the reduction of elements [first, first + length).
@@ -106,14 +107,6 @@ int main(int argc, char** argv) {
       return [&, counts] {
         MPI_Reduce_scatter(MPI_IN_PLACE, data.data(), counts.data(), MPI_FLOAT, MPI_SUM,
                            MPI_COMM_WORLD);
-      };
-    };
-    const auto scatterCheck = [&](const std::vector<int>& counts) {
-      return [&, counts] {  // MPI leaves this rank's part at the buffer's start
-        std::size_t first = 0;
-        for (int q = 0; q < rank; ++q)
-          first += static_cast<std::size_t>(counts[q]);
-        return wrongIn(data.data(), first, static_cast<std::size_t>(counts[rank]));
       };
     };
     const auto reduces = [&](const std::vector<int>& counts, bool inPlace) {
@@ -132,13 +125,19 @@ int main(int argc, char** argv) {
         }
       };
     };
-    const auto reducesCheck = [&](const std::vector<int>& counts, bool inPlace) {
-      return [&, counts, inPlace] {  // in place: where the part lies
+    // Counts the wrong elements of this rank's part, where the call leaves
+    // it: at the buffer's start (MPI_Reduce_scatter in place), where it lies
+    // (MPI_Reduce in place) or in the other buffer.
+    enum class Lands { kAtStart, kWhereItLies, kInReceived };
+    const auto check = [&](const std::vector<int>& counts, Lands lands) {
+      return [&, counts, lands] {
         std::size_t first = 0;
         for (int q = 0; q < rank; ++q)
           first += static_cast<std::size_t>(counts[q]);
-        return wrongIn(inPlace ? data.data() + first : received.data(), first,
-                       static_cast<std::size_t>(counts[rank]));
+        const float* result = lands == Lands::kAtStart       ? data.data()
+                              : lands == Lands::kWhereItLies ? data.data() + first
+                                                             : received.data();
+        return wrongIn(result, first, static_cast<std::size_t>(counts[rank]));
       };
     };
     const std::vector<int> equal = partsFor(count, n, n), one = partsFor(count, n, 1),
@@ -148,15 +147,18 @@ int main(int argc, char** argv) {
       Measured measured;
     };
     const Row rows[] = {
-        {"equal", measure(o.iterations, o.warmup, fill, scatter(equal), scatterCheck(equal))},
-        {"one rank", measure(o.iterations, o.warmup, fill, scatter(one), scatterCheck(one))},
-        {"half", measure(o.iterations, o.warmup, fill, scatter(half), scatterCheck(half))},
-        {"one rank, MPI_Reduce",
-         measure(o.iterations, o.warmup, fill, reduces(one, false), reducesCheck(one, false))},
-        {"... in place",
-         measure(o.iterations, o.warmup, fill, reduces(one, true), reducesCheck(one, true))},
-        {"half, MPI_Reduce each",
-         measure(o.iterations, o.warmup, fill, reduces(half, false), reducesCheck(half, false))},
+        {"equal",
+         measure(o.iterations, o.warmup, fill, scatter(equal), check(equal, Lands::kAtStart))},
+        {"one rank",
+         measure(o.iterations, o.warmup, fill, scatter(one), check(one, Lands::kAtStart))},
+        {"half",
+         measure(o.iterations, o.warmup, fill, scatter(half), check(half, Lands::kAtStart))},
+        {"one rank, MPI_Reduce", measure(o.iterations, o.warmup, fill, reduces(one, false),
+                                         check(one, Lands::kInReceived))},
+        {"... in place", measure(o.iterations, o.warmup, fill, reduces(one, true),
+                                 check(one, Lands::kWhereItLies))},
+        {"half, MPI_Reduce each", measure(o.iterations, o.warmup, fill, reduces(half, false),
+                                          check(half, Lands::kInReceived))},
     };
     for (const Row& row : rows) {
       anyWrong += row.measured.wrong;

@@ -442,30 +442,25 @@ void MpiCommunicator::reduceScatterPlain(MPI_Comm comm, int me, void* data,
   // rank's part, packed in rank order.
   const Stripes stripes(parts, kPlainPieceBytes / wireElement);
   std::vector<int>& counts = pieceCounts_;
-  std::vector<std::size_t>& offsets = stripeOffsets_;
   counts.resize(ranks);
-  offsets.resize(ranks);
   for (std::size_t j = 0; j < stripes.count(); ++j) {
-    std::size_t packed = 0;
-    for (std::size_t q = 0; q < ranks; ++q) {
+    for (std::size_t q = 0; q < ranks; ++q)
       counts[q] = static_cast<int>(stripes.length(q, j));
-      offsets[q] = packed;
-      packed += stripes.length(q, j);
-    }
     // The stripes, packed: narrowed into the piece buffer via bfloat16,
     // copied into it when there are several, else where they are.
     char* call = bytes;
     if (viaBFloat16 || stripes.count() > 1) {
       call = pieceBuffer(0);
+      char* to = call;
       for (std::size_t q = 0; q < ranks; ++q) {
         const char* from = bytes + stripes.begin(q, j) * element;
-        char* to = call + offsets[q] * wireElement;
         if (viaBFloat16) {
           toBFloat16(reinterpret_cast<const float*>(from), reinterpret_cast<std::uint16_t*>(to),
                      stripes.length(q, j));
         } else {
           std::memcpy(to, from, stripes.length(q, j) * element);
         }
+        to += stripes.length(q, j) * wireElement;
       }
     }
     char* result = call;  // this rank's stripe, reduced
@@ -474,10 +469,13 @@ void MpiCommunicator::reduceScatterPlain(MPI_Comm comm, int me, void* data,
           MPI_Reduce_scatter(MPI_IN_PLACE, call, counts.data(), mpiType(wire), mpiReduce, comm));
     } else {
       result = pieceBuffer(1);
+      char* at = call;
       for (std::size_t q = 0; q < ranks; ++q) {
-        if (counts[q] == 0) continue;
-        DDP_MPI_CHECK(MPI_Reduce(call + offsets[q] * wireElement, q == r ? result : nullptr,
-                                 counts[q], mpiType(wire), mpiReduce, static_cast<int>(q), comm));
+        if (counts[q] != 0) {
+          DDP_MPI_CHECK(MPI_Reduce(at, q == r ? result : nullptr, counts[q], mpiType(wire),
+                                   mpiReduce, static_cast<int>(q), comm));
+        }
+        at += stripes.length(q, j) * wireElement;
       }
     }
     const std::size_t own = stripes.begin(r, j), ownCount = stripes.length(r, j);

@@ -166,7 +166,6 @@ class MpiCommunicator final : public Communicator {
   // The plain path's per-rank piece counts, displacements and part checks,
   // kept so that a collective allocates none of its own. Comm thread only.
   std::vector<int> pieceCounts_, pieceDisplacements_;
-  std::vector<std::size_t> stripeOffsets_;  // reduceScatterPlain's packed stripes
   std::vector<double> partChecks_;
   std::vector<std::size_t> nodeCuts_;  // reduceScatterInTwoLevels' parts of a chunk
   std::array<std::unique_ptr<std::max_align_t[]>, 2> pieceBuffers_;
