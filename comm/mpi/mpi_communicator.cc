@@ -85,6 +85,15 @@ MPI_Op bfloat16SumOp() {
 // milliseconds of transfer); each element is still reduced by one call, so
 // every rank still ends with the same result. The node shared-memory path
 // has no cliff and reduces whole.
+// Why not keep MPI's temporaries in the heap and call MPI once per bucket
+// instead: that takes three process-wide malloc settings, not two (the
+// communication thread allocates from its own arena, whose heaps are at
+// most 64 MiB, so a 64 MiB call from it was mmapped whatever the
+// thresholds until MALLOC_ARENA_MAX=1 as well), and with all three set,
+// one call against these pieces measured 0.84-0.88x at 16-64 MiB between
+// two nodes but 1.08-1.18x between four (benchmarks/RESULTS.md, "Pieces
+// against one call, with the heap kept"): no gain worth changing how every
+// allocation of the process is made.
 constexpr std::size_t kPlainPieceBytes = std::size_t{4} << 20;
 // The elements of a bfloat16 piece: the staged path's pieces, cut at the
 // same elements (Note [bf16 rounding between nodes]).
@@ -117,9 +126,6 @@ constexpr std::size_t kBFloat16PieceCount = kPlainPieceBytes / sizeof(std::uint1
 //     cut of a chunk) is one MPI_Reduce per non-empty stripe, to its owner,
 //     into the second piece buffer: 1.2-1.7x the equal parts' time, trimmed
 //     or not (MPI_IN_PLACE at the root faulted like the ring: 7-8x).
-// With trimming out of the way there is no cliff (Note [Plain collectives
-// in pieces]), and the pieces are what cost: 1.04-1.41x one raw call from
-// 4 MiB. Keeping MPI's temporaries in the heap would make them unneeded.
 // Each element is still reduced by one call, by its owner.
 
 int mpiCount(std::size_t count) {
