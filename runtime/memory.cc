@@ -8,6 +8,7 @@
 #include <string>
 
 #include "runtime/error.h"
+#include "runtime/heartbeat.h"
 
 namespace ddp {
 
@@ -165,7 +166,12 @@ std::shared_ptr<void> allocateZeroedHost(std::size_t bytes, std::size_t alignmen
     throw OutOfMemoryError(
         str("cannot allocate ", bytesString(static_cast<double>(bytes)), " of host memory", why));
   }
-  std::memset(memory, 0, rounded);
+  // In steps, each followed by a heartbeat: a moving load is not a hang.
+  constexpr std::size_t kZeroStep = std::size_t{64} << 20;
+  for (std::size_t at = 0; at < rounded; at += kZeroStep) {
+    std::memset(static_cast<char*>(memory) + at, 0, std::min(kZeroStep, rounded - at));
+    heartbeat();
+  }
   return std::shared_ptr<void>(memory, std::free);
 }
 

@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "launcher/options.h"
 #include "parse_args.h"
 #include "runtime/error.h"
+#include "runtime/heartbeat.h"
 #include "runtime/memory.h"
 #include "test_files.h"
 #include "trainer/mlp.h"
@@ -461,6 +464,22 @@ TEST(AllocateZeroedHost, UnderAnAddressSpaceLimitNamesIt) {
   EXPECT_NE(message.find(" of it is left)"), std::string::npos) << message;
 }
 #endif
+
+// Zeroing a large buffer counts as progress for the watchdog (Note
+// [Heartbeats of local work]): 600,000 synthetic samples' zero-fill alone
+// once outlasted --timeout 1 and its grace, and the load was taken for a
+// hang.
+TEST(AllocateZeroedHost, SendsHeartbeatsWhileItZeroes) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const double quiet = secondsSinceHeartbeat();  // infinite if nothing beat yet
+  ASSERT_GE(quiet, 0.2);
+  const std::size_t bytes = (std::size_t{96} << 20) + 100;  // not whole steps
+  const auto memory = allocateZeroedHost(bytes);
+  EXPECT_LT(secondsSinceHeartbeat(), 0.2);
+  const auto* first = static_cast<const unsigned char*>(memory.get());
+  EXPECT_EQ(first[0], 0);
+  EXPECT_EQ(first[bytes - 1], 0);
+}
 
 }  // namespace
 }  // namespace ddp::launcher
