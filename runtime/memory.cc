@@ -166,11 +166,12 @@ std::shared_ptr<void> allocateZeroedHost(std::size_t bytes, std::size_t alignmen
     throw OutOfMemoryError(
         str("cannot allocate ", bytesString(static_cast<double>(bytes)), " of host memory", why));
   }
-  // In steps, each followed by a heartbeat: a moving load is not a hang.
+  // A large buffer in steps, each followed by a heartbeat: a moving load is
+  // not a hang. A small one sends none: heartbeats stand for long work.
   constexpr std::size_t kZeroStep = std::size_t{64} << 20;
   for (std::size_t at = 0; at < rounded; at += kZeroStep) {
     std::memset(static_cast<char*>(memory) + at, 0, std::min(kZeroStep, rounded - at));
-    heartbeat();
+    if (rounded > kZeroStep) heartbeat();
   }
   return std::shared_ptr<void>(memory, std::free);
 }

@@ -52,8 +52,9 @@ std::optional<ProcessMemoryLimit> processMemoryLimit(const std::string& root = "
 // `bytes` of zeroed host memory aligned to `alignment`, freed when the last
 // owner goes. Throws OutOfMemoryError naming the size and what is available
 // (the node's room, or a process limit's when that is less). Zeroing a
-// large buffer faults in every page (seconds for GiBs on a VM), so it sends
-// heartbeats as it goes (Note [Heartbeats of local work]). Any thread.
+// buffer over 64 MiB faults in every page (seconds for GiBs on a VM), so it
+// sends heartbeats as it goes (Note [Heartbeats of local work]). Any
+// thread.
 std::shared_ptr<void> allocateZeroedHost(std::size_t bytes, std::size_t alignment = 64);
 
 }  // namespace ddp

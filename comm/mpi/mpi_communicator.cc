@@ -65,35 +65,30 @@ MPI_Op bfloat16SumOp() {
 }
 
 // Note [Plain collectives in pieces]
-// Open MPI 4.1's tuned MPI_Allreduce falls off a cliff from 32 MiB on the
-// development VM: 0.3 GB/s against 7 GB/s at 16 MiB, over shared memory and
-// TCP alike, and MPI_Reduce_scatter worse (64 MiB between two namespace
-// "nodes": 279 ms all-reduced, 572 ms reduce-scattered, against 13 and 9 ms
-// at 16 MiB; benchmarks/RESULTS.md). (Found later: the cliff is glibc's.
-// The collectives malloc temporaries the size of the message on every
-// call; from 32 MiB, the most glibc's mmap threshold rises to, each is a
-// fresh mmap whose pages fault in again every call. With
-// MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ raised, a 64 MiB
-// MPI_Allreduce at np=2 took 12.7 ms, not 163 ms.) A bucket cannot be made smaller than
-// its largest gradient (a 4096 x 4096 layer is 64 MiB), so the plain path
-// (between nodes) cuts every all-reduce and reduce-scatter into pieces of
-// at most kPlainPieceBytes, one MPI call each, in order (a reduce-scatter's
-// pieces are stripes of every rank's part: Note [Plain reduce-scatter in
-// stripes]), and a sharded optimizer's all-gather into pieces of each
-// rank's part. Below the cliff a
-// piece costs one call's latency more (tens of microseconds, against
-// milliseconds of transfer); each element is still reduced by one call, so
-// every rank still ends with the same result. The node shared-memory path
-// has no cliff and reduces whole.
-// Why not keep MPI's temporaries in the heap and call MPI once per bucket
-// instead: that takes three process-wide malloc settings, not two (the
-// communication thread allocates from its own arena, whose heaps are at
-// most 64 MiB, so a 64 MiB call from it was mmapped whatever the
-// thresholds until MALLOC_ARENA_MAX=1 as well), and with all three set,
-// one call against these pieces measured 0.84-0.88x at 16-64 MiB between
-// two nodes but 1.08-1.18x between four (benchmarks/RESULTS.md, "Pieces
-// against one call, with the heap kept"): no gain worth changing how every
-// allocation of the process is made.
+// Open MPI 4.1's collectives malloc temporaries the size of the message on
+// every call and free them at its end. From 32 MiB (the most glibc's mmap
+// threshold rises to) each is a fresh mmap whose pages fault in again on
+// every call, costly on a VM: a 64 MiB MPI_Allreduce at np=2 took 163 ms,
+// 12.7 ms with glibc's thresholds raised, and 64 MiB between two namespace
+// "nodes" took 279 ms all-reduced, 572 ms reduce-scattered, against 13 and
+// 9 ms at 16 MiB (benchmarks/RESULTS.md). A bucket cannot be made smaller
+// than its largest gradient (a 4096 x 4096 layer is 64 MiB), so the plain
+// path (between nodes) cuts every all-reduce and reduce-scatter into pieces
+// of at most kPlainPieceBytes, one MPI call each, in order (a
+// reduce-scatter's pieces are stripes of every rank's part: Note [Plain
+// reduce-scatter in stripes]), and a sharded optimizer's all-gather into
+// pieces of each rank's part. A piece costs one call's latency more (tens of
+// microseconds, against milliseconds of transfer); each element is still
+// reduced by one call, so every rank still ends with the same result. The
+// node shared-memory path allocates nothing per call and reduces whole.
+// Why not keep the temporaries in the heap and call MPI once per bucket:
+// that takes three process-wide malloc settings (the communication thread
+// allocates from an arena of its own, whose heaps are at most 64 MiB, so a
+// 64 MiB call from it was mapped afresh whatever the thresholds until
+// MALLOC_ARENA_MAX=1 too), and with all three set one call measured
+// 0.84-0.88x these pieces' time between two nodes but 1.08-1.18x between
+// four (RESULTS.md, "Pieces against one call, with the heap kept"): no
+// gain worth changing how every allocation of the process is made.
 constexpr std::size_t kPlainPieceBytes = std::size_t{4} << 20;
 // The elements of a bfloat16 piece: the staged path's pieces, cut at the
 // same elements (Note [bf16 rounding between nodes]).
