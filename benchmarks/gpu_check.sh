@@ -40,6 +40,7 @@ stage "machine"
 command -v meson > /dev/null || echo "no meson: the build will fail"
 command -v ninja > /dev/null || echo "no ninja: the build will fail"
 nvidia-smi -L 2>&1 | head -4
+echo "kernel $(uname -r), $(nproc) CPUs, /dev/shm $(df -h --output=size /dev/shm 2>/dev/null | tail -1 | tr -d ' ')"
 nvcc --version | tail -2
 ${CXX:-g++} --version | head -1
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
@@ -88,6 +89,30 @@ meson setup build-gpu -Dcuda=enabled -Dwerror=false "${nccl_option[@]}" > "$OUT/
   { tail -40 "$OUT/meson-setup.log"; cp build-gpu/meson-logs/meson-log.txt "$OUT/" 2>/dev/null; exit 1; }
 grep -A12 '^  ddp' "$OUT/meson-setup.log"
 ninja -C build-gpu > "$OUT/build.log" 2>&1 || { grep -B2 -A8 -m5 'error' "$OUT/build.log"; exit 1; }
+
+# Open MPI has not yet run on a device machine (some run under gVisor), and
+# every stage below needs it: find a setting that starts two ranks and
+# all-reduces, before spending the machine's minutes on tests that would all
+# fail alike. Each try adds to the one before; the first that works stays
+# exported for the stages below (meson's tests set only btl and pml).
+stage "Open MPI on this machine: two ranks, one all-reduce"
+mpi_try() {
+  timeout 60 mpirun -q -np 2 build-gpu/benchmarks/allreduce_bench --backend mpi -b 1K -e 1K \
+    -n 2 -w 1 >> "$OUT/mpi_probe.log" 2>&1
+}
+mpi_works=""
+for setting in "" OMPI_MCA_hwloc_base_binding_policy=none PMIX_MCA_gds=hash; do
+  [ -n "$setting" ] && export "${setting?}"
+  echo "== try: defaults${setting:+ plus everything up to $setting}" >> "$OUT/mpi_probe.log"
+  if mpi_try; then mpi_works=yes; break; fi
+done
+if [ -n "$mpi_works" ]; then
+  added=$(env | grep -E '^(OMPI_MCA_hwloc_base_binding_policy|PMIX_MCA_gds)=' | paste -sd' ')
+  echo "mpirun works${added:+ with $added}"
+else
+  echo "mpirun fails with every setting tried; the stages below will fail too:"
+  tail -30 "$OUT/mpi_probe.log"
+fi
 
 stage "GPU tests"
 meson test -C build-gpu device_choice gpu_kernels_np1 nccl_np1 gpu_train gpu_ddp_bench --print-errorlogs \
