@@ -22,6 +22,31 @@ exits_with() {
   set +e; "$@" > "$out" 2>&1; code=$?; set -e
   [ "$code" = "$want" ] || fail "exit $code, not $want, from $*: $(tail -5 "$out")"
 }
+# For tests that need scarce hardware (a GPU lent for minutes), where one run
+# should report every fault rather than the first:
+#   section NAME FUNCTION [ARGS...]: runs FUNCTION in a subshell with errexit,
+#     so a failing command or `fail` ends that section only; prints NAME with
+#     its time, or counts it as failed;
+#   sections_done: fails naming the failed sections, if any.
+FAILED_SECTIONS=()
+section() {
+  local name=$1 code started=$SECONDS
+  shift
+  set +e
+  ( set -e; "$@" )
+  code=$?
+  set -e
+  if [ "$code" = 0 ]; then
+    echo "ok: $name ($((SECONDS - started)) s)"
+  else
+    FAILED_SECTIONS+=("$name")
+    echo "FAIL: section '$name' (exit $code, $((SECONDS - started)) s)" >&2
+  fi
+}
+sections_done() {
+  [ ${#FAILED_SECTIONS[@]} = 0 ] ||
+    fail "${#FAILED_SECTIONS[@]} section(s) failed: $(printf "'%s', " "${FAILED_SECTIONS[@]}" | sed 's/, $//')"
+}
 # run NP [ddp_train args...]: quiet mpirun under a 120 s bound
 run() { local np=$1; shift; timeout 120 mpirun -q -np "$np" "$DDP_TRAIN" "$@"; }
 need_fmnist() { [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST in $FMNIST"; exit 77; }; }
