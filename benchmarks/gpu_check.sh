@@ -115,8 +115,10 @@ else
 fi
 
 stage "GPU tests"
-meson test -C build-gpu device_choice gpu_kernels_np1 nccl_np1 gpu_train gpu_ddp_bench --print-errorlogs \
-  --num-processes 1 > "$OUT/tests.log" 2>&1
+# Timeouts at 0.4 of meson's (gpu_train 240 s, the GPU gtest programs 120 s),
+# so that a hang leaves time for the stages after it.
+meson test -C build-gpu device_choice cublas_library gpu_kernels_np1 nccl_np1 gpu_train gpu_ddp_bench \
+  --print-errorlogs --num-processes 1 --timeout-multiplier 0.4 > "$OUT/tests.log" 2>&1
 tests=$?
 grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):' "$OUT/tests.log"
 cp build-gpu/meson-logs/testlog.txt "$OUT/testlog.txt" 2>/dev/null

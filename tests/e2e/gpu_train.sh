@@ -5,6 +5,9 @@
 # so one run reports every section that fails, not only the first.
 . "$(dirname "$0")/lib.sh"
 need_fmnist
+# Each run takes seconds (a CPU epoch on four threads the longest); a hang
+# must not cost a lent GPU's minutes eight sections over.
+RUN_TIMEOUT=60
 
 # No device (or no CUDA in this build): one clear line, exit 2, no MPI noise.
 set +e
