@@ -14,6 +14,9 @@ ddp_train's step time is epoch 2's training time over its steps, from
 loss is read only at the end of each epoch (--log-every above the steps), as
 PyTorch's loop never reads it.
 
+A run that fails (or takes over 120 s) is reported with its error, its cell
+reads "failed", and the other runs still go ahead; the exit status is then 1.
+
   python3 benchmarks/gpu_bench.py [--build build] [--repeats 3] [--markdown FILE]
 """
 import argparse
@@ -53,7 +56,8 @@ def run_ours(args, hidden, batch):
                "--device", "cuda", "--dataset", "synthetic", "--synthetic-samples", str(steps * batch),
                "--hidden", hidden, "--batch-size", str(batch), "--epochs", "2",
                "--log-every", "1000000", "--lr", "0.01", "--metrics", metrics]
-        subprocess.run(cmd, env=mpi_env(), check=True, stdout=subprocess.DEVNULL, timeout=600)
+        subprocess.run(cmd, env=mpi_env(), check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, timeout=120)
         epochs = [json.loads(line) for line in open(metrics)]
         second = epochs[1]
         return second["train_time_s"] / second["steps"] * 1e3, second
@@ -62,8 +66,25 @@ def run_ours(args, hidden, batch):
 def run_torch(args, hidden, batch):
     cmd = [args.python, os.path.join(HERE, "pytorch_gpu_step.py"), "--hidden", hidden,
            "--batch-size", str(batch), "--steps", str(steps_for(batch))]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def attempt(what, call):
+    """call(), or None after printing why it failed: one failed run must not
+    cost the other rows (a GPU is lent for minutes)."""
+    try:
+        return call()
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError, ValueError,
+            KeyError, IndexError) as error:
+        detail = getattr(error, "stderr", None) or ""
+        print(f"{what} failed: {error}" + (f"\n{detail.strip()[-2000:]}" if detail else ""),
+              flush=True)
+        return None
+
+
+def cell(values, digits=3):
+    return f"{statistics.median(values):.{digits}f}" if values else "failed"
 
 
 def main():
@@ -74,38 +95,51 @@ def main():
     parser.add_argument("--markdown", help="also write the table to this file")
     args = parser.parse_args()
 
-    rows, raw, device = [], {}, "?"
+    rows, raw, device, failures = [], {}, "?", 0
     for model, hidden in MODELS.items():
         for batch in BATCHES:
             ours, theirs = [], []
             for r in range(args.repeats):
-                ms, metrics = run_ours(args, hidden, batch)
-                ours.append(ms)
-                torch_result = run_torch(args, hidden, batch)
-                theirs.append(torch_result["step_ms"])
-                device = torch_result["device"] + ", torch " + torch_result["torch"]
-                step = metrics["step_ms"]
-                print(f"{model} batch {batch} repeat {r + 1}: ddp_train {ms:.3f} ms "
-                      f"(data {step['data']:.3f} fwd {step['forward']:.3f} bwd {step['backward']:.3f} "
-                      f"comm {step['comm']:.3f} opt {step['optimizer']:.3f}), "
-                      f"PyTorch {torch_result['step_ms']:.3f} ms", flush=True)
+                mine = attempt(f"ddp_train, {model} batch {batch}",
+                               lambda: run_ours(args, hidden, batch))
+                torch_result = attempt(f"PyTorch, {model} batch {batch}",
+                                       lambda: run_torch(args, hidden, batch))
+                failures += (mine is None) + (torch_result is None)
+                line = f"{model} batch {batch} repeat {r + 1}:"
+                if mine is not None:
+                    ms, metrics = mine
+                    ours.append(ms)
+                    step = metrics["step_ms"]
+                    line += (f" ddp_train {ms:.3f} ms (data {step['data']:.3f} fwd {step['forward']:.3f} "
+                             f"bwd {step['backward']:.3f} comm {step['comm']:.3f} "
+                             f"opt {step['optimizer']:.3f}),")
+                if torch_result is not None:
+                    theirs.append(torch_result["step_ms"])
+                    device = torch_result["device"] + ", torch " + torch_result["torch"]
+                    line += f" PyTorch {torch_result['step_ms']:.3f} ms"
+                print(line, flush=True)
             raw[f"{model} {batch}"] = {"ddp_train": ours, "pytorch": theirs}
-            a, b = statistics.median(ours), statistics.median(theirs)
-            rows.append((model, hidden, batch, a, b))
+            rows.append((model, hidden, batch, ours, theirs))
 
     lines = [f"One GPU ({device}), float32 (TF32 off), median of {args.repeats} alternating runs",
              "",
              "| model | batch | ddp_train step (ms) | PyTorch step (ms) | PyTorch / ddp_train |",
              "|---|---:|---:|---:|---:|"]
-    for model, hidden, batch, a, b in rows:
-        lines.append(f"| {model} 784-{hidden.replace(',', '-')}-10 | {batch} | {a:.3f} | {b:.3f} | {b / a:.2f}x |")
+    for model, hidden, batch, ours, theirs in rows:
+        ratio = (f"{statistics.median(theirs) / statistics.median(ours):.2f}x"
+                 if ours and theirs else "-")
+        lines.append(f"| {model} 784-{hidden.replace(',', '-')}-10 | {batch} | {cell(ours)} | "
+                     f"{cell(theirs)} | {ratio} |")
+    if failures:
+        lines += ["", f"{failures} of {2 * args.repeats * len(rows)} runs failed (see the log)"]
     table = "\n".join(lines)
     print(table)
     print("raw step times (ms):", json.dumps(raw))
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(table + "\n\nraw step times (ms): " + json.dumps(raw) + "\n")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
