@@ -8,6 +8,6 @@ set -euo pipefail
 here=$(dirname "$0")
 [ -f "${DDP_DATA_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-ubyte.gz" ] ||
   { echo "SKIP: no Fashion-MNIST"; exit 77; }
-export DDP_TRAIN_REAL=$DDP_TRAIN GPU_STAND_IN=1
+export STAND_IN_FOR=$DDP_TRAIN GPU_STAND_IN=1
 export DDP_TRAIN=$here/cpu_stand_in.sh
 exec bash "$here/gpu_train.sh"
