@@ -36,12 +36,24 @@ if ! command -v ninja > /dev/null; then
     export PATH=$ninja_dir:$PATH
 fi
 
+# The toolkit is the one nvcc belongs to, unless CUDA_HOME names one:
+# ddp's meson.build looks for NCCL and cuBLAS under CUDA_HOME (default
+# /usr/local/cuda), and meson's CUDA dependency reads CUDA_PATH, so both are
+# set alike when nvcc is elsewhere.
+if [ -z "${CUDA_HOME:-}" ] && command -v nvcc > /dev/null; then
+  toolkit=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+  [ -f "$toolkit/include/cuda_runtime.h" ] && export CUDA_HOME=$toolkit
+fi
+[ -n "${CUDA_HOME:-}" ] && export CUDA_PATH=${CUDA_PATH:-$CUDA_HOME}
+
 stage "machine"
 command -v meson > /dev/null || echo "no meson: the build will fail"
 command -v ninja > /dev/null || echo "no ninja: the build will fail"
 nvidia-smi -L 2>&1 | head -4
 echo "kernel $(uname -r), $(nproc) CPUs, /dev/shm $(df -h --output=size /dev/shm 2>/dev/null | tail -1 | tr -d ' ')"
 nvcc --version | tail -2
+echo "CUDA toolkit: ${CUDA_HOME:-not found from nvcc}; $(ls "${CUDA_HOME:-/usr/local/cuda}"/lib*/libcublas.so.* \
+  "${CUDA_HOME:-/usr/local/cuda}"/lib*/libnccl.so* 2> /dev/null | paste -sd' ')"
 ${CXX:-g++} --version | head -1
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
 
@@ -70,7 +82,8 @@ fi
 
 # NCCL next to the toolkit, or from the nvidia-nccl Python wheel.
 nccl_option=()
-if ! ls /usr/local/cuda/lib64/libnccl.so* /usr/local/cuda/lib/libnccl.so* > /dev/null 2>&1; then
+cuda=${CUDA_HOME:-/usr/local/cuda}
+if ! ls "$cuda"/lib64/libnccl.so* "$cuda"/lib/libnccl.so* > /dev/null 2>&1; then
   wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null ||
           python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "nccl"))' 2>/dev/null)
   if [ -n "$wheel" ] && [ -f "$wheel/include/nccl.h" ]; then
