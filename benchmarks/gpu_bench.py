@@ -15,7 +15,8 @@ loss is read only at the end of each epoch (--log-every above the steps), as
 PyTorch's loop never reads it.
 
 A run that fails (or takes over 120 s) is reported with its error, its cell
-reads "failed", and the other runs still go ahead; the exit status is then 1.
+reads "failed", and the other runs still go ahead (after a hang, those of
+the other side only); the exit status is then 1.
 
   python3 benchmarks/gpu_bench.py [--build build] [--repeats 3] [--markdown FILE]
 """
@@ -70,15 +71,24 @@ def run_torch(args, hidden, batch):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def attempt(what, call):
+HUNG = set()  # the sides ("ddp_train", "PyTorch") that ran out of time once
+
+
+def attempt(side, what, call):
     """call(), or None after printing why it failed: one failed run must not
-    cost the other rows (a GPU is lent for minutes)."""
+    cost the other rows (a GPU is lent for minutes). A side that hung once is
+    not run again: a hang repeats, and each costs the bound."""
+    if side in HUNG:
+        return None
     try:
         return call()
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError, ValueError,
-            KeyError, IndexError) as error:
+    except subprocess.TimeoutExpired as error:
+        HUNG.add(side)
+        print(f"{side}, {what} failed: {error}; {side} is not run again", flush=True)
+        return None
+    except (subprocess.CalledProcessError, OSError, ValueError, KeyError, IndexError) as error:
         detail = getattr(error, "stderr", None) or ""
-        print(f"{what} failed: {error}" + (f"\n{detail.strip()[-2000:]}" if detail else ""),
+        print(f"{side}, {what} failed: {error}" + (f"\n{detail.strip()[-2000:]}" if detail else ""),
               flush=True)
         return None
 
@@ -100,9 +110,9 @@ def main():
         for batch in BATCHES:
             ours, theirs = [], []
             for r in range(args.repeats):
-                mine = attempt(f"ddp_train, {model} batch {batch}",
+                mine = attempt("ddp_train", f"{model} batch {batch}",
                                lambda: run_ours(args, hidden, batch))
-                torch_result = attempt(f"PyTorch, {model} batch {batch}",
+                torch_result = attempt("PyTorch", f"{model} batch {batch}",
                                        lambda: run_torch(args, hidden, batch))
                 failures += (mine is None) + (torch_result is None)
                 line = f"{model} batch {batch} repeat {r + 1}:"
