@@ -93,8 +93,8 @@ def attempt(side, what, call):
         return None
 
 
-def cell(values, digits=3):
-    return f"{statistics.median(values):.{digits}f}" if values else "failed"
+def cell(values):
+    return f"{statistics.median(values):.3f}" if values else "failed"
 
 
 def main():

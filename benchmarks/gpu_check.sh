@@ -45,6 +45,7 @@ if [ -z "${CUDA_HOME:-}" ] && command -v nvcc > /dev/null; then
   [ -f "$toolkit/include/cuda_runtime.h" ] && export CUDA_HOME=$toolkit
 fi
 [ -n "${CUDA_HOME:-}" ] && export CUDA_PATH=${CUDA_PATH:-$CUDA_HOME}
+cuda=${CUDA_HOME:-/usr/local/cuda}
 
 stage "machine"
 command -v meson > /dev/null || echo "no meson: the build will fail"
@@ -52,8 +53,8 @@ command -v ninja > /dev/null || echo "no ninja: the build will fail"
 nvidia-smi -L 2>&1 | head -4
 echo "kernel $(uname -r), $(nproc) CPUs, /dev/shm $(df -h --output=size /dev/shm 2>/dev/null | tail -1 | tr -d ' ')"
 nvcc --version | tail -2
-echo "CUDA toolkit: ${CUDA_HOME:-not found from nvcc}; $(ls "${CUDA_HOME:-/usr/local/cuda}"/lib*/libcublas.so.* \
-  "${CUDA_HOME:-/usr/local/cuda}"/lib*/libnccl.so* 2> /dev/null | xargs -r readlink -f | sort -u | paste -sd' ')"
+echo "CUDA toolkit: ${CUDA_HOME:-not found from nvcc}; $(ls "$cuda"/lib*/libcublas.so.* \
+  "$cuda"/lib*/libnccl.so* 2> /dev/null | xargs -r readlink -f | sort -u | paste -sd' ')"
 ${CXX:-g++} --version | head -1
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
 
@@ -82,7 +83,6 @@ fi
 
 # NCCL next to the toolkit, or from the nvidia-nccl Python wheel.
 nccl_option=()
-cuda=${CUDA_HOME:-/usr/local/cuda}
 if ! ls "$cuda"/lib64/libnccl.so* "$cuda"/lib/libnccl.so* > /dev/null 2>&1; then
   wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null ||
           python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "nccl"))' 2>/dev/null)
@@ -114,18 +114,18 @@ mpi_try() {  # NP
     -n 2 -w 1 >> "$OUT/mpi_probe.log" 2>&1
 }
 mpi_works=""
+added=""
 for setting in "" OMPI_MCA_hwloc_base_binding_policy=none PMIX_MCA_gds=hash; do
-  [ -n "$setting" ] && export "${setting?}"
+  [ -n "$setting" ] && export "${setting?}" && added+="${added:+ }$setting"
   echo "== two ranks, defaults${setting:+ plus everything up to $setting}" >> "$OUT/mpi_probe.log"
   if mpi_try 2; then mpi_works=yes; break; fi
 done
-added=$(env | grep -E '^(OMPI_MCA_hwloc_base_binding_policy|PMIX_MCA_gds)=' | paste -sd' ')
 if [ -n "$mpi_works" ]; then
   echo "mpirun works${added:+ with $added}"
 else
   echo "two ranks fail with every setting tried (mpi_probe.log in details.tar.gz):"
   tail -20 "$OUT/mpi_probe.log"
-  echo "== one rank, with $added" >> "$OUT/mpi_probe.log"
+  echo "== one rank, defaults plus $added" >> "$OUT/mpi_probe.log"
   # The GPU runs are of one rank; shared memory between ranks may be what fails.
   if mpi_try 1; then echo "one rank works: the one-rank GPU stages may still run"; else
     echo "one rank fails too: the stages below will fail"; fi
