@@ -53,8 +53,8 @@ command -v ninja > /dev/null || echo "no ninja: the build will fail"
 nvidia-smi -L 2>&1 | head -4
 echo "kernel $(uname -r), $(nproc) CPUs, /dev/shm $(df -h --output=size /dev/shm 2>/dev/null | tail -1 | tr -d ' ')"
 nvcc --version | tail -2
-echo "CUDA toolkit: ${CUDA_HOME:-not found from nvcc}; $(ls "$cuda"/lib*/libcublas.so.* \
-  "$cuda"/lib*/libnccl.so* 2> /dev/null | xargs -r readlink -f | sort -u | paste -sd' ')"
+echo "CUDA toolkit: ${CUDA_HOME:-not found from nvcc}; $(for f in "$cuda"/lib*/libcublas.so.* \
+  "$cuda"/lib*/libnccl.so*; do [ -e "$f" ] && readlink -f "$f"; done | sort -u | paste -sd' ')"
 ${CXX:-g++} --version | head -1
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
 
