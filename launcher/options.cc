@@ -384,14 +384,54 @@ namespace {
 // DDP_BATCH_SIZE or a --config file set it.
 using Origins = std::map<std::string, std::string>;
 
+// Note [Placeholders in po's messages]: po::error_with_option_name::what()
+// fills its template ("the argument ('%value%') for option
+// '%canonical_option%' is invalid") by replacing each token until none is
+// left, so a name or value that itself holds a token never comes back:
+// `ddp_train --lr=%value%`, `--x%canonical_option%` or such a key in a
+// --config file hung, the message growing without bound (Boost 1.74; found
+// by fuzzing parseOptions). messageOf() swaps each '%' of the substitutions
+// for a byte none of them holds before what() runs, and back in its result.
+// The substitutions are protected: a member pointer named through a derived
+// class reaches them without casting the caught object to a type it is not.
+struct ExposedSubstitutions : po::error_with_option_name {
+  using po::error_with_option_name::m_substitutions;
+};
+
+// What `error` says, whatever text the user gave (Note [Placeholders in po's
+// messages]).
+std::string messageOf(const po::error& error) {
+  const auto* named = dynamic_cast<const po::error_with_option_name*>(&error);
+  if (!named) return error.what();
+  // what() itself writes into the object (its cached message); a thrown
+  // exception is never a const object, only caught as one.
+  auto& substitutions =
+      const_cast<po::error_with_option_name&>(*named).*(&ExposedSubstitutions::m_substitutions);
+  std::string texts = named->m_error_template;
+  bool placeholderLike = false;
+  for (const auto& [key, value] : substitutions) {
+    texts += value;
+    placeholderLike = placeholderLike || value.find('%') != std::string::npos;
+  }
+  if (!placeholderLike) return error.what();
+  char stand = 1;  // a control byte absent from every text involved
+  while (texts.find(stand) != std::string::npos && stand < 31)
+    ++stand;
+  for (auto& [key, value] : substitutions)
+    std::replace(value.begin(), value.end(), '%', stand);
+  std::string message = error.what();
+  std::replace(message.begin(), message.end(), stand, '%');
+  return message;
+}
+
 // po's message for an option it does not know, with the option most likely
 // meant, spelt as it is written there: `dashes` is "--" on the command line,
 // "" in a config file.
 std::string unknownOptionMessage(const po::options_description& all, const po::unknown_option& e,
                                  const std::string& dashes) {
   const std::string closest = closestOption(all, e.get_option_name());
-  return closest.empty() ? std::string(e.what())
-                         : str(e.what(), ": did you mean ", dashes, closest, "?");
+  return closest.empty() ? messageOf(e)
+                         : str(messageOf(e), ": did you mean ", dashes, closest, "?");
 }
 
 // Stores `parsed` under the options already set (earlier sources win) and
@@ -412,9 +452,9 @@ void storeFrom(const std::function<po::parsed_options()>& parse,
   } catch (const po::error_with_option_name& e) {
     std::string key = e.get_option_name();
     key.erase(0, key.find_first_not_of('-'));
-    throw UsageError(str(originOf(key), ": ", e.what()));
+    throw UsageError(str(originOf(key), ": ", messageOf(e)));
   } catch (const po::error& e) {
-    throw UsageError(str(originOf(""), ": ", e.what()));
+    throw UsageError(str(originOf(""), ": ", messageOf(e)));
   }
 }
 
@@ -462,7 +502,7 @@ Options parseOptions(int argc, const char* const argv[]) {
   } catch (const po::unknown_option& e) {
     throw UsageError(unknownOptionMessage(all, e, "--"));
   } catch (const po::error& e) {
-    throw UsageError(e.what());
+    throw UsageError(messageOf(e));
   }
   storeFrom(
       [&] {
@@ -495,7 +535,7 @@ Options parseOptions(int argc, const char* const argv[]) {
     valid.warnings = warnings;
     return valid;
   } catch (const po::error& e) {
-    throw UsageError(withOrigins(e.what(), origins));
+    throw UsageError(withOrigins(messageOf(e), origins));
   } catch (const NodeUsageError& e) {
     throw NodeUsageError(withOrigins(e.what(), origins));
   } catch (const UsageError& e) {

@@ -177,6 +177,36 @@ TEST(IdxFile, CorruptCompressedStreamIsRejected) {
   EXPECT_THROW(readIdxFile(dir.file("x.gz"), 1), DataError);
 }
 
+// A damaged header that declares 4 GiB over 100 bytes of data: the error
+// says how much arrived, and the reader's memory follows what arrived, not
+// the header (the peak, reset first, grows by less than 64 MiB).
+TEST(IdxFile, AHeaderDeclaringMoreThanTheFileHoldsIsTruncatedWithoutItsMemory) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer's shadow memory grows the peak";
+#endif
+  TempDir dir;
+  writeGz(dir.file("x.gz"), concat(idxHeader({0xFFFFFFFFu}), std::vector<std::uint8_t>(100, 1)));
+  if (!ddp::testing::resetResidentPeak())
+    GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak here";
+  const std::size_t before = ddp::testing::statusBytes("VmRSS:");
+  expectDataError([&] { readIdxFile(dir.file("x.gz"), 1); },
+                  {"x.gz", "truncated: the data needs 4294967295 bytes, file ends after 100"});
+  const std::size_t grown = ddp::testing::statusBytes("VmHWM:") - before;
+  EXPECT_LT(grown, std::size_t{64} << 20) << "the peak grew by " << (grown >> 20) << " MiB";
+}
+
+// A file larger than the first piece the buffer takes arrives whole.
+TEST(IdxFile, DataLargerThanTheFirstPieceIsReadWhole) {
+  TempDir dir;
+  std::vector<std::uint8_t> bytes(9u << 20);
+  for (std::size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<std::uint8_t>((i * 7) >> 3);
+  writeGz(dir.file("x.gz"), concat(idxHeader({static_cast<std::uint32_t>(bytes.size())}), bytes));
+  const IdxArray read = readIdxFile(dir.file("x.gz"), 1);
+  EXPECT_EQ(read.dims, std::vector<std::uint32_t>{static_cast<std::uint32_t>(bytes.size())});
+  EXPECT_TRUE(read.data == bytes);
+}
+
 TEST(SyntheticDataset, IsDeterministicAndLabelsAreInRange) {
   SyntheticDataset a(100, 8, 3, 5, 0), b(100, 8, 3, 5, 0), test(100, 8, 3, 5, 1);
   std::vector<float> xa(8), xb(8), xt(8);

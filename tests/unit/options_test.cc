@@ -425,6 +425,27 @@ TEST(Options, UnknownOptionsNameTheNearestOne) {
       "--config " + dir.file("run.cfg") + ": unrecognised option '--epochs': did you mean epochs?");
 }
 
+// Names and values that look like the placeholders of po's messages are
+// quoted as given, from every source (Note [Placeholders in po's messages]);
+// before, each of these hung parseOptions.
+TEST(Options, TextThatLooksLikeAPlaceholderIsQuotedAsGiven) {
+  EXPECT_EQ(usageErrorOf({"--x%canonical_option%"}), "unrecognised option '--x%canonical_option%'");
+  EXPECT_EQ(usageErrorOf({"--lr=%value%"}),
+            "the argument ('%value%') for option '--lr' is invalid");
+  EXPECT_EQ(usageErrorOf({"--epochs", "%value%%canonical_option%%"}),
+            "the argument ('%value%%canonical_option%%') for option '--epochs' is invalid");
+  ddp::testing::TempDir dir;
+  std::ofstream(dir.file("run.cfg")) << "%option% = 1\n";
+  EXPECT_EQ(usageErrorOf({"--config", dir.file("run.cfg")}),
+            "--config " + dir.file("run.cfg") + ": unrecognised option '%option%'");
+  setenv("DDP_TIMEOUT", "%value%", 1);
+  const std::string fromEnvironment = usageErrorOf({});
+  unsetenv("DDP_TIMEOUT");
+  EXPECT_EQ(fromEnvironment,
+            "DDP_TIMEOUT in the environment: the argument ('%value%') for option 'timeout' is "
+            "invalid");
+}
+
 TEST(Options, PaceChecksWithinAnEpochCanBeTurnedOff) {
   EXPECT_DOUBLE_EQ(parse({}).paceCheckSeconds, 120.0);
   EXPECT_DOUBLE_EQ(parse({"--pace-check-every", "0"}).paceCheckSeconds, 0.0);
