@@ -63,7 +63,7 @@ void readExactly(gzFile file, const std::string& path, unsigned char* into, std:
 // 4 GiB zeroed on every rank of the node first.
 std::vector<std::uint8_t> readData(gzFile file, const std::string& path, std::uint64_t elements,
                                    std::uint64_t fileBytes) {
-  constexpr std::uint64_t kLeastPiece = 4u << 20;
+  constexpr std::uint64_t kLeastPiece = 64u << 10;
   std::vector<std::uint8_t> data;
   std::uint64_t done = 0, piece = std::max(kLeastPiece, 8 * fileBytes);
   while (done < elements) {

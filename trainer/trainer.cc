@@ -22,8 +22,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+#if DDP_WITH_CUDA
 // StepReport::skippedFor on GPUs, where the check is one flag per step.
 constexpr const char* kSomeParameter = "at least one parameter";
+#endif
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
