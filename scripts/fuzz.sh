@@ -3,14 +3,14 @@
 #
 #   bash scripts/fuzz.sh TARGET [SECONDS] [libFuzzer arguments]
 #
-# TARGET: safetensors | checkpoint | options | idx (tests/fuzz/*_fuzz.cc say
+# TARGET: safetensors | checkpoint | options | config | idx (tests/fuzz/*_fuzz.cc say
 # what each takes). Installs clang and its libFuzzer runtime beside what
 # scripts/test.sh installs, builds build-fuzz/ (clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer, CPU only, every object instrumented for
 # coverage; only the target and ddp_train), then fuzzes for SECONDS (default
 # 300) from tests/fuzz/corpus/TARGET, keeping what it finds in
-# build-fuzz/corpus/TARGET for the next run. The options target gets
-# ddp_train's option names as a dictionary.
+# build-fuzz/corpus/TARGET for the next run. The options and config targets
+# get ddp_train's option names as a dictionary.
 #
 # A crash, a sanitizer report, a hang (10 s) or a leak stops it, with the
 # input in build-fuzz/ (crash-*, timeout-*, leak-*, oom-*). Once fixed, the
@@ -20,8 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:-}
 case $target in
-  safetensors | checkpoint | options | idx) ;;
-  *) echo "usage: bash scripts/fuzz.sh safetensors|checkpoint|options|idx [SECONDS] [libFuzzer arguments]" >&2
+  safetensors | checkpoint | options | config | idx) ;;
+  *) echo "usage: bash scripts/fuzz.sh safetensors|checkpoint|options|config|idx [SECONDS] [libFuzzer arguments]" >&2
      exit 2 ;;
 esac
 seconds=${2:-300}
@@ -37,10 +37,11 @@ ninja -C "$build" "tests/fuzz/${target}_fuzz" launcher/ddp_train > "$build/ninja
 corpus=$build/corpus/$target
 mkdir -p "$corpus"
 extra=()
-if [ "$target" = options ]; then
+if [ "$target" = options ] || [ "$target" = config ]; then
+  dashes=$([ "$target" = options ] && echo -- || true)  # a config file's keys have none
   "$build/launcher/ddp_train" --help | grep -o -- '--[a-z0-9-]*' | sort -u |
-    sed 's/.*/"&"/' > "$build/options.dict"
-  extra+=(-dict="$build/options.dict")
+    sed "s/^--\(.*\)/\"$dashes\1\"/" > "$build/$target.dict"
+  extra+=(-dict="$build/$target.dict")
 fi
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 exec "$build/tests/fuzz/${target}_fuzz" "$corpus" "tests/fuzz/corpus/$target" \
