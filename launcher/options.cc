@@ -417,6 +417,7 @@ std::string messageOf(const po::error& error) {
   char stand = 1;  // a control byte absent from every text involved
   while (texts.find(stand) != std::string::npos && stand < 31)
     ++stand;
+  // Left swapped: what() on this object can no longer hang, whoever calls it.
   for (auto& [key, value] : substitutions)
     std::replace(value.begin(), value.end(), '%', stand);
   std::string message = error.what();
