@@ -10,7 +10,7 @@
 # coverage; only the target and ddp_train), then fuzzes for SECONDS (default
 # 300) from tests/fuzz/corpus/TARGET, keeping what it finds in
 # build-fuzz/corpus/TARGET for the next run. The options and config targets
-# get ddp_train's option names as a dictionary.
+# get ddp_train's option names as a dictionary (options: DDP_* names too).
 #
 # A crash, a sanitizer report, a hang (10 s) or a leak stops it, with the
 # input in build-fuzz/ (crash-*, timeout-*, leak-*, oom-*). Once fixed, the
@@ -41,6 +41,10 @@ if [ "$target" = options ] || [ "$target" = config ]; then
   dashes=$([ "$target" = options ] && echo -- || true)  # a config file's keys have none
   "$build/launcher/ddp_train" --help | grep -o -- '--[a-z0-9-]*' | sort -u |
     sed "s/^--\(.*\)/\"$dashes\1\"/" > "$build/$target.dict"
+  if [ "$target" = options ]; then  # the DDP_* variables too
+    "$build/launcher/ddp_train" --help | grep -o -- '--[a-z0-9-]*' | sort -u |
+      sed 's/^--//; s/-/_/g; s/.*/"DDP_\U&\E="/' >> "$build/$target.dict"
+  fi
   extra+=(-dict="$build/$target.dict")
 fi
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
