@@ -2,22 +2,16 @@
 // bytes, read as a file of one and of three dimensions. The file is an
 // in-memory one (memfd), named through /proc/self/fd. What it accepts holds
 // exactly the elements its dimensions declare.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
+#include "memory_file.h"
 #include "runtime/error.h"
 #include "trainer/idx_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const int fd = memfd_create("idx_fuzz", 0);
-  if (fd < 0 || ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != static_cast<ssize_t>(size)) {
-    std::abort();
-  }
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const std::string path = ddp::fuzz::asMemoryFile(data, size);
   for (const std::size_t dims : {1, 3}) {
     try {
       const ddp::trainer::IdxArray array = ddp::trainer::readIdxFile(path, dims);

@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
+
+#include "trainer/safetensors.h"  // readWholeFile
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
 
@@ -34,13 +34,7 @@ int main(int argc, char** argv) {
   std::size_t count = 0;
   for (int i = 1; i < argc; ++i) {
     for (const auto& path : inputsOf(argv[i])) {
-      std::ifstream file(path, std::ios::binary);
-      if (!file) {
-        std::fprintf(stderr, "cannot read %s\n", path.c_str());
-        return 1;
-      }
-      const std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
-                                    std::istreambuf_iterator<char>());
+      const std::string bytes = ddp::trainer::readWholeFile(path);  // a DataError names it
       std::printf("%s (%zu bytes)\n", path.c_str(), bytes.size());
       std::fflush(stdout);  // names the input that a crash follows
       LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
