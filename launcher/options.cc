@@ -481,6 +481,31 @@ std::string withOrigins(const std::string& message, const Origins& origins) {
 
 Options validate(Options o, const Raw& raw, const po::variables_map& vm);
 
+// A file of options is a few lines; more than this is some other file, or a
+// device that never ends (`--config /dev/zero` read for ever, one line
+// growing until memory ran out).
+constexpr std::size_t kMaxConfigBytes = std::size_t{1} << 20;
+
+// The text of `--config PATH`, without a byte-order mark (Windows editors
+// write one, and it would become part of the first key). Pipes work
+// (`--config <(...)`): the file is read, not sized.
+std::string readConfigFile(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw NodeUsageError(str("--config: '", path, "' is a directory, not a file"));
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw NodeUsageError(str("--config: cannot read '", path, "'"));
+  std::string text(kMaxConfigBytes + 1, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (file.bad()) throw NodeUsageError(str("--config: cannot read '", path, "'"));
+  text.resize(static_cast<std::size_t>(file.gcount()));
+  if (text.size() > kMaxConfigBytes) {
+    throw NodeUsageError(str("--config: '", path, "' holds more than ", kMaxConfigBytes >> 20,
+                             " MiB: not a file of options (one 'key = value' per line)"));
+  }
+  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
+  return text;
+}
+
 }  // namespace
 
 Options parseOptions(int argc, const char* const argv[]) {
@@ -518,15 +543,7 @@ Options parseOptions(int argc, const char* const argv[]) {
   const std::vector<std::string> warnings = misspeltVariables(all);
   if (vm.count("config")) {
     const std::string path = vm["config"].as<std::string>();
-    if (std::filesystem::is_directory(path))
-      throw NodeUsageError(str("--config: '", path, "' is a directory, not a file"));
-    std::ifstream file(path);
-    if (!file) throw NodeUsageError(str("--config: cannot read '", path, "'"));
-    // A byte-order mark (Windows editors write one) would become part of the first key.
-    if (char bom[3]; !file.read(bom, 3) || std::string_view(bom, 3) != "\xEF\xBB\xBF") {
-      file.clear();
-      file.seekg(0);
-    }
+    std::istringstream file(readConfigFile(path));
     storeFrom([&] { return po::parse_config_file(file, all); },
               [&](const std::string&) { return str("--config ", path); }, all, vm, origins);
   }

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "runtime/heartbeat.h"
+#include "runtime/parallel_for.h"
 #include "runtime/str.h"
 
 namespace ddp::trainer {
@@ -23,6 +24,16 @@ uLong crc32Of(uLong crc, const std::uint8_t* bytes, std::size_t size) {
 }
 
 }  // namespace
+
+void gatherInParallel(const Dataset& dataset, std::span<const std::size_t> indices, float* features,
+                      std::int32_t* labels, ParallelFor& threads) {
+  const std::size_t dim = dataset.featureDim();
+  const std::size_t grain =
+      std::max<std::size_t>(1, kGatherFloatsPerPart / std::max<std::size_t>(1, dim));
+  threads.run(indices.size(), grain, [&](std::size_t begin, std::size_t end) {
+    dataset.gather(indices.subspan(begin, end - begin), features + begin * dim, labels + begin);
+  });
+}
 
 std::string contentFingerprint(std::size_t samples, std::span<const std::uint8_t> features,
                                std::span<const std::int32_t> labels) {

@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+namespace ddp {
+class ParallelFor;
+}
+
 namespace ddp::trainer {
 
 class Dataset {
@@ -27,6 +31,14 @@ class Dataset {
   // benchmarks/fingerprint_bench, RESULTS.md).
   virtual std::string fingerprint() const = 0;
 };
+
+// dataset.gather(indices, features, labels), its rows split between the
+// threads of `threads` in parts of at least kGatherFloatsPerPart floats
+// (Note [Threads kept for the batch gather] in runtime/parallel_for.h).
+// Writes the same bytes as one call.
+inline constexpr std::size_t kGatherFloatsPerPart = std::size_t{1} << 16;
+void gatherInParallel(const Dataset& dataset, std::span<const std::size_t> indices, float* features,
+                      std::int32_t* labels, ParallelFor& threads);
 
 // The fingerprint of `samples` samples stored as these bytes and labels.
 std::string contentFingerprint(std::size_t samples, std::span<const std::uint8_t> features,

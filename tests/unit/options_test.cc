@@ -3,6 +3,7 @@
 #include "launcher/options.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "launcher/run_config.h"
 #include "launcher/version.h"
 #include "runtime/error.h"
+#include "runtime/str.h"
 #include "test_files.h"
 #include "trainer/mlp.h"
 #include "trainer/synthetic_dataset.h"
@@ -337,6 +339,22 @@ TEST(Options, ConfigFileWithAByteOrderMarkOrWindowsLineEnds) {
   EXPECT_EQ(crlf.epochs, 3u);
   std::ofstream(dir.file("short.cfg")) << "e";  // shorter than a mark: read as it is
   EXPECT_NE(usageErrorOf({"--config", dir.file("short.cfg")}).find("'e'"), std::string::npos);
+}
+
+// `--config /dev/zero` read one endless line until memory ran out; a file
+// that big is no file of options. A pipe (`--config <(...)`) still works.
+TEST(Options, ConfigFileThatNeverEndsIsRefusedAndAPipeIsRead) {
+  EXPECT_NE(usageErrorOf({"--config", "/dev/zero"}).find("holds more than 1 MiB"),
+            std::string::npos);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const std::string text =
+      "\xEF\xBB\xBF"
+      "batch-size = 24\n";
+  ASSERT_EQ(write(fds[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fds[1]);
+  EXPECT_EQ(parse({"--config", str("/dev/fd/", fds[0])}).batchSize, 24u);
+  close(fds[0]);
 }
 
 // A value the user did not type on the command line: the error says where it

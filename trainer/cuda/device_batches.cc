@@ -1,43 +1,12 @@
 #include "trainer/cuda/device_batches.h"
 
-#include <algorithm>
-#include <thread>
-#include <vector>
-
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/memory.h"
 
 namespace ddp::trainer::cuda {
-namespace {
 
-// Below this many floats one thread gathers the batch; above it, the rows are
-// split between threads. A GPU rank has its node's cores to itself (one rank
-// per GPU), and a 4096 x 784 batch gathered by one thread takes longer than
-// the GPU needs to train on it.
-constexpr std::size_t kParallelGatherFloats = std::size_t{1} << 20;
-
-void gatherRows(const Dataset& dataset, std::span<const std::size_t> indices, float* features,
-                std::int32_t* labels, unsigned threads) {
-  const std::size_t rows = indices.size(), dim = dataset.featureDim();
-  if (threads <= 1 || rows * dim < kParallelGatherFloats) {
-    dataset.gather(indices, features, labels);
-    return;
-  }
-  const std::size_t perThread = (rows + threads - 1) / threads;
-  std::vector<std::jthread> workers;
-  for (std::size_t begin = 0; begin < rows; begin += perThread) {
-    const std::size_t count = std::min(perThread, rows - begin);
-    workers.emplace_back([&, begin, count] {
-      dataset.gather(indices.subspan(begin, count), features + begin * dim, labels + begin);
-    });
-  }
-}
-
-}  // namespace
-
-DeviceBatches::DeviceBatches(unsigned gatherThreads)
-    : gatherThreads_(std::max(1u, gatherThreads)) {}
+DeviceBatches::DeviceBatches(unsigned gatherThreads) : gatherThreads_(gatherThreads) {}
 
 DeviceBatches::Batch DeviceBatches::load(const Dataset& dataset,
                                          std::span<const std::size_t> indices) {
@@ -61,7 +30,7 @@ DeviceBatches::Batch DeviceBatches::load(const Dataset& dataset,
   }
   auto* hostFeatures = static_cast<float*>(slot.hostFeatures.get());
   auto* hostLabels = static_cast<std::int32_t*>(slot.hostLabels.get());
-  gatherRows(dataset, indices, hostFeatures, hostLabels, gatherThreads_);
+  gatherInParallel(dataset, indices, hostFeatures, hostLabels, gatherThreads_);
 
   const cudaStream_t copy = copyStream_.get();
   if (slot.everLoaded) slot.consumed.makeWait(copy);

@@ -21,6 +21,7 @@
 #include <span>
 
 #include "runtime/cuda/stream.h"
+#include "runtime/parallel_for.h"
 #include "trainer/dataset.h"
 #include "trainer/tensor.h"
 
@@ -28,8 +29,9 @@ namespace ddp::trainer::cuda {
 
 class DeviceBatches {
  public:
-  // `gatherThreads`: host threads that gather a large batch (rows split
-  // between them; Dataset::gather is const and thread-compatible).
+  // `gatherThreads`: host threads, the caller's included, that gather a
+  // large batch (trainer::gatherInParallel; started here, kept until the
+  // destructor: Note [Threads kept for the batch gather]).
   explicit DeviceBatches(unsigned gatherThreads = 1);
 
   struct Batch {
@@ -53,7 +55,7 @@ class DeviceBatches {
   ddp::cuda::Stream copyStream_;
   Slot slots_[2];
   std::size_t loads_ = 0;
-  unsigned gatherThreads_;
+  ParallelFor gatherThreads_;
 };
 
 }  // namespace ddp::trainer::cuda
