@@ -3,7 +3,7 @@
 # against PyTorch, in one go (about 5 minutes on a one-GPU machine with 16
 # cores, build included). Everything it reports goes to $OUT (default
 # ./gpu-check-out): gpu_check.log, the test log (testlog.txt), gpu_bench.md, and
-# details.tar.gz with the rest (allreduce_nccl.txt, allgather_nccl.txt, reducescatter_nccl.txt,
+# details.tar.gz with the rest (gather_bench.txt, allreduce_nccl.txt, allgather_nccl.txt, reducescatter_nccl.txt,
 # ddp_bench_gpu.txt, the JSON and CSV files, the build and memcheck logs).
 #
 #   bash benchmarks/gpu_check.sh
@@ -150,6 +150,10 @@ fi
 stage "one-GPU step time: ddp_train vs PyTorch"
 timeout 300 python3 benchmarks/gpu_bench.py --build build-gpu --repeats 3 --markdown "$OUT/gpu_bench.md"
 bench=$?
+
+stage "gather_bench: a batch gathered on the host, threads started per batch or kept"
+timeout 60 build-gpu/benchmarks/gather_bench --data-dir "${DDP_DATA_DIR:-/usr/share/datasets/fashion-mnist}" \
+  --batches 256,1024,4096 --threads "$(nproc)" --calls 200 --rounds 3 | tee "$OUT/gather_bench.txt"
 
 stage "allreduce_bench --backend nccl (one GPU: the layer's cost over ncclAllReduce)"
 timeout 120 mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl -b 8 -e 256M -f 4 \

@@ -36,7 +36,7 @@ class Dataset {
 // threads of `threads` in parts of at least kGatherFloatsPerPart floats
 // (Note [Threads kept for the batch gather] in runtime/parallel_for.h).
 // Writes the same bytes as one call.
-inline constexpr std::size_t kGatherFloatsPerPart = std::size_t{1} << 16;
+inline constexpr std::size_t kGatherFloatsPerPart = std::size_t{1} << 18;
 void gatherInParallel(const Dataset& dataset, std::span<const std::size_t> indices, float* features,
                       std::int32_t* labels, ParallelFor& threads);
 
