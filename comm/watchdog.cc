@@ -504,6 +504,7 @@ std::vector<PeerAnswer> Watchdog::askAll(bool withStacks) const {
 }
 
 Diagnosis Watchdog::diagnose(bool withStacks) const {
+  if (withStacks) endingElsewhere_ = true;
   const RankStatus self = status();
   return comm::diagnose(self, askAll(withStacks));
 }
@@ -531,6 +532,38 @@ void Watchdog::checkQuiet(const RankStatus& self, int& deferrals) {
   }
   if (quietSeconds(activity()) < limit) return;  // it issued one meanwhile
   endJob(diagnoseQuiet(status(true), askAll(true)));
+}
+
+void Watchdog::checkOverdue(const RankStatus& self) {
+  const double limit = static_cast<double>(options_.quietAfter.count()) / 1000.0;
+  const ChannelActivity* oldest = oldestPending(self);
+  if (limit <= 0.0 || !quietArmed_ || endingElsewhere_ || oldest == nullptr ||
+      oldest->oldestPending->waitingSeconds < limit) {
+    return;
+  }
+  // Where the training thread is instead of raising the timeout: status()
+  // leaves that out while a collective is pending.
+  RankStatus here = status();
+  if (const ThreadId thread = trainingThread(); thread != 0) {
+    here.thread = describeTrainingThread(oldest->oldestPending->waitingSeconds);
+    here.stack = captureStack(thread, kStackWait);
+  }
+  const std::vector<PeerAnswer> peers = askAll(true);
+  if (endingElsewhere_) return;  // the timeout was raised meanwhile
+  Diagnosis d = comm::diagnose(here, peers);
+  const RankStatus now = activity();
+  const ChannelActivity* still = findChannel(now, d.channel);
+  if (d.verdict == Diagnosis::Verdict::kNothingPending || still == nullptr ||
+      !still->oldestPending || still->oldestPending->sequence != d.sequence) {
+    return;  // it completed while the peers were asked
+  }
+  d.report +=
+      str(". No thread of this rank has raised --timeout for it",
+          here.thread.empty() ? "" : str(" (", here.thread, ")"), ", so the watchdog ends the job");
+  std::vector<std::string> details;
+  appendStack(details, rankName(here.rank, here.host), here);
+  d.details.insert(d.details.begin(), details.begin(), details.end());
+  endJob(d);
 }
 
 void Watchdog::endJob(const Diagnosis& d) {
@@ -566,6 +599,7 @@ void Watchdog::check() {
     sampleCpu();
     const RankStatus self = activity();
     if (!ended_) checkQuiet(self, quietDeferrals);
+    if (!ended_) checkOverdue(self);
     const ChannelActivity* oldest = oldestPending(self);
     if (!stallLasts(oldest) && oldest != nullptr &&
         oldest->oldestPending->waitingSeconds * 1000 >=

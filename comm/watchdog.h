@@ -66,6 +66,20 @@
 // goes on. Other work that runs longer than --timeout between two marks on
 // every rank (one evaluation batch) needed a larger --timeout already, for
 // the peers that wait through it on any one rank.
+//
+// The timeout itself is raised by the thread that waits (Work::wait, the
+// NCCL watchdog). A collective can outlive it with nobody raising it: the
+// issuing thread held inside the library's call that issues it (NCCL may
+// block there setting up connections with a peer that never comes, and the
+// NCCL watchdog cannot abort a communicator in the middle of a call), or
+// busy elsewhere and never waiting. A pending collective counts as
+// progress, so the quiet check stays silent too, and the stall warning
+// would repeat for ever. So a collective pending for quietAfter (--timeout
+// plus a grace) ends the job from the checker thread: the usual report of
+// the peers, plus where the training thread is, with its stack. A thread
+// that raised the timeout itself ends the job first; its report asks the
+// peers with their stacks (diagnose(true)), which tells the checker to
+// leave the ending to it.
 #pragma once
 
 #include <atomic>
@@ -177,7 +191,8 @@ class Watchdog {
   // Asks every peer (in parallel, each within probeTimeout) and explains this
   // rank's oldest pending collective. With `withStacks`, the ranks that have
   // not arrived send their training thread's stack too: only where the job
-  // ends next (Note [Where a stuck rank is]). Any thread; never throws.
+  // ends next (Note [Where a stuck rank is]), so the checker then leaves an
+  // overdue collective to this caller. Any thread; never throws.
   Diagnosis diagnose(bool withStacks = false) const;
   // This rank's own status, as the server sends it, with its training
   // thread's stack if `withStack`.
@@ -206,6 +221,9 @@ class Watchdog {
   // Ends the job if this rank has been out of collectives for quietAfter
   // (Note [Where a stuck rank is]).
   void checkQuiet(const RankStatus& self, int& deferrals);
+  // Ends the job if this rank's oldest collective has been pending for
+  // quietAfter and no thread has reported it (Note [Where a stuck rank is]).
+  void checkOverdue(const RankStatus& self);
   // Calls endJob_ the first time only. Checker thread.
   void endJob(const Diagnosis& d);
   void serve();
@@ -220,6 +238,8 @@ class Watchdog {
   std::string cookie_;  // rank 0's; a request must start with it
   std::atomic<bool> quietArmed_{false};
   bool ended_ = false;  // endJob_ was called (checker thread)
+  // Someone asked for stacks: the job ends by that caller's hand.
+  mutable std::atomic<bool> endingElsewhere_{false};
   int listenFd_ = -1;
   int stopFd_ = -1;  // an eventfd that wakes the server
 

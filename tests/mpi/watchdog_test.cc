@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -96,6 +97,75 @@ TEST(Watchdog, RanksOutOfCollectivesTooLongAreReportedByTheLowest) {
   }
   EXPECT_EQ(stacks, n);
   EXPECT_EQ(named, n) << d.details.size();
+}
+
+// A collective pending past quietAfter whose issuing thread never raises the
+// timeout (held elsewhere: inside an NCCL call that blocks, say) ends the
+// job from the checker, with the training thread's stack; the late rank,
+// making progress, reports nothing. Where a thread asked for stacks (it
+// raised the timeout and ends the job itself), the checker leaves it be.
+TEST(Watchdog, ACollectiveNobodyRaisesPastItsTimeoutEndsTheJob) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  if (n == 1) GTEST_SKIP() << "one rank: its collectives complete at once";
+  const int late = n - 1;
+  for (const bool raisedElsewhere : {false, true}) {
+    WatchdogOptions options;
+    options.stallAfter = std::chrono::hours(1);
+    options.quietAfter = 1s;
+    std::mutex mutex;
+    std::vector<Diagnosis> reports;
+    std::vector<float> data(64, 1.0f);
+    {
+      Watchdog watchdog(*comm, "host-" + std::to_string(r), options, [&](const Diagnosis& d) {
+        std::lock_guard lock(mutex);
+        reports.push_back(d);
+      });
+      watchdog.armQuietCheck();
+      WorkPtr work;
+      if (r != late) {
+        comm->setContext("step 4");
+        work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
+        if (raisedElsewhere) (void)watchdog.diagnose(/*withStacks=*/true);
+        ddpTestQuietSleep(2500);  // never waits for it
+      } else {
+        for (int batch = 1; batch <= 10; ++batch) {  // progress, out of collectives
+          comm->setContext(str("evaluation, batch ", batch));
+          ddpTestQuietSleep(250);
+        }
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (r == late) work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
+      work->wait(60s);
+    }
+    for (float v : data)
+      ASSERT_EQ(v, static_cast<float>(n));
+    if (r == late || raisedElsewhere) {
+      EXPECT_TRUE(reports.empty()) << reports.front().report;
+      continue;
+    }
+    ASSERT_EQ(reports.size(), 1u);
+    const Diagnosis& d = reports.front();
+    EXPECT_EQ(d.verdict, Diagnosis::Verdict::kNotArrived) << d.report;
+    EXPECT_EQ(d.culprits, std::vector<int>{late}) << d.report;
+    EXPECT_EQ(d.report.rfind(str("rank ", r, " (host-", r, ") waits in mpi allreduce"), 0), 0u)
+        << d.report;
+    EXPECT_NE(d.report.find("(step 4)"), std::string::npos) << d.report;
+    EXPECT_NE(d.report.find(str("rank ", late, " (host-", late, ") is not in any collective for ")),
+              std::string::npos)
+        << d.report;
+    EXPECT_NE(d.report.find(", now at evaluation, batch "), std::string::npos) << d.report;
+    EXPECT_NE(d.report.find("No thread of this rank has raised --timeout for it (its training "
+                            "thread is asleep"),
+              std::string::npos)
+        << d.report;
+    ASSERT_FALSE(d.details.empty());
+    EXPECT_EQ(d.details.front(),
+              str("stack of rank ", r, " (host-", r, ")'s training thread, innermost first:"));
+    EXPECT_TRUE(std::any_of(d.details.begin(), d.details.end(), [](const std::string& line) {
+      return line.find("ddpTestQuietSleep (watchdog_mpi_test)") != std::string::npos;
+    }));
+  }
 }
 
 TEST(Watchdog, NamesTheRankThatHasNotArrived) {
