@@ -29,6 +29,11 @@
 // flight with a report naming the rank, GPU, collective and context (step,
 // bucket), and calls the fatal handler (ddp_train's logs the report and ends
 // the job). Afterwards every call on this communicator throws that report.
+// The watchdog never aborts during an NCCL call (ncclCommAbort must not run
+// beside another call on the communicator), so a call that itself blocks
+// (NCCL may set up its connections inside the first collectives, waiting
+// for peers) is beyond it; the process watchdog ends the job then, at
+// --timeout plus a grace (Note [Where a stuck rank is] in comm/watchdog.h).
 #pragma once
 
 #include <cuda_runtime.h>
