@@ -1,6 +1,7 @@
 #include "launcher/launcher_checks.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 
@@ -11,7 +12,9 @@ namespace ddp::launcher {
 Keepalive keepaliveFromEnvironment(const std::function<const char*(const char*)>& getenv) {
   Keepalive k;
   const auto read = [&](const char* name, int& into) {
-    if (const char* value = getenv(name)) into = std::atoi(value);
+    // Junk leaves Open MPI's default, as an unset variable does.
+    if (const auto value = naturalNumber(getenv(name)); value && *value <= INT_MAX)
+      into = static_cast<int>(*value);
   };
   read("OMPI_MCA_oob_tcp_keepalive_time", k.time);
   read("OMPI_MCA_oob_tcp_keepalive_intvl", k.interval);

@@ -7,6 +7,7 @@
 #include "comm/agreement.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/str.h"
 #include "trainer/checkpoint_broadcast.h"
 #include "trainer/safetensors.h"
 
@@ -52,7 +53,7 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
     // A requeued job that finds nothing most likely lost its checkpoints to
     // another node's local disk: starting over silently would hide that.
     const char* restarts = std::getenv("SLURM_RESTART_COUNT");
-    if (restarts != nullptr && std::atoi(restarts) > 0) {
+    if (naturalNumber(restarts).value_or(0) > 0) {
       log::warn(str("resume: this Slurm job was requeued (SLURM_RESTART_COUNT=", restarts, ") but ",
                     o.checkpointDir, " on ", world.hostname(),
                     " holds no checkpoint: if the earlier run wrote its checkpoints on another "

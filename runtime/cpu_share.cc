@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <fstream>
 #include <vector>
 
 #include "runtime/mpi_check.h"
+#include "runtime/str.h"
 #include "runtime/world.h"
 
 namespace ddp {
@@ -103,8 +105,9 @@ CpuShare shareCpus(const World& world) {
   share.allowed = static_cast<int>(mine.count());
   share.nodeUsable = static_cast<int>(usable.count());
   share.nodeAvailable = onlineCpus();
-  if (const char* slurm = std::getenv("SLURM_CPUS_ON_NODE")) {
-    if (const int cpus = std::atoi(slurm); cpus > 0) share.nodeAvailable = cpus;
+  if (const auto cpus = naturalNumber(std::getenv("SLURM_CPUS_ON_NODE"));
+      cpus && *cpus > 0 && *cpus <= INT_MAX) {
+    share.nodeAvailable = static_cast<int>(*cpus);
   }
   return share;
 }

@@ -2,12 +2,28 @@
 // (g++ 12 has no <format>; these keep call sites short without it.)
 #pragma once
 
+#include <charconv>
 #include <cstdio>
+#include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 namespace ddp {
+
+// `text` as a whole number when it is one and nothing else ("12"), else
+// nullopt ("", "-1", "12abc", " 12", a value past long's range, null). For
+// numbers launchers put in the environment: atoi would read "12abc" as 12
+// and junk as rank 0.
+inline std::optional<long> naturalNumber(const char* text) {
+  if (text == nullptr || *text < '0' || *text > '9') return std::nullopt;
+  const char* end = text + std::strlen(text);
+  long value = 0;
+  const auto [stop, error] = std::from_chars(text, end, value);
+  if (error != std::errc() || stop != end) return std::nullopt;
+  return value;
+}
 
 // Concatenates anything that can be streamed: str("rank ", 3, " of ", 4).
 template <class... Args>

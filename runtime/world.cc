@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/mpi_check.h"
+#include "runtime/str.h"
 
 namespace ddp {
 namespace {
@@ -38,14 +40,16 @@ const char* launcherName(Launcher launcher) {
 
 int rankFromEnvironment() {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "PMI_RANK"}) {
-    if (const char* value = std::getenv(name)) return std::atoi(value);
+    if (const auto rank = naturalNumber(std::getenv(name)); rank && *rank <= INT_MAX)
+      return static_cast<int>(*rank);
   }
   return 0;
 }
 
 int localRankFromEnvironment() {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK", "SLURM_LOCALID"}) {
-    if (const char* value = std::getenv(name)) return std::atoi(value);
+    if (const auto rank = naturalNumber(std::getenv(name)); rank && *rank <= INT_MAX)
+      return static_cast<int>(*rank);
   }
   return 0;
 }

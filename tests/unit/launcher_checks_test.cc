@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <climits>
 #include <functional>
 #include <initializer_list>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "runtime/str.h"
 
 namespace ddp::launcher {
 namespace {
@@ -42,6 +45,29 @@ TEST(Keepalive, ReadsTheMcaVariablesMpirunExports) {
                                {"OMPI_MCA_oob_tcp_keepalive_intvl", "2"},
                                {"OMPI_MCA_oob_tcp_keepalive_probes", "3"}});
   EXPECT_EQ(k.worstCase(), 12);
+}
+
+// atoi read "6s" as 6 and junk as 0 (a keepalive that never fires, in
+// the warning's arithmetic); what is not a whole number is now unset.
+TEST(Keepalive, ValuesThatAreNotWholeNumbersLeaveTheDefaults) {
+  const Keepalive k = fromEnv({{"OMPI_MCA_oob_tcp_keepalive_time", "6s"},
+                               {"OMPI_MCA_oob_tcp_keepalive_intvl", ""},
+                               {"OMPI_MCA_oob_tcp_keepalive_probes", "-3"}});
+  EXPECT_EQ(k.time, 300);
+  EXPECT_EQ(k.interval, 20);
+  EXPECT_EQ(k.probes, 9);
+}
+
+TEST(NaturalNumber, OnlyAWholeNumberAndNothingElse) {
+  EXPECT_EQ(naturalNumber("0"), 0);
+  EXPECT_EQ(naturalNumber("17"), 17);
+  EXPECT_EQ(naturalNumber("007"), 7);
+  EXPECT_EQ(naturalNumber("9223372036854775807"), LONG_MAX);
+  for (const char* junk :
+       {"", " 1", "1 ", "+1", "-1", "1.5", "12abc", "abc", "0x10", "9223372036854775808"}) {
+    EXPECT_EQ(naturalNumber(junk), std::nullopt) << "'" << junk << "'";
+  }
+  EXPECT_EQ(naturalNumber(nullptr), std::nullopt);
 }
 
 TEST(Keepalive, DefaultsWarnWithTheDefaultTimeoutAndSuggestAWorkingSetting) {
