@@ -494,14 +494,16 @@ std::string readConfigFile(const std::string& path) {
     throw NodeUsageError(str("--config: '", path, "' is a directory, not a file"));
   std::ifstream file(path, std::ios::binary);
   if (!file) throw NodeUsageError(str("--config: cannot read '", path, "'"));
-  std::string text(kMaxConfigBytes + 1, '\0');
-  file.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (file.bad()) throw NodeUsageError(str("--config: cannot read '", path, "'"));
-  text.resize(static_cast<std::size_t>(file.gcount()));
-  if (text.size() > kMaxConfigBytes) {
-    throw NodeUsageError(str("--config: '", path, "' holds more than ", kMaxConfigBytes >> 20,
-                             " MiB: not a file of options (one 'key = value' per line)"));
+  std::string text;
+  char piece[16 * 1024];
+  while (file.read(piece, sizeof piece) || file.gcount() > 0) {
+    text.append(piece, static_cast<std::size_t>(file.gcount()));
+    if (text.size() > kMaxConfigBytes) {
+      throw NodeUsageError(str("--config: '", path, "' holds more than ", kMaxConfigBytes >> 20,
+                               " MiB: not a file of options (one 'key = value' per line)"));
+    }
   }
+  if (file.bad()) throw NodeUsageError(str("--config: cannot read '", path, "'"));
   if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
   return text;
 }
