@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -82,7 +84,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const auto data = ddp::trainer::loadFashionMnist(dir, ddp::trainer::Split::kTrain);
+  std::unique_ptr<ddp::trainer::Dataset> data;
+  try {
+    data = ddp::trainer::loadFashionMnist(dir, ddp::trainer::Split::kTrain);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gather_bench: %s (--data-dir DIR)\n", e.what());
+    return 1;
+  }
   std::vector<std::size_t> order(data->size());
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
