@@ -3,10 +3,12 @@
 # against PyTorch, in one go (about 5 minutes on a one-GPU machine with 16
 # cores, build included). Everything it reports goes to $OUT (default
 # ./gpu-check-out): gpu_check.log, the test log (testlog.txt), gpu_bench.md, and
-# details.tar.gz with the rest (gather_bench.txt, allreduce_nccl.txt, allgather_nccl.txt, reducescatter_nccl.txt,
-# ddp_bench_gpu.txt, the JSON and CSV files, the build and memcheck logs).
+# details.tar.gz with the rest (gather_bench.txt, allreduce_nccl.txt,
+# allgather_nccl.txt, reducescatter_nccl.txt, ddp_bench_gpu.txt, the JSON and
+# CSV files, the build and memcheck logs).
 #
 #   bash benchmarks/gpu_check.sh
+#   TESTS_ONLY=1 bash benchmarks/gpu_check.sh    # a rerun: build what changed, GPU tests only
 #
 # Needs CUDA with nvcc, NCCL, a C++ compiler, python3 with PyTorch, meson
 # and ninja. ddp's Debian dependencies (Open MPI, Boost, GoogleTest, OpenBLAS,
@@ -97,10 +99,18 @@ if ! ls "$cuda"/lib64/libnccl.so* "$cuda"/lib/libnccl.so* > /dev/null 2>&1; then
 fi
 
 stage "configure and build"
-rm -rf build-gpu
-meson setup build-gpu -Dcuda=enabled -Dwerror=false "${nccl_option[@]}" > "$OUT/meson-setup.log" 2>&1 ||
-  { tail -40 "$OUT/meson-setup.log"; cp build-gpu/meson-logs/meson-log.txt "$OUT/" 2>/dev/null; exit 1; }
-grep -A12 '^  ddp' "$OUT/meson-setup.log"
+# A device machine stays warm for a while after a call and keeps ignored
+# folders: a rerun after a fix builds only what changed (minutes of the
+# session's device time saved). FRESH_BUILD=1 starts over.
+if [ -f build-gpu/build.ninja ] && [ "${FRESH_BUILD:-0}" != 1 ]; then
+  echo "build-gpu/ is kept from an earlier run on this machine: building what changed"
+else
+  rm -rf build-gpu
+  meson setup build-gpu -Dcuda=enabled -Dwerror=false "${nccl_option[@]}" > "$OUT/meson-setup.log" 2>&1 ||
+    { tail -40 "$OUT/meson-setup.log"; cp build-gpu/meson-logs/meson-log.txt "$OUT/" 2>/dev/null
+      rm -rf build-gpu; exit 1; }
+  grep -A12 '^  ddp' "$OUT/meson-setup.log"
+fi
 ninja -C build-gpu > "$OUT/build.log" 2>&1 || { grep -B2 -A8 -m5 'error' "$OUT/build.log"; exit 1; }
 
 # Open MPI has not yet run on a device machine (some run under gVisor), and
@@ -139,6 +149,11 @@ meson test -C build-gpu device_choice cublas_library gpu_kernels_np1 nccl_np1 gp
 tests=$?
 grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):' "$OUT/tests.log"
 cp build-gpu/meson-logs/testlog.txt "$OUT/testlog.txt" 2>/dev/null
+# TESTS_ONLY=1: a rerun after a fix that needs the tests' verdict alone.
+if [ "${TESTS_ONLY:-0}" = 1 ]; then
+  stage "done (tests exit $tests; TESTS_ONLY=1: no benchmarks)"
+  exit "$tests"
+fi
 
 if command -v compute-sanitizer > /dev/null; then
   stage "kernels under compute-sanitizer (memcheck; report only)"
