@@ -320,9 +320,19 @@ void checkCanSave(const std::string& path) {
 }
 
 std::string readWholeFile(const std::string& path) {
-  // A directory opens as a stream whose size reads as -1.
-  if (std::filesystem::is_directory(path))
-    throw DataError(str(path, ": is a directory, not a file"));
+  // A directory opens as a stream whose size reads as -1; a FIFO's open
+  // waits for a writer (`--init-from` a FIFO hung), a device reads as empty
+  // or never ends, and a pipe (`<(...)`) has no size to read by.
+  if (struct stat info{}; ::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    if (S_ISDIR(info.st_mode)) throw DataError(str(path, ": is a directory, not a file"));
+    const char* kind = S_ISFIFO(info.st_mode)   ? "a pipe or FIFO"
+                       : S_ISCHR(info.st_mode)  ? "a character device"
+                       : S_ISBLK(info.st_mode)  ? "a block device"
+                       : S_ISSOCK(info.st_mode) ? "a socket"
+                                                : "of another kind";
+    throw DataError(str(path, ": not a regular file (", kind,
+                        "): weights and checkpoints are read from files; save it to one first"));
+  }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw DataError(str(path, ": cannot open (", std::strerror(errno), ")"));
   const std::streamoff size = in.tellg();

@@ -150,7 +150,8 @@ class SafetensorsWriter {
 // whose end writes it.
 void checkCanSave(const std::string& path);
 
-// The whole file, in one read. Throws DataError if it cannot.
+// The whole file, in one read. Throws DataError if it cannot, or if `path`
+// is not a regular file (a pipe, a FIFO, a device: named as such).
 std::string readWholeFile(const std::string& path);
 
 // Reads and validates the whole file: header length, JSON, F32 dtype, shapes

@@ -3,6 +3,7 @@
 #include "trainer/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
 
 #include "runtime/error.h"
 #include "test_files.h"
@@ -467,6 +470,26 @@ TEST(Safetensors, ExtraTensorIsRejected) {
     FAIL();
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("layers."), std::string::npos) << e.what();
+  }
+}
+
+// `--init-from` a FIFO waited in open() for a writer that never came, and a
+// device read as an empty file: what is not a regular file is named.
+TEST(Safetensors, WhatIsNotARegularFileIsRefusedAtOnceAndNamed) {
+  TempDir dir;
+  ASSERT_EQ(mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  auto model = buildMlp(3, {2}, 2, 1);
+  for (const auto& [path, kind] :
+       {std::pair<std::string, std::string>{dir.file("fifo"), "a pipe or FIFO"},
+        {"/dev/zero", "a character device"},
+        {dir.path(), "is a directory"}}) {
+    try {
+      loadModel(path, *model);
+      FAIL() << path;
+    } catch (const DataError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(kind), std::string::npos) << e.what();
+    }
   }
 }
 
