@@ -8,11 +8,20 @@ namespace ddp {
 ParallelFor::ParallelFor(unsigned threads) {
   const unsigned total = std::max(1u, threads);
   workers_.reserve(total - 1);
-  for (unsigned part = 1; part < total; ++part)
-    workers_.emplace_back([this, part] { work(part); });
+  try {
+    for (unsigned part = 1; part < total; ++part)
+      workers_.emplace_back([this, part] { work(part); });
+  } catch (...) {  // no destructor runs: stop the threads already started
+    stop();
+    throw;
+  }
 }
 
 ParallelFor::~ParallelFor() {
+  stop();
+}
+
+void ParallelFor::stop() noexcept {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;

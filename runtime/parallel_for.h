@@ -25,7 +25,7 @@ namespace ddp {
 class ParallelFor {
  public:
   // `threads`: how many threads run() uses, the caller's included (at least
-  // 1; 1 starts none).
+  // 1; 1 starts none). Throws std::system_error if a thread cannot start.
   explicit ParallelFor(unsigned threads);
   // Stops and joins the threads. Never throws. Not while run() runs.
   ~ParallelFor();
@@ -46,6 +46,8 @@ class ParallelFor {
 
  private:
   void work(std::size_t part);
+  // Wakes the workers to return and joins them.
+  void stop() noexcept;
   // Part `part`'s range of the current job; under mutex_, or by run()'s caller.
   std::pair<std::size_t, std::size_t> rangeOf(std::size_t part) const;
 
