@@ -1,7 +1,6 @@
 #include "launcher/launcher_checks.h"
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdlib>
 
@@ -13,8 +12,7 @@ Keepalive keepaliveFromEnvironment(const std::function<const char*(const char*)>
   Keepalive k;
   const auto read = [&](const char* name, int& into) {
     // Junk leaves Open MPI's default, as an unset variable does.
-    if (const auto value = naturalNumber(getenv(name)); value && *value <= INT_MAX)
-      into = static_cast<int>(*value);
+    if (const auto value = naturalNumber<int>(getenv(name))) into = *value;
   };
   read("OMPI_MCA_oob_tcp_keepalive_time", k.time);
   read("OMPI_MCA_oob_tcp_keepalive_intvl", k.interval);

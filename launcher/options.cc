@@ -13,7 +13,6 @@
 #include <map>
 #include <optional>
 #include <sstream>
-#include <string_view>
 
 #include "launcher/fault_injection.h"
 #include "runtime/error.h"

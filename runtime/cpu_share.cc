@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstdlib>
 #include <fstream>
 #include <vector>
@@ -105,10 +104,8 @@ CpuShare shareCpus(const World& world) {
   share.allowed = static_cast<int>(mine.count());
   share.nodeUsable = static_cast<int>(usable.count());
   share.nodeAvailable = onlineCpus();
-  if (const auto cpus = naturalNumber(std::getenv("SLURM_CPUS_ON_NODE"));
-      cpus && *cpus > 0 && *cpus <= INT_MAX) {
-    share.nodeAvailable = static_cast<int>(*cpus);
-  }
+  if (const auto cpus = naturalNumber<int>(std::getenv("SLURM_CPUS_ON_NODE")); cpus && *cpus > 0)
+    share.nodeAvailable = *cpus;
   return share;
 }
 

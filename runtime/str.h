@@ -13,13 +13,14 @@
 namespace ddp {
 
 // `text` as a whole number when it is one and nothing else ("12"), else
-// nullopt ("", "-1", "12abc", " 12", a value past long's range, null). For
+// nullopt ("", "-1", "12abc", " 12", a value past T's range, null). For
 // numbers launchers put in the environment: atoi would read "12abc" as 12
 // and junk as rank 0.
-inline std::optional<long> naturalNumber(const char* text) {
+template <class T = long>
+std::optional<T> naturalNumber(const char* text) {
   if (text == nullptr || *text < '0' || *text > '9') return std::nullopt;
   const char* end = text + std::strlen(text);
-  long value = 0;
+  T value = 0;
   const auto [stop, error] = std::from_chars(text, end, value);
   if (error != std::errc() || stop != end) return std::nullopt;
   return value;

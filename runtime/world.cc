@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -40,16 +39,14 @@ const char* launcherName(Launcher launcher) {
 
 int rankFromEnvironment() {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "PMI_RANK"}) {
-    if (const auto rank = naturalNumber(std::getenv(name)); rank && *rank <= INT_MAX)
-      return static_cast<int>(*rank);
+    if (const auto rank = naturalNumber<int>(std::getenv(name))) return *rank;
   }
   return 0;
 }
 
 int localRankFromEnvironment() {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK", "SLURM_LOCALID"}) {
-    if (const auto rank = naturalNumber(std::getenv(name)); rank && *rank <= INT_MAX)
-      return static_cast<int>(*rank);
+    if (const auto rank = naturalNumber<int>(std::getenv(name))) return *rank;
   }
   return 0;
 }

@@ -68,6 +68,8 @@ TEST(NaturalNumber, OnlyAWholeNumberAndNothingElse) {
     EXPECT_EQ(naturalNumber(junk), std::nullopt) << "'" << junk << "'";
   }
   EXPECT_EQ(naturalNumber(nullptr), std::nullopt);
+  EXPECT_EQ(naturalNumber<int>("2147483647"), INT_MAX);
+  EXPECT_EQ(naturalNumber<int>("2147483648"), std::nullopt);  // past int's range
 }
 
 TEST(Keepalive, DefaultsWarnWithTheDefaultTimeoutAndSuggestAWorkingSetting) {
