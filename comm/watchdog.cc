@@ -516,7 +516,9 @@ void Watchdog::checkQuiet(const RankStatus& self, int& deferrals) {
     return;
   }
   // A lower rank quiet as long reports the same: leave it a few ticks, and
-  // keep to that when it stops answering (it is ending the job).
+  // keep to that when it stops answering (it is ending the job). A lower
+  // rank that no longer answers may have ended the job already: its report
+  // is out and mpirun is stopping the others, so leave it the same ticks.
   if (deferrals > 0 && deferrals < kQuietDeferrals) {
     ++deferrals;
     return;
@@ -524,7 +526,7 @@ void Watchdog::checkQuiet(const RankStatus& self, int& deferrals) {
   if (deferrals == 0) {
     const std::vector<PeerAnswer> peers = askAll(false);
     if (std::any_of(peers.begin(), peers.end(), [&](const PeerAnswer& p) {
-          return p.answered && p.rank < self.rank && quietSeconds(p.status) >= limit - 1.0;
+          return p.rank < self.rank && (!p.answered || quietSeconds(p.status) >= limit - 1.0);
         })) {
       deferrals = 1;
       return;

@@ -58,14 +58,18 @@
 // of local work] in runtime/heartbeat.h). ddp_train sets quietAfter to
 // --timeout plus a grace (a tenth, at least 2 s): a peer that waits on this
 // rank reports first, at --timeout, with the fuller picture. Of several
-// quiet ranks the lowest-numbered reports. ddp_train arms the check
-// (armQuietCheck) as soon as the watchdog runs, so start-up is covered: a
-// job whose every rank blocks reading its data from a hung file system
-// (a batch job, whose user is not there to see it) ends with a report
-// instead of burning its allocation, while a slow load that keeps moving
-// goes on. Other work that runs longer than --timeout between two marks on
-// every rank (one evaluation batch) needed a larger --timeout already, for
-// the peers that wait through it on any one rank.
+// quiet ranks the lowest-numbered reports; the others leave it a few seconds
+// (then report themselves, should the job still run). A lower rank that
+// no longer answers is left the same seconds: when every rank stalls at
+// once, the lowest may have reported and exited before a higher one asks,
+// and mpirun is already stopping the rest (one report, not two). ddp_train
+// arms the check (armQuietCheck) as soon as the watchdog runs, so start-up
+// is covered: a job whose every rank blocks reading its data from a hung
+// file system (a batch job, whose user is not there to see it) ends with a
+// report instead of burning its allocation, while a slow load that keeps
+// moving goes on. Other work that runs longer than --timeout between two
+// marks on every rank (one evaluation batch) needed a larger --timeout
+// already, for the peers that wait through it on any one rank.
 //
 // The timeout itself is raised by the thread that waits (Work::wait, the
 // NCCL watchdog). A collective can outlive it with nobody raising it: the

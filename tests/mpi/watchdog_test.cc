@@ -99,6 +99,59 @@ TEST(Watchdog, RanksOutOfCollectivesTooLongAreReportedByTheLowest) {
   EXPECT_EQ(named, n) << d.details.size();
 }
 
+// Every rank stalls at once and rank 0, having reported, exits before rank 1
+// asks: rank 1 leaves it the few seconds a report from a lower rank gets
+// (mpirun is stopping the job), then reports itself when the job goes on,
+// naming rank 0 as gone. Rank 0's status server closing stands in for its
+// exit.
+TEST(Watchdog, ALowerRankThatHasExitedIsLeftToEndTheJob) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  if (n == 1) GTEST_SKIP() << "one rank: no lower rank to leave it to";
+  WatchdogOptions options;
+  options.stallAfter = std::chrono::hours(1);
+  options.quietAfter = 1s;
+  std::mutex mutex;
+  std::vector<Diagnosis> reports;
+  const auto reported = [&] {
+    std::lock_guard lock(mutex);
+    return reports.size();
+  };
+  {
+    Watchdog watchdog(*comm, "host-" + std::to_string(r), options, [&](const Diagnosis& d) {
+      std::lock_guard lock(mutex);
+      reports.push_back(d);
+    });
+    if (r != 0) {
+      watchdog.armQuietCheck();
+      comm->setContext("step 9");
+      // Without the deferral rank 1 reports about 1.25 s in.
+      ddpTestQuietSleep(3000);
+      EXPECT_EQ(reported(), 0u);
+      // After the deferral (20 checks of 250 ms) it reports: the job went on.
+      for (int i = 0; i < 60 && reported() == 0; ++i)
+        ddpTestQuietSleep(100);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (r == 0) {
+    EXPECT_TRUE(reports.empty()) << reports.front().report;
+    return;
+  }
+  if (r > 1) {  // these left it to rank 1 (quiet, answering) as long: they may report too
+    EXPECT_LE(reports.size(), 1u);
+    return;
+  }
+  ASSERT_EQ(reports.size(), 1u);
+  const Diagnosis& d = reports.front();
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kOutsideCollectives) << d.report;
+  EXPECT_EQ(d.report.rfind("rank 1 (host-1) has made no progress for ", 0), 0u) << d.report;
+  EXPECT_NE(d.report.find("not answering: rank 0 (host-0): its status server refused the "
+                          "connection: the process has exited"),
+            std::string::npos)
+      << d.report;
+}
+
 // A collective pending past quietAfter whose issuing thread never raises the
 // timeout (held elsewhere: inside an NCCL call that blocks, say) ends the
 // job from the checker, with the training thread's stack; the late rank,
