@@ -52,8 +52,9 @@ void onStackSignal(int) {
 }  // namespace
 
 ThreadId currentThreadId() {
-  thread_local const ThreadId id = static_cast<ThreadId>(syscall(SYS_gettid));  // once per thread
-  return id;
+  thread_local const ThreadId kThisThread =
+      static_cast<ThreadId>(syscall(SYS_gettid));  // once per thread
+  return kThisThread;
 }
 
 namespace {

@@ -4,7 +4,7 @@
 # Extra arguments go to `meson test` (e.g. --suite unit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh clang-format clang-tidy  # and the style test's tools
 rc=0
 meson test -C build --print-errorlogs "$@" || rc=$?
 # One closing line that any CI can read.

@@ -214,13 +214,13 @@ namespace {
 
 // The complete checkpoints in `dir` with their steps, oldest first.
 std::vector<std::pair<unsigned long long, std::string>> checkpointsByStep(const std::string& dir) {
-  static const std::regex pattern(R"(checkpoint-(\d{9,})\.safetensors)");
+  static const std::regex kPattern(R"(checkpoint-(\d{9,})\.safetensors)");
   std::error_code error;
   std::vector<std::pair<unsigned long long, std::string>> found;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     std::smatch match;
     const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || !std::regex_match(name, match, pattern)) continue;
+    if (!entry.is_regular_file() || !std::regex_match(name, match, kPattern)) continue;
     found.emplace_back(std::stoull(match[1].str()), entry.path().string());
   }
   std::sort(found.begin(), found.end());

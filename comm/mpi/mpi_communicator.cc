@@ -56,12 +56,12 @@ void bfloat16Sum(void* in, void* inout, int* length, MPI_Datatype*) {
 }
 
 MPI_Op bfloat16SumOp() {
-  static const MPI_Op op = [] {
+  static const MPI_Op kOp = [] {
     MPI_Op created = MPI_OP_NULL;
     DDP_MPI_CHECK(MPI_Op_create(&bfloat16Sum, /*commute=*/1, &created));
     return created;
   }();
-  return op;
+  return kOp;
 }
 
 // Note [Plain collectives in pieces]

@@ -118,8 +118,8 @@ std::string cublasDescription() {
 
 const CublasLibrary& cublas() {
   // A throwing initialiser leaves it uninitialised: the next call tries again.
-  static const CublasLibrary table = openCublas(cublasFileName(), toolkitFolders());
-  return table;
+  static const CublasLibrary kTable = openCublas(cublasFileName(), toolkitFolders());
+  return kTable;
 }
 
 }  // namespace ddp::cuda

@@ -14,12 +14,12 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace ddp::trainer;
-  static const std::unique_ptr<Sequential> model = buildMlp(4, {3}, 2, 1);
-  static AdamW optimizer(model->parameters(), AdamWOptions{});
+  static const std::unique_ptr<Sequential> kModel = buildMlp(4, {3}, 2, 1);
+  static AdamW optimizer(kModel->parameters(), AdamWOptions{});
   auto bytes = std::make_shared<std::string>(reinterpret_cast<const char*>(data), size);
   try {
     const SafetensorsFile file = parseSafetensors(bytes, "input");
-    restoreCheckpoint("input", file, *model, optimizer, {});
+    restoreCheckpoint("input", file, *kModel, optimizer, {});
   } catch (const ddp::DataError&) {
   }
   return 0;

@@ -14,11 +14,12 @@ namespace ddp::fuzz {
 
 // The path of a file that now holds exactly `data`; aborts if it cannot.
 inline std::string asMemoryFile(const std::uint8_t* data, std::size_t size) {
-  static const int fd = memfd_create("fuzz_input", 0);
-  if (fd < 0 || ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != static_cast<ssize_t>(size)) {
+  static const int kFd = memfd_create("fuzz_input", 0);
+  if (kFd < 0 || ftruncate(kFd, 0) != 0 ||
+      pwrite(kFd, data, size, 0) != static_cast<ssize_t>(size)) {
     std::abort();
   }
-  return "/proc/self/fd/" + std::to_string(fd);
+  return "/proc/self/fd/" + std::to_string(kFd);
 }
 
 }  // namespace ddp::fuzz
