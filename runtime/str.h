@@ -35,10 +35,14 @@ std::string str(const Args&... args) {
 }
 
 // `value` with `digits` digits after the point: fixed(3.14159, 2) == "3.14".
+// Every digit, also of a value past the 10^40 or so that fit the buffer.
 inline std::string fixed(double value, int digits) {
   char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
-  return buffer;
+  const int length = std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
+  if (length < 0 || static_cast<std::size_t>(length) < sizeof buffer) return buffer;
+  std::string text(static_cast<std::size_t>(length), '\0');
+  std::snprintf(text.data(), text.size() + 1, "%.*f", digits, value);
+  return text;
 }
 
 // `value` to `digits` significant digits, as printf's %g: significant(0.04972, 3)

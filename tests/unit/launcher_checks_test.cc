@@ -72,6 +72,19 @@ TEST(NaturalNumber, OnlyAWholeNumberAndNothingElse) {
   EXPECT_EQ(naturalNumber<int>("2147483648"), std::nullopt);  // past int's range
 }
 
+// A 64-byte buffer once cut 1e300 to its first 63 characters: a wrong number.
+TEST(Fixed, EveryDigitOfLargeValuesAndTheUsualOnes) {
+  EXPECT_EQ(fixed(3.14159, 2), "3.14");
+  EXPECT_EQ(fixed(-0.5, 0), "-0");
+  const double big = std::stod("1e300");  // not a constant the compiler checks
+  const std::string huge = fixed(big, 2);
+  EXPECT_EQ(huge.size(), 304u);
+  EXPECT_EQ(huge.substr(0, 2), "10");
+  EXPECT_EQ(huge.substr(301), ".00");
+  EXPECT_EQ(std::stod(huge), big);
+  EXPECT_EQ(fixed(-big, 0).size(), 302u);
+}
+
 TEST(Keepalive, DefaultsWarnWithTheDefaultTimeoutAndSuggestAWorkingSetting) {
   const auto warning = keepaliveWarning(Keepalive{}, 300, 60);
   ASSERT_TRUE(warning.has_value());
