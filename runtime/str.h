@@ -35,7 +35,7 @@ std::string str(const Args&... args) {
 }
 
 // `value` with `digits` digits after the point: fixed(3.14159, 2) == "3.14".
-// Every digit, also of a value past the 10^40 or so that fit the buffer.
+// Every digit, also of a value longer than the buffer holds (1e300, say).
 inline std::string fixed(double value, int digits) {
   char buffer[64];
   const int length = std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
