@@ -515,10 +515,9 @@ void Watchdog::checkQuiet(const RankStatus& self, int& deferrals) {
     deferrals = 0;
     return;
   }
-  // A lower rank quiet as long reports the same: leave it a few ticks, and
-  // keep to that when it stops answering (it is ending the job). A lower
-  // rank that no longer answers may have ended the job already: its report
-  // is out and mpirun is stopping the others, so leave it the same ticks.
+  // A lower rank quiet as long reports the same, and one that does not
+  // answer may have reported and exited already (mpirun is ending the job):
+  // leave either a few ticks, and keep to that when it stops answering.
   if (deferrals > 0 && deferrals < kQuietDeferrals) {
     ++deferrals;
     return;

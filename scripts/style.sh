@@ -57,17 +57,18 @@ print("\n".join(sorted({e["file"] for e in json.load(open(sys.argv[1]))
                         if e["file"].endswith(".cc")})))
 PY
 )
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
 # Whatever clang-tidy prints besides its counts of warnings: a finding, or a
 # file it could not parse. Either fails the check.
-(cd "$build" && printf '%s\n' "${sources[@]}" |
-  xargs -P "$(nproc)" -n 4 "$tidy" -p . --quiet 2>&1) |
-  grep -v -E '^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$|^Suppressed [0-9]+ warnings|^Use -header-filter|^$' > "$log"
-if [ -s "$log" ]; then
+findings=$(cd "$build" && printf '%s\n' "${sources[@]}" |
+  xargs -P "$(nproc)" -n 4 "$tidy" -p . --quiet 2>&1 |
+  grep -v -E '^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$|^Suppressed [0-9]+ warnings|^Use -header-filter|^$')
+if [ -n "$findings" ]; then
   echo "style: names that docs/coding-style.md does not allow (.clang-tidy), or sources clang-tidy could not read:"
-  grep -E 'error:|warning:' "$log" | sed 's|[^ ]*/\.\./||' | sort -u | head -60
-  [ -n "$(grep -E 'error:|warning:' "$log")" ] || head -40 "$log"
+  if grep -q -E 'error:|warning:' <<< "$findings"; then
+    grep -E 'error:|warning:' <<< "$findings" | sed 's|[^ ]*/\.\./||' | sort -u | head -60
+  else
+    head -40 <<< "$findings"
+  fi
   rc=1
 fi
 echo "style: names in ${#sources[@]} sources and their headers checked by $(basename "$tidy")"
