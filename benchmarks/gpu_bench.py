@@ -14,11 +14,14 @@ ddp_train's step time is epoch 2's training time over its steps, from
 loss is read only at the end of each epoch (--log-every above the steps), as
 PyTorch's loop never reads it.
 
-A run that fails (or takes over 120 s) is reported with its error, its cell
+A run that fails (or takes over 60 s) is reported with its error, its cell
 reads "failed", and the other runs still go ahead (after a hang, those of
-the other side only); the exit status is then 1.
+the other side only); the exit status is then 1. Repeats go round all cells
+in turn, so that --time-limit (no new run starts after that many seconds)
+leaves every cell measured at least once, and the table says how many runs
+each median has.
 
-  python3 benchmarks/gpu_bench.py [--build build] [--repeats 3] [--markdown FILE]
+  python3 benchmarks/gpu_bench.py [--build build] [--repeats 3] [--markdown FILE] [--time-limit S]
 """
 import argparse
 import json
@@ -27,10 +30,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = {"default": "1024,1024", "large": "4096,4096,4096"}
 BATCHES = [256, 4096]
+RUN_TIMEOUT_S = 60  # one run takes seconds; a hang costs this much
 
 
 def mpi_env():
@@ -58,7 +63,7 @@ def run_ours(args, hidden, batch):
                "--hidden", hidden, "--batch-size", str(batch), "--epochs", "2",
                "--log-every", "1000000", "--lr", "0.01", "--metrics", metrics]
         subprocess.run(cmd, env=mpi_env(), check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, text=True, timeout=120)
+                       stderr=subprocess.PIPE, text=True, timeout=RUN_TIMEOUT_S)
         epochs = [json.loads(line) for line in open(metrics)]
         second = epochs[1]
         return second["train_time_s"] / second["steps"] * 1e3, second
@@ -67,7 +72,7 @@ def run_ours(args, hidden, batch):
 def run_torch(args, hidden, batch):
     cmd = [args.python, os.path.join(HERE, "pytorch_gpu_step.py"), "--hidden", hidden,
            "--batch-size", str(batch), "--steps", str(steps_for(batch))]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=RUN_TIMEOUT_S).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -103,45 +108,58 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument("--time-limit", type=float, default=0,
+                        help="start no run after this many seconds (0: no limit)")
     args = parser.parse_args()
 
-    rows, raw, device, failures = [], {}, "?", 0
-    for model, hidden in MODELS.items():
-        for batch in BATCHES:
-            ours, theirs = [], []
-            for r in range(args.repeats):
-                mine = attempt("ddp_train", f"{model} batch {batch}",
-                               lambda: run_ours(args, hidden, batch))
-                torch_result = attempt("PyTorch", f"{model} batch {batch}",
-                                       lambda: run_torch(args, hidden, batch))
-                failures += (mine is None) + (torch_result is None)
-                line = f"{model} batch {batch} repeat {r + 1}:"
-                if mine is not None:
-                    ms, metrics = mine
-                    ours.append(ms)
-                    step = metrics["step_ms"]
-                    line += (f" ddp_train {ms:.3f} ms (data {step['data']:.3f} fwd {step['forward']:.3f} "
-                             f"bwd {step['backward']:.3f} comm {step['comm']:.3f} "
-                             f"opt {step['optimizer']:.3f}),")
-                if torch_result is not None:
-                    theirs.append(torch_result["step_ms"])
-                    device = torch_result["device"] + ", torch " + torch_result["torch"]
-                    line += f" PyTorch {torch_result['step_ms']:.3f} ms"
-                print(line, flush=True)
-            raw[f"{model} {batch}"] = {"ddp_train": ours, "pytorch": theirs}
-            rows.append((model, hidden, batch, ours, theirs))
+    started = time.monotonic()
+    cells = [(model, hidden, batch) for model, hidden in MODELS.items() for batch in BATCHES]
+    results = {c: ([], []) for c in cells}
+    device, failures, attempted, cut = "?", 0, 0, False
+    for r in range(args.repeats):
+        for model, hidden, batch in cells:
+            if args.time_limit and time.monotonic() - started > args.time_limit:
+                cut = True
+                break
+            ours, theirs = results[(model, hidden, batch)]
+            mine = attempt("ddp_train", f"{model} batch {batch}",
+                           lambda: run_ours(args, hidden, batch))
+            torch_result = attempt("PyTorch", f"{model} batch {batch}",
+                                   lambda: run_torch(args, hidden, batch))
+            attempted += 2
+            failures += (mine is None) + (torch_result is None)
+            line = f"{model} batch {batch} repeat {r + 1}:"
+            if mine is not None:
+                ms, metrics = mine
+                ours.append(ms)
+                step = metrics["step_ms"]
+                line += (f" ddp_train {ms:.3f} ms (data {step['data']:.3f} fwd {step['forward']:.3f} "
+                         f"bwd {step['backward']:.3f} comm {step['comm']:.3f} "
+                         f"opt {step['optimizer']:.3f}),")
+            if torch_result is not None:
+                theirs.append(torch_result["step_ms"])
+                device = torch_result["device"] + ", torch " + torch_result["torch"]
+                line += f" PyTorch {torch_result['step_ms']:.3f} ms"
+            print(line, flush=True)
+        if cut:
+            print(f"--time-limit {args.time_limit} s reached: no more runs", flush=True)
+            break
+    raw = {f"{model} {batch}": {"ddp_train": results[(model, hidden, batch)][0],
+                                "pytorch": results[(model, hidden, batch)][1]}
+           for model, hidden, batch in cells}
+    rows = [(model, hidden, batch) + results[(model, hidden, batch)] for model, hidden, batch in cells]
 
-    lines = [f"One GPU ({device}), float32 (TF32 off), median of {args.repeats} alternating runs",
+    lines = [f"One GPU ({device}), float32 (TF32 off), median of up to {args.repeats} alternating runs",
              "",
-             "| model | batch | ddp_train step (ms) | PyTorch step (ms) | PyTorch / ddp_train |",
-             "|---|---:|---:|---:|---:|"]
+             "| model | batch | ddp_train step (ms) | PyTorch step (ms) | PyTorch / ddp_train | runs |",
+             "|---|---:|---:|---:|---:|---:|"]
     for model, hidden, batch, ours, theirs in rows:
         ratio = (f"{statistics.median(theirs) / statistics.median(ours):.2f}x"
                  if ours and theirs else "-")
         lines.append(f"| {model} 784-{hidden.replace(',', '-')}-10 | {batch} | {cell(ours)} | "
-                     f"{cell(theirs)} | {ratio} |")
+                     f"{cell(theirs)} | {ratio} | {len(ours)}, {len(theirs)} |")
     if failures:
-        lines += ["", f"{failures} of {2 * args.repeats * len(rows)} runs failed (see the log)"]
+        lines += ["", f"{failures} of {attempted} runs failed (see the log)"]
     table = "\n".join(lines)
     print(table)
     print("raw step times (ms):", json.dumps(raw))

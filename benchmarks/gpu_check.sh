@@ -9,6 +9,13 @@
 #
 #   bash benchmarks/gpu_check.sh
 #   TESTS_ONLY=1 bash benchmarks/gpu_check.sh    # a rerun: build what changed, GPU tests only
+#   DEADLINE_S=450 bash benchmarks/gpu_check.sh  # end within 450 s (the device tool's limit)
+#
+# With DEADLINE_S, each stage after the tests runs only when its time bound
+# fits in what is left (a shorter bound when only part of it does), in the
+# order of what matters most: the comparison with PyTorch, the NCCL tables,
+# ddp_bench, then the rest. However the script ends, $OUT is packed into the
+# four files named above.
 #
 # Needs CUDA with nvcc, NCCL, a C++ compiler, python3 with PyTorch, meson
 # and ninja. ddp's Debian dependencies (Open MPI, Boost, GoogleTest, OpenBLAS,
@@ -22,6 +29,25 @@ mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu_check.log") 2>&1
 started=$(date +%s)
 stage() { echo "== $(($(date +%s) - started)) s: $*"; }
+deadline=${DEADLINE_S:-0}
+# bound SECONDS: prints the seconds a stage may take, SECONDS or what is left
+# before the deadline less 5 s for packing; fails, saying so, when under 20 s
+# would be left to it.
+bound() {
+  local left=$((deadline - ($(date +%s) - started) - 5))
+  if [ "$deadline" = 0 ] || [ "$left" -ge "$1" ]; then echo "$1"; return 0; fi
+  [ "$left" -ge 20 ] && { echo "$left"; return 0; }
+  echo "== skipped: ${left} s left before DEADLINE_S=$deadline" >&2
+  return 1
+}
+# The device tool brings back at most 8 files: the log, the test log and the
+# comparison as they are, everything else in one archive, on any exit (a
+# stage cut short by the tool's limit leaves its files too).
+pack() {
+  (cd "$OUT" && files=$(ls | grep -v -x -e gpu_check.log -e testlog.txt -e gpu_bench.md -e details.tar.gz) &&
+    [ -n "$files" ] && tar -czf details.tar.gz --remove-files $files) 2> /dev/null
+}
+trap pack EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none MALLOC_PERTURB_=0
 export PYTHONUNBUFFERED=1
@@ -83,18 +109,23 @@ if [ -f .deps/sysroot.tar.xz ]; then
 fi
 [ -d .deps/fashion-mnist ] && export DDP_DATA_DIR=$PWD/.deps/fashion-mnist
 
-# NCCL next to the toolkit, or from the nvidia-nccl Python wheel.
+# NCCL next to the toolkit, or from the nvidia-nccl Python wheel (found
+# wherever it puts its header and library: the layout differs between the
+# wheels for CUDA 12 and 13).
 nccl_option=()
 if ! ls "$cuda"/lib64/libnccl.so* "$cuda"/lib/libnccl.so* > /dev/null 2>&1; then
-  wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null ||
-          python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "nccl"))' 2>/dev/null)
-  if [ -n "$wheel" ] && [ -f "$wheel/include/nccl.h" ]; then
-    mkdir -p /tmp/ddp-nccl/lib
-    ln -sfn "$wheel/include" /tmp/ddp-nccl/include
-    ln -sf "$(ls "$wheel"/lib/libnccl.so* | head -1)" /tmp/ddp-nccl/lib/libnccl.so
+  wheels=$(python3 -c 'import nvidia, os; print(" ".join(nvidia.__path__))' 2> /dev/null)
+  header=$(find $wheels -name nccl.h 2> /dev/null | head -1)
+  library=$(find $wheels -name 'libnccl.so*' 2> /dev/null | sort | head -1)
+  if [ -n "$header" ] && [ -n "$library" ]; then
+    rm -rf /tmp/ddp-nccl && mkdir -p /tmp/ddp-nccl/lib
+    ln -sfn "$(dirname "$header")" /tmp/ddp-nccl/include
+    ln -sf "$library" /tmp/ddp-nccl/lib/libnccl.so
     nccl_option=(-Dnccl_home=/tmp/ddp-nccl)
-    export LD_LIBRARY_PATH=$wheel/lib:${LD_LIBRARY_PATH:-}
-    echo "NCCL from the Python wheel: $wheel"
+    export LD_LIBRARY_PATH=$(dirname "$library"):${LD_LIBRARY_PATH:-}
+    echo "NCCL from the Python wheel: $header, $library"
+  else
+    echo "no NCCL next to the toolkit ($cuda) nor in a Python wheel: the build will fail"
   fi
 fi
 
@@ -144,8 +175,9 @@ fi
 stage "GPU tests"
 # Timeouts at 0.4 of meson's (gpu_train 240 s, the GPU gtest programs 120 s),
 # so that a hang leaves time for the stages after it.
-meson test -C build-gpu device_choice cublas_library gpu_kernels_np1 nccl_np1 gpu_train gpu_ddp_bench \
-  --print-errorlogs --num-processes 1 --timeout-multiplier 0.4 > "$OUT/tests.log" 2>&1
+t=$(bound 900) || t=20
+timeout "$t" meson test -C build-gpu device_choice cublas_library gpu_kernels_np1 nccl_np1 gpu_train \
+  gpu_ddp_bench --print-errorlogs --num-processes 1 --timeout-multiplier 0.4 > "$OUT/tests.log" 2>&1
 tests=$?
 grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):' "$OUT/tests.log"
 cp build-gpu/meson-logs/testlog.txt "$OUT/testlog.txt" 2>/dev/null
@@ -155,40 +187,45 @@ if [ "${TESTS_ONLY:-0}" = 1 ]; then
   exit "$tests"
 fi
 
-if command -v compute-sanitizer > /dev/null; then
-  stage "kernels under compute-sanitizer (memcheck; report only)"
-  timeout 120 mpirun -q -np 1 compute-sanitizer --tool memcheck --print-limit 20 \
-    build-gpu/tests/gpu_kernels_test > "$OUT/memcheck.log" 2>&1
-  echo "memcheck exit $?: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+stage "one-GPU step time: ddp_train vs PyTorch"
+bench=1
+if t=$(bound 300); then
+  # A run started just before the limit ends well inside the bound.
+  timeout "$t" python3 benchmarks/gpu_bench.py --build build-gpu --repeats 3 --markdown "$OUT/gpu_bench.md" \
+    --time-limit $((t > 90 ? t - 45 : t / 2))
+  bench=$?
 fi
 
-stage "one-GPU step time: ddp_train vs PyTorch"
-timeout 300 python3 benchmarks/gpu_bench.py --build build-gpu --repeats 3 --markdown "$OUT/gpu_bench.md"
-bench=$?
-
-stage "gather_bench: a batch gathered on the host, threads started per batch or kept"
-timeout 60 build-gpu/benchmarks/gather_bench --data-dir "${DDP_DATA_DIR:-/usr/share/datasets/fashion-mnist}" \
-  --batches 256,1024,4096 --threads "$(nproc)" --calls 200 --rounds 3 | tee "$OUT/gather_bench.txt"
-
 stage "allreduce_bench --backend nccl (one GPU: the layer's cost over ncclAllReduce)"
-timeout 120 mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl -b 8 -e 256M -f 4 \
-  -n 20 -w 5 --csv "$OUT/allreduce_nccl.csv" | tee "$OUT/allreduce_nccl.txt"
-
-stage "allreduce_bench --backend nccl --collective allgather, reducescatter (--shard-optimizer's)"
-timeout 60 mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl -b 1M -e 256M -f 4 \
-  -n 20 -w 5 --collective allgather | tee "$OUT/allgather_nccl.txt"
-timeout 60 mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl -b 1M -e 256M -f 4 \
-  -n 20 -w 5 --collective reducescatter | tee "$OUT/reducescatter_nccl.txt"
+t=$(bound 120) && timeout "$t" mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl \
+  -b 8 -e 256M -f 4 -n 20 -w 5 --csv "$OUT/allreduce_nccl.csv" | tee "$OUT/allreduce_nccl.txt"
 
 stage "ddp_bench --device cuda (one GPU: the Reducer on NCCL, caps side by side, profiles)"
 for profile in mlp resnet50 bert-base gpt2; do
-  timeout 60 mpirun -q -np 1 build-gpu/benchmarks/ddp_bench --device cuda --profile "$profile" \
-    --steps 20 --warmup 3 --json "$OUT/ddp_bench_gpu_$profile.json" | tee -a "$OUT/ddp_bench_gpu.txt"
+  t=$(bound 60) && timeout "$t" mpirun -q -np 1 build-gpu/benchmarks/ddp_bench --device cuda \
+    --profile "$profile" --steps 20 --warmup 3 --json "$OUT/ddp_bench_gpu_$profile.json" |
+    tee -a "$OUT/ddp_bench_gpu.txt"
 done
 
-# The device tool brings back at most 8 files: the log, the test log and the
-# comparison as they are, everything else in one archive.
-(cd "$OUT" && tar -czf details.tar.gz --remove-files \
-  $(ls | grep -v -x -e gpu_check.log -e testlog.txt -e gpu_bench.md -e details.tar.gz))
+stage "allreduce_bench --backend nccl --collective allgather, reducescatter (--shard-optimizer's)"
+for collective in allgather reducescatter; do
+  t=$(bound 60) && timeout "$t" mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl \
+    -b 1M -e 256M -f 4 -n 20 -w 5 --collective "$collective" | tee "$OUT/${collective}_nccl.txt"
+done
+
+stage "gather_bench: a batch gathered on the host, threads started per batch or kept"
+t=$(bound 60) && timeout "$t" build-gpu/benchmarks/gather_bench \
+  --data-dir "${DDP_DATA_DIR:-/usr/share/datasets/fashion-mnist}" --batches 256,1024,4096 \
+  --threads "$(nproc)" --calls 200 --rounds 3 | tee "$OUT/gather_bench.txt"
+
+if command -v compute-sanitizer > /dev/null; then
+  stage "kernels under compute-sanitizer (memcheck; report only)"
+  if t=$(bound 120); then
+    timeout "$t" mpirun -q -np 1 compute-sanitizer --tool memcheck --print-limit 20 \
+      build-gpu/tests/gpu_kernels_test > "$OUT/memcheck.log" 2>&1
+    echo "memcheck exit $?: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+  fi
+fi
+
 stage "done (tests exit $tests, benchmark exit $bench)"
 [ "$tests" = 0 ] && [ "$bench" = 0 ]
