@@ -59,6 +59,7 @@ void Work::complete(std::exception_ptr error) {
   std::shared_ptr<const void> released;  // freed outside the lock
   {
     std::lock_guard lock(mutex_);
+    if (completed_) return;
     released.swap(retained_);
     completed_ = true;
     completedAt_ = std::chrono::steady_clock::now();

@@ -42,8 +42,10 @@ class Work {
   // Blocks until the collective completes or `timeout` passes. Rethrows the
   // collective's error; throws CommTimeoutError naming the collective on
   // timeout (the collective may still be running: the job must then abort,
-  // since the buffer is still in use). Any thread may call it.
-  void wait(std::chrono::milliseconds timeout);
+  // since the buffer is still in use). Any thread may call it. A device
+  // backend (NCCL) overrides it to watch the collective itself (Note [Host
+  // wait on a device collective] in comm/nccl/nccl_communicator.h).
+  virtual void wait(std::chrono::milliseconds timeout);
 
   // Makes the result visible to whatever the caller does next, as cheaply as
   // the backend can. Host backends (MPI): the same as wait(). Device backends
@@ -83,7 +85,8 @@ class Work {
   // Backend side, from the backend's thread: the collective starts running.
   void markStarted();
   // Backend side: marks the collective done, storing `error` if it failed.
-  // Called exactly once, from the backend's thread.
+  // The first call counts and later ones do nothing: a device backend's
+  // watchdog may see a collective finish that a waiter already completed.
   void complete(std::exception_ptr error = nullptr);
 
  private:

@@ -1,5 +1,9 @@
 #include "comm/nccl/nccl_communicator.h"
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include "comm/nccl/bfloat16_kernels.h"
 #include "comm/nccl/nccl_check.h"
 #include "runtime/cuda/device.h"
@@ -88,11 +92,43 @@ class NcclCommunicator::EventPool {
 // A collective on the communication stream (Note [NCCL stream ordering]).
 class NcclCommunicator::DeviceWork final : public Work {
  public:
-  DeviceWork(std::string description, cudaStream_t compute, std::shared_ptr<cuda::Event> done)
-      : Work(std::move(description)), done(std::move(done)), compute_(compute) {}
+  DeviceWork(std::string description, cudaStream_t compute, std::shared_ptr<cuda::Event> done,
+             std::shared_ptr<Shared> shared)
+      : Work(std::move(description)),
+        done(std::move(done)),
+        compute_(compute),
+        shared_(std::move(shared)) {}
+
+  // Note [Host wait on a device collective].
+  void wait(std::chrono::milliseconds timeout) override {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point deadline = start + timeout;
+    for (Clock::time_point now = start; !isCompleted() && now < deadline; now = Clock::now()) {
+      bool ran = false;
+      try {
+        ran = done->query();
+      } catch (const Error&) {
+        break;  // the device failed: the watchdog reports it
+      }
+      if (ran) {
+        std::lock_guard lock(shared_->mutex);
+        if (!shared_->failed) complete();
+        break;
+      }
+      const Clock::duration waited = now - start;
+      if (waited < 50us) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::min<Clock::duration>({waited / 32, 1ms, deadline - now}));
+      }
+    }
+    Work::wait(std::chrono::ceil<std::chrono::milliseconds>(
+        std::max(deadline - Clock::now(), Clock::duration::zero())));
+  }
 
   void synchronize(std::chrono::milliseconds) override {
-    if (isCompleted()) wait(0ms);  // rethrows the error the watchdog stored, if any
+    if (isCompleted()) Work::wait(0ms);  // rethrows the error the watchdog stored, if any
     done->makeWait(compute_);
   }
 
@@ -101,6 +137,7 @@ class NcclCommunicator::DeviceWork final : public Work {
 
  private:
   cudaStream_t compute_;
+  std::shared_ptr<Shared> shared_;
 };
 
 NcclCommunicator::NcclCommunicator(MPI_Comm base, int device, cudaStream_t computeStream,
@@ -108,7 +145,8 @@ NcclCommunicator::NcclCommunicator(MPI_Comm base, int device, cudaStream_t compu
     : Communicator(options, "nccl"),
       device_(device),
       compute_(computeStream),
-      events_(std::make_shared<EventPool>()) {
+      events_(std::make_shared<EventPool>()),
+      shared_(std::make_shared<Shared>()) {
   host_ = std::make_unique<MpiCommunicator>(base, options);
   rank_ = host_->rank();
   size_ = host_->size();
@@ -122,7 +160,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm base, int device, cudaStream_t compu
 NcclCommunicator::~NcclCommunicator() {
   std::vector<std::shared_ptr<DeviceWork>> pending;
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(shared_->mutex);
     pending = inFlight_;
   }
   for (auto& work : pending) {
@@ -132,13 +170,13 @@ NcclCommunicator::~NcclCommunicator() {
     }
   }
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(shared_->mutex);
     stopping_ = true;
   }
   wake_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   if (comm_ != nullptr) {
-    if (failed_ || !inFlight_.empty()) {
+    if (shared_->failed || !inFlight_.empty()) {
       (void)ncclCommAbort(comm_);
     } else {
       (void)cudaStreamSynchronize(stream_.get());
@@ -148,7 +186,7 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 void NcclCommunicator::setFatalHandler(FatalHandler handler) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(shared_->mutex);
   onFatal_ = std::move(handler);
 }
 
@@ -166,16 +204,16 @@ std::string NcclCommunicator::version() {
 }
 
 void NcclCommunicator::throwIfFailed() const {
-  if (!failed_) return;
-  std::lock_guard lock(mutex_);
+  if (!shared_->failed) return;
+  std::lock_guard lock(shared_->mutex);
   if (failedByTimeout_) throw CommTimeoutError(failure_);
   throw CommError(failure_);
 }
 
 WorkPtr NcclCommunicator::issue(std::string what, const std::function<void(cudaStream_t)>& call) {
   throwIfFailed();
-  auto work =
-      newWork<DeviceWork>(what, str(" (GPU ", device_, ")"), compute_, EventPool::take(events_));
+  auto work = newWork<DeviceWork>(what, str(" (GPU ", device_, ")"), compute_,
+                                  EventPool::take(events_), shared_);
   // One `ready` event serves every collective: the wait below captures its
   // state now, so recording it again for the next collective is safe.
   ready_.record(compute_);
@@ -183,8 +221,8 @@ WorkPtr NcclCommunicator::issue(std::string what, const std::function<void(cudaS
   {
     // Held while NCCL is called, so the watchdog never aborts the
     // communicator in the middle of a call.
-    std::lock_guard lock(mutex_);
-    if (failed_) {
+    std::lock_guard lock(shared_->mutex);
+    if (shared_->failed) {
       throw failedByTimeout_ ? CommTimeoutError(failure_) : CommError(failure_);
     }
     call(stream_.get());
@@ -202,10 +240,10 @@ void NcclCommunicator::watch() {
   } catch (const Error& e) {
     log::warn(str("NCCL watchdog: ", e.what()));
   }
-  std::unique_lock lock(mutex_);
+  std::unique_lock lock(shared_->mutex);
   while (!stopping_) {
     wake_.wait_for(lock, inFlight_.empty() ? 100ms : 1ms);
-    if (failed_ || comm_ == nullptr) continue;
+    if (shared_->failed || comm_ == nullptr) continue;
     std::string report;
     bool timedOut = false;
     try {
@@ -240,7 +278,7 @@ void NcclCommunicator::watch() {
 
     failure_ = report;
     failedByTimeout_ = timedOut;
-    failed_ = true;
+    shared_->failed = true;
     (void)ncclCommAbort(comm_);  // the stuck kernels return; nothing may use comm_ now
     comm_ = nullptr;
     std::vector<std::shared_ptr<DeviceWork>> abandoned;

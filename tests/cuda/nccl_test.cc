@@ -240,6 +240,36 @@ TEST(Nccl, BFloat16ConversionsGiveTheHostsBits) {
 // A collective that cannot start in time (the compute stream is held by a
 // host function longer than the timeout) is reported by the watchdog, which
 // fails the Work and every later call instead of letting the host hang.
+// The waiter watches the collective's event itself (Note [Host wait on a
+// device collective]): it must neither return before the collective ran nor
+// miss it. The collective waits behind a host function on the compute
+// stream, so the waiter polls well past its first yields.
+TEST(Nccl, HostWaitReturnsOnceTheCollectiveRanAndNotBefore) {
+  auto comm = makeNccl();
+  const int n = comm->size(), r = comm->rank();
+  constexpr std::size_t kCount = 1 << 20;
+  auto buffer = comm->allocate(kCount * sizeof(float));
+  for (int round = 0; round < 3; ++round) {
+    toDevice(buffer, std::vector<float>(kCount, static_cast<float>(r + round)));
+    static std::atomic<bool> released;
+    released = false;
+    cudaLaunchHostFunc(
+        cuda::computeStream(),
+        [](void*) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          released = true;
+        },
+        nullptr);
+    WorkPtr work = comm->allreduce(buffer.get(), kCount, DataType::kFloat32, ReduceOp::kSum);
+    work->wait(30s);
+    EXPECT_TRUE(released.load()) << "wait() returned before the collective could run";
+    EXPECT_TRUE(work->isCompleted());
+    const float expected = static_cast<float>(n * round) + n * (n - 1) / 2.0f;
+    for (float v : toHost<float>(buffer, kCount))
+      ASSERT_FLOAT_EQ(v, expected) << "round " << round;
+  }
+}
+
 TEST(Nccl, WatchdogReportsACollectiveThatDoesNotComplete) {
   auto comm = makeNccl(200ms);
   std::atomic<bool> reported{false};

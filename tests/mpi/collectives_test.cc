@@ -431,6 +431,21 @@ TEST(Work, WaitTimesOutWithTheCollectiveNamed) {
   }
 }
 
+TEST(Work, TheFirstCompletionCounts) {
+  Work work("allreduce #3");
+  work.complete();
+  const Work::TimePoint first = work.completedAt();
+  work.complete(std::make_exception_ptr(CommError("aborted after it ran")));
+  EXPECT_NO_THROW(work.wait(std::chrono::seconds(1)));
+  EXPECT_FALSE(work.hasFailed());
+  EXPECT_EQ(work.completedAt(), first);
+
+  Work failed("allreduce #4");
+  failed.complete(std::make_exception_ptr(CommError("the peer died")));
+  failed.complete();
+  EXPECT_THROW(failed.wait(std::chrono::seconds(1)), CommError);
+}
+
 TEST(Work, WaitRethrowsTheStoredError) {
   Work work("broadcast #1");
   work.complete(std::make_exception_ptr(CommError("MPI_Bcast failed")));
