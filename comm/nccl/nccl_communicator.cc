@@ -112,9 +112,13 @@ class NcclCommunicator::DeviceWork final : public Work {
         break;  // the device failed: the watchdog reports it
       }
       if (ran) {
-        std::lock_guard lock(shared_->mutex);
-        if (!shared_->failed) complete();
-        break;
+        // Not a blocking lock: an NCCL call on another thread may hold it
+        // for long (connecting to peers), and this wait has a deadline.
+        std::unique_lock lock(shared_->mutex, std::try_to_lock);
+        if (lock.owns_lock()) {
+          if (!shared_->failed) complete();
+          break;
+        }
       }
       const Clock::duration waited = now - start;
       if (waited < 50us) {

@@ -24,7 +24,8 @@
 // itself: it queries the event, yielding for the first 50 us and then
 // sleeping for 1/32 of the time it has waited (at most 1 ms), so a long
 // collective is seen at most about 3% after it ran. When `done` has run
-// the waiter completes the Work under the communicator's lock, unless the
+// the waiter completes the Work under the communicator's lock (if it is
+// free: an NCCL call may hold it for long; else it polls on), unless the
 // communicator has failed: an abort also lets the stuck kernels return, and
 // the watchdog then completes the Work with the report. Whichever of the
 // waiter and the watchdog completes it first counts (Work::complete). A
