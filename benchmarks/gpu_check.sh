@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check: build ddp with CUDA, run the GPU tests, and benchmark one GPU
-# against PyTorch, in one go (about 5 minutes on a one-GPU machine with 16
-# cores, build included). Everything it reports goes to $OUT (default
-# ./gpu-check-out): gpu_check.log, the test log (testlog.txt), gpu_bench.md, and
+# against PyTorch, in one go (on an H200 with 16 CPUs: build 30 s, tests 80 s,
+# the comparison 204 s, 417 s with every stage). Everything it reports goes
+# to $OUT (default ./gpu-check-out): gpu_check.log, the test log
+# (testlog.txt), gpu_bench.md, and
 # details.tar.gz with the rest (gather_bench.txt, allreduce_nccl.txt,
 # allgather_nccl.txt, reducescatter_nccl.txt, ddp_bench_gpu.txt, the JSON and
 # CSV files, the build and memcheck logs).
@@ -10,6 +11,11 @@
 #   bash benchmarks/gpu_check.sh
 #   TESTS_ONLY=1 bash benchmarks/gpu_check.sh    # a rerun: build what changed, GPU tests only
 #   DEADLINE_S=450 bash benchmarks/gpu_check.sh  # end within 450 s (the device tool's limit)
+#   STAGES="allreduce memcheck" bash benchmarks/gpu_check.sh  # the tests, then these stages only
+#
+# The stages after the tests: comparison (ddp_train against PyTorch), allreduce
+# (the NCCL all-reduce table), ddp_bench, gathers (the all-gather and
+# reduce-scatter tables), gather_bench, memcheck.
 #
 # With DEADLINE_S, each stage after the tests runs only when its time bound
 # fits in what is left (a shorter bound when only part of it does), in the
@@ -181,44 +187,60 @@ timeout "$t" meson test -C build-gpu device_choice cublas_library gpu_kernels_np
 tests=$?
 grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout):' "$OUT/tests.log"
 cp build-gpu/meson-logs/testlog.txt "$OUT/testlog.txt" 2>/dev/null
-# TESTS_ONLY=1: a rerun after a fix that needs the tests' verdict alone.
-if [ "${TESTS_ONLY:-0}" = 1 ]; then
-  stage "done (tests exit $tests; TESTS_ONLY=1: no benchmarks)"
+# STAGES names the stages after the tests that run (default: all, in this
+# order); TESTS_ONLY=1, none (a rerun after a fix that needs the tests'
+# verdict alone).
+stages=${STAGES-comparison allreduce ddp_bench gathers gather_bench memcheck}
+[ "${TESTS_ONLY:-0}" = 1 ] && stages=""
+if [ -z "$stages" ]; then
+  stage "done (tests exit $tests; no stage after the tests asked for)"
   exit "$tests"
 fi
+wanted() { [[ " $stages " == *" $1 "* ]]; }
 
-stage "one-GPU step time: ddp_train vs PyTorch"
-bench=1
-if t=$(bound 300); then
-  # A run started just before the limit ends well inside the bound.
-  timeout "$t" python3 benchmarks/gpu_bench.py --build build-gpu --repeats 3 --markdown "$OUT/gpu_bench.md" \
-    --time-limit $((t > 90 ? t - 45 : t / 2))
-  bench=$?
+bench=0
+if wanted comparison; then
+  stage "one-GPU step time: ddp_train vs PyTorch"
+  bench=1
+  if t=$(bound 300); then
+    # A run started just before the limit ends well inside the bound.
+    timeout "$t" python3 benchmarks/gpu_bench.py --build build-gpu --repeats 3 \
+      --markdown "$OUT/gpu_bench.md" --time-limit $((t > 90 ? t - 45 : t / 2))
+    bench=$?
+  fi
 fi
 
-stage "allreduce_bench --backend nccl (one GPU: the layer's cost over ncclAllReduce)"
-t=$(bound 120) && timeout "$t" mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl \
-  -b 8 -e 256M -f 4 -n 20 -w 5 --csv "$OUT/allreduce_nccl.csv" | tee "$OUT/allreduce_nccl.txt"
+if wanted allreduce; then
+  stage "allreduce_bench --backend nccl (one GPU: the layer's cost over ncclAllReduce)"
+  t=$(bound 120) && timeout "$t" mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl \
+    -b 8 -e 256M -f 4 -n 20 -w 5 --csv "$OUT/allreduce_nccl.csv" | tee "$OUT/allreduce_nccl.txt"
+fi
 
-stage "ddp_bench --device cuda (one GPU: the Reducer on NCCL, caps side by side, profiles)"
-for profile in mlp resnet50 bert-base gpt2; do
-  t=$(bound 60) && timeout "$t" mpirun -q -np 1 build-gpu/benchmarks/ddp_bench --device cuda \
-    --profile "$profile" --steps 20 --warmup 3 --json "$OUT/ddp_bench_gpu_$profile.json" |
-    tee -a "$OUT/ddp_bench_gpu.txt"
-done
+if wanted ddp_bench; then
+  stage "ddp_bench --device cuda (one GPU: the Reducer on NCCL, caps side by side, profiles)"
+  for profile in mlp resnet50 bert-base gpt2; do
+    t=$(bound 60) && timeout "$t" mpirun -q -np 1 build-gpu/benchmarks/ddp_bench --device cuda \
+      --profile "$profile" --steps 20 --warmup 3 --json "$OUT/ddp_bench_gpu_$profile.json" |
+      tee -a "$OUT/ddp_bench_gpu.txt"
+  done
+fi
 
-stage "allreduce_bench --backend nccl --collective allgather, reducescatter (--shard-optimizer's)"
-for collective in allgather reducescatter; do
-  t=$(bound 60) && timeout "$t" mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl \
-    -b 1M -e 256M -f 4 -n 20 -w 5 --collective "$collective" | tee "$OUT/${collective}_nccl.txt"
-done
+if wanted gathers; then
+  stage "allreduce_bench --backend nccl --collective allgather, reducescatter (--shard-optimizer's)"
+  for collective in allgather reducescatter; do
+    t=$(bound 60) && timeout "$t" mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl \
+      -b 1M -e 256M -f 4 -n 20 -w 5 --collective "$collective" | tee "$OUT/${collective}_nccl.txt"
+  done
+fi
 
-stage "gather_bench: a batch gathered on the host, threads started per batch or kept"
-t=$(bound 60) && timeout "$t" build-gpu/benchmarks/gather_bench \
-  --data-dir "${DDP_DATA_DIR:-/usr/share/datasets/fashion-mnist}" --batches 256,1024,4096 \
-  --threads "$(nproc)" --calls 200 --rounds 3 | tee "$OUT/gather_bench.txt"
+if wanted gather_bench; then
+  stage "gather_bench: a batch gathered on the host, threads started per batch or kept"
+  t=$(bound 60) && timeout "$t" build-gpu/benchmarks/gather_bench \
+    --data-dir "${DDP_DATA_DIR:-/usr/share/datasets/fashion-mnist}" --batches 256,1024,4096 \
+    --threads "$(nproc)" --calls 200 --rounds 3 | tee "$OUT/gather_bench.txt"
+fi
 
-if command -v compute-sanitizer > /dev/null; then
+if wanted memcheck && command -v compute-sanitizer > /dev/null; then
   stage "kernels under compute-sanitizer (memcheck; report only)"
   if t=$(bound 120); then
     timeout "$t" mpirun -q -np 1 compute-sanitizer --tool memcheck --print-limit 20 \
