@@ -22,6 +22,14 @@
 // iterations of the slowest rank's time; algbw = bytes / time, busbw =
 // algbw x 2(n-1)/n (nccl-tests' convention). ours/raw is in-place over raw.
 //
+// NCCL all-reduce: a fourth case, "stream-ordered": our in-place call
+// consumed the way training consumes it, Work::synchronize (the compute
+// stream waits for the collective) and then a cudaStreamSynchronize of the
+// compute stream, the same host wait as the raw call's. Against the in-place
+// columns (Work::wait: the host watches the collective, Note [Host wait on a
+// device collective]) it separates what the host wait costs from what
+// issuing through our layer costs; "ordered/raw" is over raw.
+//
 // --thread-floor (MPI, plain memory): a fourth case, the raw MPI_Allreduce
 // handed to a bare worker thread (a mutex, a condition variable, nothing
 // else) and waited for. It is the cost of running MPI on another thread at
@@ -223,6 +231,8 @@ class Bench {
         ->wait(std::chrono::minutes(5));
   }
   virtual void raw(float* data, std::size_t count) = 0;
+  // Our in-place all-reduce, stream-ordered (NCCL only; see the header).
+  virtual void oursOrdered(float*, std::size_t) {}
   // The raw call on a bare worker thread (--thread-floor, which main() allows
   // for the MPI backend only).
   virtual void rawOnThread(float*, std::size_t) {}
@@ -372,6 +382,11 @@ class NcclBench final : public Bench {
     }
     cudaCheck(cudaStreamSynchronize(stream), "raw");
   }
+  void oursOrdered(float* data, std::size_t count) override {
+    comm_.allreduce(data, data, count, DataType::kFloat32, ReduceOp::kSum)
+        ->synchronize(std::chrono::minutes(5));
+    cudaCheck(cudaStreamSynchronize(ddp::cuda::computeStream()), "stream-ordered");
+  }
   std::string describe() const override {
     return "nccl " + ddp::comm::NcclCommunicator::version() + " (raw: " +
            (collective() == Collective::kAllgather       ? "ncclAllGather"
@@ -453,6 +468,11 @@ std::optional<Options> parse(int argc, char** argv) {
   return o;
 }
 
+// Whether the stream-ordered case runs (see the header): NCCL all-reduces.
+bool streamOrdered(const Options& o) {
+  return o.backend == "nccl" && o.collective == Collective::kAllreduce;
+}
+
 // The table's header on stdout, and the CSV's (null when there is no --csv).
 std::FILE* printHeader(const Options& o, const ddp::World& world, const Bench& bench) {
   std::printf("# allreduce_bench: %d ranks on %d node(s), %s\n", world.size(), world.nodeCount(),
@@ -469,11 +489,15 @@ std::FILE* printHeader(const Options& o, const ddp::World& world, const Bench& b
   std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n", "", "",
               "", "", scatter ? "all-reduce" : "out-of-place", "", "", "",
               scatter ? "reduce-scat" : "in-place", "", "", "", "raw", "", "",
-              o.threadFloor ? "   raw on a bare thread" : "");
+              streamOrdered(o) ? "   stream-ordered     "
+              : o.threadFloor  ? "   raw on a bare thread"
+                               : "");
   std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n", "size",
               "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "time(us)", "algbw",
               "busbw", "#wrong", "time(us)", "busbw", "ours/raw",
-              o.threadFloor ? "     time(us) ours/thread" : "");
+              streamOrdered(o) ? "     time(us) ordered/raw"
+              : o.threadFloor  ? "     time(us) ours/thread"
+                               : "");
   if (o.csvPath.empty()) return nullptr;
   std::FILE* csv = std::fopen(o.csvPath.c_str(), "w");
   if (csv == nullptr) {
@@ -483,14 +507,16 @@ std::FILE* printHeader(const Options& o, const ddp::World& world, const Bench& b
   std::fprintf(csv,
                "backend,memory,ranks,bytes,count,oop_us,oop_algbw,oop_busbw,oop_wrong,ip_us,"
                "ip_algbw,ip_busbw,ip_wrong,raw_us,raw_busbw,raw_wrong%s,collective\n",
-               o.threadFloor ? ",thread_us,thread_wrong" : "");
+               streamOrdered(o) ? ",ordered_us,ordered_wrong"
+               : o.threadFloor  ? ",thread_us,thread_wrong"
+                                : "");
   return csv;
 }
 
 // One size's measurements.
 struct Row {
   std::size_t bytes = 0;
-  ddp::bench::Measured outOfPlace, inPlace, raw, onThread;
+  ddp::bench::Measured outOfPlace, inPlace, raw, onThread, ordered;
 };
 
 // The row on stdout and, with --csv, in `csv`.
@@ -512,6 +538,8 @@ void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
       algbw(oop.micros) * firstFactor, oop.wrong, ip.micros, algbw(ip.micros),
       algbw(ip.micros) * busFactor, ip.wrong, raw.micros, algbw(raw.micros) * busFactor,
       ip.micros / raw.micros);
+  if (streamOrdered(o))
+    std::printf("   %10.1f %11.2f", r.ordered.micros, r.ordered.micros / raw.micros);
   if (o.threadFloor)
     std::printf("   %10.1f %11.2f", r.onThread.micros, ip.micros / r.onThread.micros);
   std::printf("\n");
@@ -522,6 +550,7 @@ void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
                count, oop.micros, algbw(oop.micros), algbw(oop.micros) * firstFactor, oop.wrong,
                ip.micros, algbw(ip.micros), algbw(ip.micros) * busFactor, ip.wrong, raw.micros,
                algbw(raw.micros) * busFactor, raw.wrong);
+  if (streamOrdered(o)) std::fprintf(csv, ",%.3f,%ld", r.ordered.micros, r.ordered.wrong);
   if (o.threadFloor) std::fprintf(csv, ",%.3f,%ld", r.onThread.micros, r.onThread.wrong);
   std::fprintf(csv, ",%s\n", gather ? "allgather" : scatter ? "reducescatter" : "allreduce");
 }
@@ -612,11 +641,16 @@ int main(int argc, char** argv) {
         checkRecv);
     row.raw = ddp::bench::measure(
         o.iterations, o.warmup, inPlace, [&] { bench->raw(recv, count); }, checkRaw);
+    if (streamOrdered(o)) {
+      row.ordered = ddp::bench::measure(
+          o.iterations, o.warmup, inPlace, [&] { bench->oursOrdered(recv, count); }, checkRecv);
+    }
     if (o.threadFloor) {
       row.onThread = ddp::bench::measure(
           o.iterations, o.warmup, inPlace, [&] { bench->rawOnThread(recv, count); }, checkRecv);
     }
-    anyWrong += row.outOfPlace.wrong + row.inPlace.wrong + row.raw.wrong + row.onThread.wrong;
+    anyWrong += row.outOfPlace.wrong + row.inPlace.wrong + row.raw.wrong + row.onThread.wrong +
+                row.ordered.wrong;
     if (rank == 0) printRow(o, n, row, csv);
   }
   if (csv != nullptr) std::fclose(csv);

@@ -121,7 +121,7 @@ class NcclCommunicator::DeviceWork final : public Work {
         }
       }
       const Clock::duration waited = now - start;
-      if (waited < 50us) {
+      if (waited < 2ms) {
         std::this_thread::yield();
       } else {
         std::this_thread::sleep_for(std::min<Clock::duration>({waited / 32, 1ms, deadline - now}));
