@@ -6,7 +6,7 @@
 //   mpirun -np N allreduce_bench [-b 8] [-e 256M] [-f 2] [-n 20] [-w 5]
 //       [--backend mpi|nccl] [--memory shared|plain]
 //       [--collective allreduce|allgather|reducescatter] [--checks] [--one-level]
-//       [--csv FILE]
+//       [--back-to-back K] [--csv FILE]
 //
 // Per size: out-of-place and in-place Communicator::allreduce (issue, then
 // Work::wait), and the raw call (MPI_Allreduce in place on MPI_COMM_WORLD,
@@ -29,6 +29,18 @@
 // columns (Work::wait: the host watches the collective, Note [Host wait on a
 // device collective]) it separates what the host wait costs from what
 // issuing through our layer costs; "ordered/raw" is over raw.
+//
+// --back-to-back K (all-reduce): two more cases timed as nccl-tests times,
+// K calls issued back to back and one wait at the end, time per call: our
+// out-of-place all-reduce (K Works, then each waited for in order) and the
+// raw one (K blocking MPI_Allreduce calls; K ncclAllReduce calls on the
+// compute stream, then one stream synchronize). Our Works are waited for
+// from the last, so the host wakes once. A training step issues its
+// buckets so, one after another with no host wait between, and the
+// columns above (one call, then its wait) count every call's hand-off in
+// full. Out of place, so the buffer being sent stays what was filled and
+// the result keeps its closed form; the last call's result is checked
+// (poisoned before each batch). "b2b ours/raw" is the first over the second.
 //
 // --thread-floor (MPI, plain memory): a fourth case, the raw MPI_Allreduce
 // handed to a bare worker thread (a mutex, a condition variable, nothing
@@ -94,6 +106,7 @@
 #include "benchmarks/mpi_bench.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "ddp_config.h"
+#include "runtime/str.h"
 #include "runtime/world.h"
 #if DDP_WITH_CUDA
 #include <cuda_runtime.h>
@@ -230,7 +243,22 @@ class Bench {
         .reduceScatter(data, equalParts(count, ranks), DataType::kFloat32, ReduceOp::kSum)
         ->wait(std::chrono::minutes(5));
   }
+  // `calls` out-of-place all-reduces issued back to back, then waited for
+  // from the last (--back-to-back): a backend runs its collectives in issue
+  // order, so the earlier waits return at once, and the waiting thread
+  // wakes once, as a stream synchronize would.
+  void oursBackToBack(const float* send, float* recv, std::size_t count, int calls) {
+    std::vector<ddp::comm::WorkPtr> works;
+    works.reserve(static_cast<std::size_t>(calls));
+    for (int i = 0; i < calls; ++i)
+      works.push_back(comm().allreduce(send, recv, count, DataType::kFloat32, ReduceOp::kSum));
+    for (auto work = works.rbegin(); work != works.rend(); ++work)
+      (*work)->wait(std::chrono::minutes(5));
+  }
   virtual void raw(float* data, std::size_t count) = 0;
+  // The raw out-of-place all-reduce `calls` times back to back, one wait at
+  // the end (--back-to-back).
+  virtual void rawBackToBack(const float* send, float* recv, std::size_t count, int calls) = 0;
   // Our in-place all-reduce, stream-ordered (NCCL only; see the header).
   virtual void oursOrdered(float*, std::size_t) {}
   // The raw call on a bare worker thread (--thread-floor, which main() allows
@@ -285,6 +313,10 @@ class MpiBench final : public Bench {
       return;
     }
     MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  }
+  void rawBackToBack(const float* send, float* recv, std::size_t count, int calls) override {
+    for (int i = 0; i < calls; ++i)
+      MPI_Allreduce(send, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   }
   void rawOnThread(float* data, std::size_t count) override {
     if (!floor_) {
@@ -382,6 +414,12 @@ class NcclBench final : public Bench {
     }
     cudaCheck(cudaStreamSynchronize(stream), "raw");
   }
+  void rawBackToBack(const float* send, float* recv, std::size_t count, int calls) override {
+    const cudaStream_t stream = ddp::cuda::computeStream();
+    for (int i = 0; i < calls; ++i)
+      ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, raw_, stream);
+    cudaCheck(cudaStreamSynchronize(stream), "raw back-to-back");
+  }
   void oursOrdered(float* data, std::size_t count) override {
     comm_.allreduce(data, data, count, DataType::kFloat32, ReduceOp::kSum)
         ->synchronize(std::chrono::minutes(5));
@@ -409,7 +447,7 @@ int usage() {
                "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] "
                "[--backend mpi|nccl] [--memory shared|plain] "
                "[--collective allreduce|allgather|reducescatter] [--thread-floor] [--checks] "
-               "[--one-level] "
+               "[--one-level] [--back-to-back K] "
                "[--csv FILE]\n");
   return 2;
 }
@@ -422,6 +460,7 @@ struct Options : ddp::bench::Sweep {
   bool threadFloor = false;
   bool checks = false;
   bool oneLevel = false;
+  int backToBack = 0;  // calls per batch; 0: not measured
 };
 
 // Empty when the command line is not valid (main then prints usage()).
@@ -454,6 +493,9 @@ std::optional<Options> parse(int argc, char** argv) {
       }
     } else if (flag == "--csv") {
       o.csvPath = value;
+    } else if (flag == "--back-to-back") {
+      o.backToBack = std::atoi(value);
+      if (o.backToBack < 1) return std::nullopt;
     } else {
       return std::nullopt;
     }
@@ -462,7 +504,8 @@ std::optional<Options> parse(int argc, char** argv) {
       (o.memory != "shared" && o.memory != "plain") ||
       (o.threadFloor &&
        (o.backend != "mpi" || o.memory != "plain" || o.collective != Collective::kAllreduce)) ||
-      ((o.checks || o.oneLevel) && o.backend != "mpi")) {
+      ((o.checks || o.oneLevel) && o.backend != "mpi") ||
+      (o.backToBack > 0 && o.collective != Collective::kAllreduce)) {
     return std::nullopt;
   }
   return o;
@@ -486,18 +529,22 @@ std::FILE* printHeader(const Options& o, const ddp::World& world, const Bench& b
                         : "sum all-reduce",
               o.iterations, o.warmup,
               o.checks ? "; ours checks every result for NaN and infinity (--checks)" : "");
-  std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n", "", "",
-              "", "", scatter ? "all-reduce" : "out-of-place", "", "", "",
+  std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s%s\n", "",
+              "", "", "", scatter ? "all-reduce" : "out-of-place", "", "", "",
               scatter ? "reduce-scat" : "in-place", "", "", "", "raw", "", "",
               streamOrdered(o) ? "   stream-ordered     "
               : o.threadFloor  ? "   raw on a bare thread"
-                               : "");
-  std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s\n", "size",
-              "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "time(us)", "algbw",
-              "busbw", "#wrong", "time(us)", "busbw", "ours/raw",
+                               : "",
+              o.backToBack > 0
+                  ? ddp::str("   back to back, ", o.backToBack, " calls a wait (us a call)").c_str()
+                  : "");
+  std::printf("#%11s %12s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s   %10s %8s %7s%s%s\n",
+              "size", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "time(us)",
+              "algbw", "busbw", "#wrong", "time(us)", "busbw", "ours/raw",
               streamOrdered(o) ? "     time(us) ordered/raw"
               : o.threadFloor  ? "     time(us) ours/thread"
-                               : "");
+                               : "",
+              o.backToBack > 0 ? "         ours          raw #wrong b2b ours/raw" : "");
   if (o.csvPath.empty()) return nullptr;
   std::FILE* csv = std::fopen(o.csvPath.c_str(), "w");
   if (csv == nullptr) {
@@ -506,10 +553,11 @@ std::FILE* printHeader(const Options& o, const ddp::World& world, const Bench& b
   }
   std::fprintf(csv,
                "backend,memory,ranks,bytes,count,oop_us,oop_algbw,oop_busbw,oop_wrong,ip_us,"
-               "ip_algbw,ip_busbw,ip_wrong,raw_us,raw_busbw,raw_wrong%s,collective\n",
+               "ip_algbw,ip_busbw,ip_wrong,raw_us,raw_busbw,raw_wrong%s%s,collective\n",
                streamOrdered(o) ? ",ordered_us,ordered_wrong"
                : o.threadFloor  ? ",thread_us,thread_wrong"
-                                : "");
+                                : "",
+               o.backToBack > 0 ? ",b2b_calls,b2b_us,b2b_raw_us,b2b_wrong" : "");
   return csv;
 }
 
@@ -517,6 +565,8 @@ std::FILE* printHeader(const Options& o, const ddp::World& world, const Bench& b
 struct Row {
   std::size_t bytes = 0;
   ddp::bench::Measured outOfPlace, inPlace, raw, onThread, ordered;
+  // --back-to-back: a call's time in a batch; wrong elements of each batch's last result.
+  ddp::bench::Measured backToBack, backToBackRaw;
 };
 
 // The row on stdout and, with --csv, in `csv`.
@@ -542,6 +592,10 @@ void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
     std::printf("   %10.1f %11.2f", r.ordered.micros, r.ordered.micros / raw.micros);
   if (o.threadFloor)
     std::printf("   %10.1f %11.2f", r.onThread.micros, ip.micros / r.onThread.micros);
+  if (o.backToBack > 0)
+    std::printf("   %10.1f %12.1f %6ld %12.2f", r.backToBack.micros, r.backToBackRaw.micros,
+                r.backToBack.wrong + r.backToBackRaw.wrong,
+                r.backToBack.micros / r.backToBackRaw.micros);
   std::printf("\n");
   std::fflush(stdout);
   if (csv == nullptr) return;
@@ -552,6 +606,9 @@ void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
                algbw(raw.micros) * busFactor, raw.wrong);
   if (streamOrdered(o)) std::fprintf(csv, ",%.3f,%ld", r.ordered.micros, r.ordered.wrong);
   if (o.threadFloor) std::fprintf(csv, ",%.3f,%ld", r.onThread.micros, r.onThread.wrong);
+  if (o.backToBack > 0)
+    std::fprintf(csv, ",%d,%.3f,%.3f,%ld", o.backToBack, r.backToBack.micros,
+                 r.backToBackRaw.micros, r.backToBack.wrong + r.backToBackRaw.wrong);
   std::fprintf(csv, ",%s\n", gather ? "allgather" : scatter ? "reducescatter" : "allreduce");
 }
 
@@ -649,8 +706,20 @@ int main(int argc, char** argv) {
       row.onThread = ddp::bench::measure(
           o.iterations, o.warmup, inPlace, [&] { bench->rawOnThread(recv, count); }, checkRecv);
     }
+    if (o.backToBack > 0) {
+      const auto perCall = [&](ddp::bench::Measured batch) {
+        batch.micros /= o.backToBack;
+        return batch;
+      };
+      row.backToBack = perCall(ddp::bench::measure(
+          o.iterations, o.warmup, outOfPlace,
+          [&] { bench->oursBackToBack(send, recv, count, o.backToBack); }, checkRecv));
+      row.backToBackRaw = perCall(ddp::bench::measure(
+          o.iterations, o.warmup, outOfPlace,
+          [&] { bench->rawBackToBack(send, recv, count, o.backToBack); }, checkRecv));
+    }
     anyWrong += row.outOfPlace.wrong + row.inPlace.wrong + row.raw.wrong + row.onThread.wrong +
-                row.ordered.wrong;
+                row.ordered.wrong + row.backToBack.wrong + row.backToBackRaw.wrong;
     if (rank == 0) printRow(o, n, row, csv);
   }
   if (csv != nullptr) std::fclose(csv);

@@ -213,7 +213,8 @@ fi
 if wanted allreduce; then
   stage "allreduce_bench --backend nccl (one GPU: the layer's cost over ncclAllReduce)"
   t=$(bound 120) && timeout "$t" mpirun -q -np 1 build-gpu/benchmarks/allreduce_bench --backend nccl \
-    -b 8 -e 256M -f 4 -n 20 -w 5 --csv "$OUT/allreduce_nccl.csv" | tee "$OUT/allreduce_nccl.txt"
+    -b 8 -e 256M -f 4 -n 20 -w 5 --back-to-back 20 --csv "$OUT/allreduce_nccl.csv" |
+    tee "$OUT/allreduce_nccl.txt"
 fi
 
 if wanted ddp_bench; then

@@ -222,6 +222,7 @@ WorkPtr NcclCommunicator::issue(std::string what, const std::function<void(cudaS
   // state now, so recording it again for the next collective is safe.
   ready_.record(compute_);
   ready_.makeWait(stream_.get());
+  bool watchdogIdle = false;
   {
     // Held while NCCL is called, so the watchdog never aborts the
     // communicator in the middle of a call.
@@ -232,9 +233,11 @@ WorkPtr NcclCommunicator::issue(std::string what, const std::function<void(cudaS
     call(stream_.get());
     work->done->record(stream_.get());
     work->markStarted();
+    watchdogIdle = inFlight_.empty();
     inFlight_.push_back(work);
   }
-  wake_.notify_one();
+  // Note [NCCL watchdog]: woken only from its idle wait.
+  if (watchdogIdle) wake_.notify_one();
   return work;
 }
 
@@ -251,11 +254,12 @@ void NcclCommunicator::watch() {
     std::string report;
     bool timedOut = false;
     try {
-      std::erase_if(inFlight_, [](const std::shared_ptr<DeviceWork>& work) {
-        if (!work->done->query()) return false;
-        work->complete();
-        return true;
-      });
+      // One stream runs them in issue order: the first that has not run
+      // ends the scan (Note [NCCL watchdog]).
+      auto ran = inFlight_.begin();
+      for (; ran != inFlight_.end() && (*ran)->done->query(); ++ran)
+        (*ran)->complete();
+      inFlight_.erase(inFlight_.begin(), ran);
     } catch (const Error& e) {
       report = str("rank ", rank_, " (GPU ", device_,
                    "): the device failed while collectives ran: ", e.what());

@@ -50,6 +50,15 @@
 // flight with a report naming the rank, GPU, collective and context (step,
 // bucket), and calls the fatal handler (ddp_train's logs the report and ends
 // the job). Afterwards every call on this communicator throws that report.
+// The watchdog costs the issuing thread as little as it can, since a step
+// issues a collective per bucket: an issue wakes it only from its idle wait
+// (nothing in flight: 100 ms), as it polls every millisecond otherwise, and
+// a poll stops at the first collective that has not run (the communication
+// stream runs them in issue order). Before, every issue woke it, and each
+// time it took the lock and queried every event in flight, while the
+// issuing thread waited for that lock to issue the next bucket (a likely
+// part of the 17 us per bucket measured on the H200, benchmarks/RESULTS.md;
+// not measured since).
 // The watchdog never aborts during an NCCL call (ncclCommAbort must not run
 // beside another call on the communicator), so a call that itself blocks
 // (NCCL may set up its connections inside the first collectives, waiting
