@@ -32,10 +32,10 @@
 //
 // --back-to-back K (all-reduce): two more cases timed as nccl-tests times,
 // K calls issued back to back and one wait at the end, time per call: our
-// out-of-place all-reduce (K Works, then each waited for in order) and the
-// raw one (K blocking MPI_Allreduce calls; K ncclAllReduce calls on the
-// compute stream, then one stream synchronize). Our Works are waited for
-// from the last, so the host wakes once. A training step issues its
+// out-of-place all-reduce (K Works, waited for from the last, so the host
+// wakes once) and the raw one (K blocking MPI_Allreduce calls; K
+// ncclAllReduce calls on the compute stream, then one stream synchronize).
+// A training step issues its
 // buckets so, one after another with no host wait between, and the
 // columns above (one call, then its wait) count every call's hand-off in
 // full. Out of place, so the buffer being sent stays what was filled and
