@@ -10,6 +10,7 @@ per rank, and reports the median step time, samples/s and the ratios:
   python3 benchmarks/compare_pytorch.py [--build build] [--np 1,2] [--models default]
         [--caps 25] [--optimizers sgd] [--clip-grad-norm 0] [--shard-optimizer off]
         [--batch-size 64] [--steps 300] [--repeats 5] [--markdown FILE]
+        [--torch-kernels same|library]
 
 --models: default (784-1024-1024-10) and/or large (784-4096-4096-4096-10), or
 --hidden W,W,... for one other MLP. --caps: bucket caps in MiB for both
@@ -26,6 +27,15 @@ PyTorch's ru_maxrss) and its proportional set size at the end (PSS: pages
 shared between ranks, as ddp_train's node shared memory is, count once in
 all, not once per rank that reads them).
 
+--torch-kernels: both frameworks' GEMMs are OpenBLAS's. ddp_train may run
+other kernels than OpenBLAS chooses by itself (on a CPU newer than the
+library: Note [OpenBLAS kernels on CPUs newer than the library] in
+trainer/blas_kernels.h, reported by ddp_train --version). "same" (the
+default) has PyTorch's OpenBLAS run those kernels too (OPENBLAS_CORETYPE),
+so the ratios compare the frameworks, not the kernels; "library" leaves
+PyTorch to OpenBLAS's own choice, as a PyTorch user gets it. An
+OPENBLAS_CORETYPE already set applies to both.
+
 ddp_train trains on --dataset synthetic (in memory, like the PyTorch side) and
 its step time is taken from its --metrics file (training steps only, no
 evaluation, no start-up). The first --warmup steps are not timed on the
@@ -33,6 +43,7 @@ PyTorch side; ddp_train's first step is included in its mean (its effect at
 300 steps is below 0.5%).
 """
 import argparse
+import functools
 import json
 import os
 import re
@@ -86,6 +97,25 @@ def run_ours(args, np_, hidden, steps, cap, optimizer, clip, shard):
         return m["train_time_s"] / m["steps"] * 1e3, (float(memory.group(1)), float(memory.group(2)))
 
 
+@functools.lru_cache(maxsize=None)
+def our_blas(build):
+    """ddp_train's BLAS line: ("OpenBLAS 0.3.21, SkylakeX kernels (...)", "SkylakeX")."""
+    out = subprocess.run([os.path.join(build, "launcher", "ddp_train"), "--version"], env=mpi_env(),
+                         check=True, capture_output=True, text=True, timeout=120).stdout
+    line = re.search(r"^BLAS: (.*)$", out, re.M).group(1)
+    return line, re.search(r", (\w+) kernels", line).group(1)
+
+
+def torch_env(args):
+    """PyTorch's environment: with --torch-kernels same, OpenBLAS runs the
+    kernels ddp_train runs (Note [OpenBLAS kernels on CPUs newer than the
+    library] in trainer/blas_kernels.h)."""
+    env = mpi_env()
+    if args.torch_kernels == "same" and "OPENBLAS_CORETYPE" not in env:
+        env["OPENBLAS_CORETYPE"] = our_blas(args.build)[1]
+    return env
+
+
 def run_torch(args, np_, port, hidden, steps, cap, optimizer, clip, shard):
     """Mean step (ms) and rank 0's memory (MiB): peak resident, proportional at the end."""
     torch_cap = "100000" if cap in ("inf", "single") else cap  # larger than any model here
@@ -93,7 +123,7 @@ def run_torch(args, np_, port, hidden, steps, cap, optimizer, clip, shard):
            "--hidden", hidden, "--batch-size", str(args.batch_size), "--steps", str(steps),
            "--port", str(port), "--bucket-cap-mb", torch_cap, "--clip-grad-norm", clip,
            "--optimizer", optimizer] + (["--zero"] if shard == "on" else [])
-    out = subprocess.run(cmd, env=mpi_env(), check=True, capture_output=True, text=True, timeout=900).stdout
+    out = subprocess.run(cmd, env=torch_env(args), check=True, capture_output=True, text=True, timeout=900).stdout
     result = json.loads(out.strip().splitlines()[-1])
     return result["step_ms"], (result["peak_rss_mib"], result["pss_mib"])
 
@@ -112,6 +142,9 @@ def main():
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--markdown", help="append the table to this file")
+    parser.add_argument("--torch-kernels", choices=["same", "library"], default="same",
+                        help="same: PyTorch's OpenBLAS runs the kernels ddp_train runs; library: the ones "
+                             "OpenBLAS chooses by itself (on a CPU newer than the library, older ones)")
     args = parser.parse_args()
     worlds = [int(n) for n in args.np.split(",")]
     models = {"custom": args.hidden} if args.hidden else {m: MODELS[m] for m in args.models.split(",")}
@@ -147,9 +180,12 @@ def main():
                               f"MiB PSS; PyTorch DDP {theirs:.2f} ms, {their_peak[0]:.0f} MiB peak, "
                               f"{their_peak[1]:.0f} MiB PSS", file=sys.stderr, flush=True)
 
+    torch_core = torch_env(args).get("OPENBLAS_CORETYPE")
+    torch_blas = f"{torch_core} kernels (OPENBLAS_CORETYPE)" if torch_core else "the kernels OpenBLAS chooses"
     lines = [
         f"batch {args.batch_size} per rank, {args.steps} steps (large MLP: {args.steps // 5}), "
-        f"1 BLAS thread per rank, median of {args.repeats} alternating runs",
+        f"1 BLAS thread per rank, median of {args.repeats} alternating runs; "
+        f"ddp_train: {our_blas(args.build)[0]}; PyTorch: {torch_blas}",
         "",
         "| model | cap (MiB) | optimizer | clip | sharded | np | ddp_train step (ms) | ddp_train samples/s "
         "| PyTorch DDP step (ms) | PyTorch samples/s | speed-up (ddp/PyTorch) | ddp_train step vs np=1 "

@@ -59,6 +59,7 @@
 #include "runtime/cpu_share.h"
 #include "runtime/error.h"
 #include "runtime/world.h"
+#include "trainer/blas_kernels.h"
 #include "trainer/mlp.h"
 #include "trainer/tensor.h"
 
@@ -386,14 +387,15 @@ int runOn(const World& world, const Options& o) {
     std::printf(
         "# ddp_bench: %s (%zu tensors, %.1fM parameters, %.1f MiB of gradients), %d ranks "
         "on %d node(s), backend %s, device %s, --grad-compression %s, %d BLAS thread(s) per "
-        "rank, work K=%zu, batch %zu per rank, median of "
+        "rank (%s), work K=%zu, batch %zu per rank, median of "
         "%zu steps per cap, the caps "
         "taking turns step by step after %zu warm-up rounds (slowest rank)\n",
         profile.name.c_str(), profile.tensorCount(),
         static_cast<double>(profile.parameterCount()) / 1e6,
         static_cast<double>(profile.parameterCount()) * 4 / kMiB, n, world.nodeCount(),
         comm.backendName().c_str(), placement.summary.c_str(), compressionName(o.compression),
-        threads, model.work(), o.batch, o.steps, o.warmup);
+        threads, trainer::describe(trainer::blasKernels()).c_str(), model.work(), o.batch, o.steps,
+        o.warmup);
     std::printf("%8s %8s %8s %9s %9s %9s %9s %9s %11s %8s %6s\n", "cap(MiB)", "chosen", "buckets",
                 "step(ms)", "fwd", "bwd", "comm", "opt", "samples/s", "exposed", "#wrong");
   }
@@ -434,6 +436,7 @@ int runOn(const World& world, const Options& o) {
                                 {"grad_compression", compressionName(o.compression)},
                                 {"work", model.work()},
                                 {"blas_threads", threads},
+                                {"blas", trainer::describe(trainer::blasKernels())},
                                 {"batch", o.batch},
                                 {"steps", o.steps},
                                 {"results", results}};
@@ -458,6 +461,8 @@ int run(const Options& o) {
 }  // namespace ddp::bench
 
 int main(int argc, char** argv) {
+  // Note [OpenBLAS kernels on CPUs newer than the library] in trainer/blas_kernels.h.
+  ddp::trainer::fitBlasKernelsToCpu();
   ddp::bench::Options options;
   try {
     options = ddp::bench::parse(argc, argv);

@@ -25,6 +25,7 @@
 
 #include "comm/mpi/mpi_communicator.h"
 #include "runtime/world.h"
+#include "trainer/blas_kernels.h"
 
 namespace {
 
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "-m") == 0) mib = std::strtoul(argv[i + 1], nullptr, 10);
     if (std::strcmp(argv[i], "-r") == 0) repeats = std::atoi(argv[i + 1]);
   }
+  ddp::trainer::fitBlasKernelsToCpu();  // Note [OpenBLAS kernels on CPUs newer than the library]
   openblas_set_num_threads(1);
   ddp::World world;
   ddp::comm::MpiCommunicator comm(world.comm(), {});

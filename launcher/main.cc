@@ -35,6 +35,7 @@
 #include "runtime/start_up_deadline.h"
 #include "runtime/trace.h"
 #include "runtime/world.h"
+#include "trainer/blas_kernels.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_writer.h"
 #include "trainer/mlp.h"
@@ -306,6 +307,9 @@ int train(const Options& o) {
 
 int main(int argc, char** argv) {
   using namespace ddp;
+  // Before any BLAS call and any thread of ours (Note [OpenBLAS kernels on
+  // CPUs newer than the library] in trainer/blas_kernels.h).
+  trainer::fitBlasKernelsToCpu();
   const bool rankZero = rankFromEnvironment() == 0;
   launcher::Options options;
   try {

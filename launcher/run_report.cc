@@ -8,6 +8,7 @@
 #include "launcher/launcher_checks.h"
 #include "runtime/log.h"
 #include "runtime/memory.h"
+#include "trainer/blas_kernels.h"
 #include "trainer/checkpoint.h"
 
 namespace ddp::launcher {
@@ -30,7 +31,7 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
           ? placement.summary
           : str("cpu (", threads.threads, " BLAS thread", threads.threads > 1 ? "s" : "",
                 " per rank", threads.source.empty() ? std::string() : ", from " + threads.source,
-                ")");
+                "), ", trainer::describe(trainer::blasKernels()));
   // "2 per node", or "3+1 per node" when the nodes differ.
   std::vector<std::size_t> perNode;
   for (const NodeLayout& node : world.nodes())

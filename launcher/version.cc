@@ -5,6 +5,7 @@
 #include "ddp_config.h"
 #include "launcher/ddp_revision.h"
 #include "runtime/str.h"
+#include "trainer/blas_kernels.h"
 #if DDP_WITH_CUDA
 #include <cuda_runtime.h>
 
@@ -36,7 +37,8 @@ std::string versionText() {
   MPI_Get_library_version(library, &length);
   std::string mpi(library, static_cast<std::size_t>(length));
   mpi = mpi.substr(0, mpi.find_first_of(",\n"));
-  std::string text = str("ddp_train ", ddpVersion(), "\n", "MPI: ", mpi, "\n");
+  std::string text = str("ddp_train ", ddpVersion(), "\n", "MPI: ", mpi, "\n",
+                         "BLAS: ", trainer::describe(trainer::blasKernels()), "\n");
 #if DDP_WITH_CUDA
   int runtime = 0, driver = 0;
   (void)cudaRuntimeGetVersion(&runtime);

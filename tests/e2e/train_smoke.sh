@@ -38,6 +38,20 @@ grep -q "(stopped by --max-steps after step 1 of 4)" "$WORK/bound.out" ||
   fail "a partial epoch's line does not say why: $(grep train_loss "$WORK/bound.out")"
 grep -q "device cpu (1 BLAS thread per rank)" "$WORK/bound.out" ||
   fail "a rank bound to one core does not run one thread: $(head -3 "$WORK/bound.out")"
+# OpenBLAS's kernels are named, fitted to a CPU newer than the library
+# (Note [OpenBLAS kernels on CPUs newer than the library]); the user's
+# OPENBLAS_CORETYPE is kept.
+OPENBLAS_CORETYPE=Prescott timeout 120 mpirun -q -x OPENBLAS_CORETYPE -np 1 "$DDP_TRAIN" \
+  "${tiny[@]}" > "$WORK/prescott.out" 2>&1
+grep -q "device cpu (1 BLAS thread per rank), OpenBLAS [0-9.]*, Prescott kernels$" \
+  "$WORK/prescott.out" || fail "OPENBLAS_CORETYPE not kept: $(head -1 "$WORK/prescott.out")"
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  env -u OPENBLAS_CORETYPE timeout 120 mpirun -q -np 1 "$DDP_TRAIN" "${tiny[@]}" \
+    > "$WORK/fitted.out" 2>&1
+  grep -q "device cpu (1 BLAS thread per rank), OpenBLAS [0-9.]*, [A-Za-z]* kernels" \
+    "$WORK/fitted.out" && ! grep -q "Prescott kernels" "$WORK/fitted.out" ||
+    fail "SSE kernels on a CPU with AVX2: $(head -1 "$WORK/fitted.out")"
+fi
 if [ "$cpus" -gt 1 ]; then
   grep -q "warning: 1 rank on this node may run on 1 of its $cpus CPUs.*--bind-to none" \
     "$WORK/bound.out" || fail "no idle-CPU warning: $(head -3 "$WORK/bound.out")"
