@@ -9,7 +9,7 @@
 // models it does not know fall into an older case instead: Debian 12's
 // OpenBLAS 0.3.21 takes an Intel Xeon of family 6, model 207 (Emerald
 // Rapids) for a Prescott and runs SSE3 kernels, its single-thread sgemm
-// 3.5x slower than with the AVX-512 ones, ddp_train's step 3x slower
+// 3.3x to 4.2x slower than with its AVX-512 ones, ddp_train's step 3x slower
 // (benchmarks/RESULTS.md, "OpenBLAS on a CPU newer than itself"). So when
 // the kernels chosen use less than AVX2 and the CPU (with the kernel's
 // support for its registers) has AVX2 and FMA, OpenBLAS chooses again, as
