@@ -7,25 +7,23 @@
 #include <array>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 #include "runtime/str.h"
 
 namespace ddp::trainer {
 namespace {
 
-// OpenBLAS's x86-64 cores whose kernels use AVX2 or wider. Any other known
-// name is an older core; a name in neither list (a core newer than this
-// file) is kept.
-constexpr std::array kAvx2OrWider = {"Haswell",  "Zen",        "Excavator",
-                                     "SkylakeX", "Cooperlake", "SapphireRapids"};
+// OpenBLAS's x86-64 cores whose kernels use less than AVX2. Every other
+// name (Haswell, Zen, SkylakeX, Cooperlake, or a core newer than this list)
+// is kept.
 constexpr std::array kBelowAvx2 = {
     "Katmai", "Coppermine",  "Northwood", "Prescott",  "Banias",     "Atom",         "Core2",
     "Penryn", "Dunnington",  "Nehalem",   "Athlon",    "Opteron",    "Opteron_SSE3", "Barcelona",
     "Nano",   "Sandybridge", "Bobcat",    "Bulldozer", "Piledriver", "Steamroller"};
 
-template <std::size_t N>
-bool named(std::string_view name, const std::array<const char*, N>& names) {
-  for (const char* candidate : names) {
+bool belowAvx2(std::string_view name) {
+  for (const char* candidate : kBelowAvx2) {
     if (name.size() == std::string_view(candidate).size() &&
         strncasecmp(name.data(), candidate, name.size()) == 0)
       return true;
@@ -47,8 +45,7 @@ BlasKernels current() {
 }
 
 std::mutex fitMutex;
-bool fitted = false;
-BlasKernels fittedKernels;
+std::optional<BlasKernels> fitted;  // what fitBlasKernelsToCpu() left running
 
 }  // namespace
 
@@ -67,45 +64,46 @@ VectorLevel cpuVectorLevel() {
 }
 
 std::string betterBlasCore(std::string_view chosen, VectorLevel cpu) {
-  if (cpu == VectorLevel::kBelowAvx2 || named(chosen, kAvx2OrWider) || !named(chosen, kBelowAvx2))
-    return "";
+  if (!belowAvx2(chosen)) return "";
   // The order of OpenBLAS's own fallback for a CPU it cannot name.
   switch (cpu) {
     case VectorLevel::kAvx512Bf16:
       return "Cooperlake";
     case VectorLevel::kAvx512:
       return "SkylakeX";
-    default:
+    case VectorLevel::kAvx2:
       return "Haswell";
+    case VectorLevel::kBelowAvx2:
+      return "";
   }
+  return "";
 }
 
 BlasKernels fitBlasKernelsToCpu() {
   std::lock_guard lock(fitMutex);
-  if (fitted) return fittedKernels;
-  fitted = true;
-  fittedKernels = current();
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return fittedKernels;  // the user's choice
-  const std::string better = betterBlasCore(fittedKernels.core, cpuVectorLevel());
+  if (fitted) return *fitted;
+  fitted = current();
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return *fitted;  // the user's choice
+  const std::string better = betterBlasCore(fitted->core, cpuVectorLevel());
   using Hook = void (*)();
   const auto quit = reinterpret_cast<Hook>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
   const auto init = reinterpret_cast<Hook>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
-  if (better.empty() || quit == nullptr || init == nullptr) return fittedKernels;
+  if (better.empty() || quit == nullptr || init == nullptr) return *fitted;
   // Note [OpenBLAS kernels on CPUs newer than the library].
   setenv("OPENBLAS_CORETYPE", better.c_str(), 1);
   quit();
   init();
   unsetenv("OPENBLAS_CORETYPE");  // so that nothing started later takes it for the user's
-  const std::string chosenFirst = fittedKernels.core;
-  fittedKernels = current();
-  if (fittedKernels.core != chosenFirst) fittedKernels.chosenFirst = chosenFirst;
-  return fittedKernels;
+  const std::string chosenFirst = fitted->core;
+  fitted = current();
+  if (fitted->core != chosenFirst) fitted->chosenFirst = chosenFirst;
+  return *fitted;
 }
 
 BlasKernels blasKernels() {
   {
     std::lock_guard lock(fitMutex);
-    if (fitted) return fittedKernels;
+    if (fitted) return *fitted;
   }
   return current();
 }
