@@ -78,7 +78,8 @@ trainer::CheckpointStaging rankZeroStaging(comm::Communicator& comm,
   return direct != 0 ? trainer::CheckpointStaging::kDirect : trainer::CheckpointStaging::kCopy;
 }
 
-int train(const Options& o) {
+// `o` by value: --global-batch completes it once the world size is known.
+int train(Options o) {
   const auto timeout = std::chrono::milliseconds(static_cast<long long>(o.timeoutSeconds * 1000));
   // Note [Before the watchdog]: until the watchdog runs, a limit of its own.
   StartUpDeadline deadline(
@@ -93,6 +94,10 @@ int train(const Options& o) {
   if (world.rank() == 0) {
     for (const std::string& warning : o.warnings)
       log::warn(warning);
+  }
+  if (const auto error = applyGlobalBatch(o, world.size())) {
+    if (world.rank() == 0) log::error(str("ddp_train: ", *error, " (see ddp_train --help)"));
+    return kExitUsage;
   }
   const char* const everyRank = "it waits for every rank, and some rank has not arrived";
   deadline.enter("choosing the device", everyRank);
@@ -232,7 +237,7 @@ int train(const Options& o) {
     trainer::TrainPosition start;
     if (!o.resume.empty()) {
       comm.setContext("start-up: reading the checkpoint");
-      start = resumeFromCheckpoint(comm, world, o, *model, *optimizer, checkpointOptions(o));
+      start = resumeFromCheckpoint(comm, world, o, *model, *optimizer, resumeOptions(o));
     }
     trainOptions.hostThreads = static_cast<unsigned>(threads);  // GPU: batch gathering
     trainOptions.expectedCpuShare = expectedCpuShare(cpus, threads);

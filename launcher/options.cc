@@ -32,6 +32,7 @@ struct Raw {
   long long epochs = 5, maxSteps = 0, batchSize = 64, seed = 42, threads = 0, logEvery = 50;
   long long syntheticSamples = 8192;
   long long gradAccum = 1;
+  long long globalBatch = 0;
   long long checkpointEvery = 0;
   long long warmupSteps = 0;
   long long keepCheckpoints = 0;
@@ -85,7 +86,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "more than one CPU, else direct)")(
       "resume", po::value(&o.resume)->value_name("FILE")->implicit_value("latest"),
       "continue from checkpoint FILE, or without FILE from the newest one in --checkpoint-dir "
-      "(any world size: the rest of the epoch is re-sharded)");
+      "(any world size: the rest of the epoch is re-sharded; --batch-size and --grad-accum may "
+      "change, to keep the global batch)");
   po::options_description optimisation("Optimisation", kHelpWidth, kHelpWidth / 2);
   optimisation.add_options()("epochs",
                              po::value(&raw.epochs)->value_name("N")->default_value(raw.epochs),
@@ -93,9 +95,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "max-steps", po::value(&raw.maxSteps)->value_name("N")->default_value(raw.maxSteps),
       "stop after N steps in all (0: no limit)")(
       "batch-size", po::value(&raw.batchSize)->value_name("N")->default_value(raw.batchSize),
-      "samples per rank per step (global batch = N x ranks)")(
-      "lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"),
-      "learning rate (adamw: 0.001 unless given, as torch.optim.AdamW)")(
+      "samples per rank per step, or per micro-batch with --grad-accum (global batch = N x "
+      "--grad-accum x ranks)")("lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"),
+                               "learning rate (adamw: 0.001 unless given, as torch.optim.AdamW)")(
       "lr-schedule", po::value(&o.lrSchedule)->value_name("NAME")->default_value(o.lrSchedule),
       "constant | cosine (from --lr down to 0 over the run, stepped every step)")(
       "warmup-steps", po::value(&raw.warmupSteps)->value_name("N")->default_value(raw.warmupSteps),
@@ -146,6 +148,10 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "every rank (off)")(
       "grad-accum", po::value(&raw.gradAccum)->value_name("K")->default_value(raw.gradAccum),
       "micro-batches of --batch-size per step; only the last one communicates (PyTorch's no_sync)")(
+      "global-batch", po::value(&raw.globalBatch)->value_name("N")->default_value(raw.globalBatch),
+      "samples per step over all ranks, kept at any world size: --grad-accum becomes N / "
+      "(--batch-size x ranks), which must divide, as Megatron-Core's --global-batch-size (a run "
+      "resumed on another number of ranks keeps its global batch; 0: --grad-accum decides)")(
       "freeze", po::value(&raw.freeze)->value_name("LAYER,..."),
       "layers whose parameters do not train and are never communicated, e.g. layers.0 or 0");
   po::options_description runtime("Runtime and output", kHelpWidth, kHelpWidth / 2);
@@ -633,6 +639,17 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
   o.threads = static_cast<int>(nonNegative(raw.threads, "threads"));
   o.hidden = parseSizeList(raw.hidden, "hidden");
   o.gradAccum = positive(raw.gradAccum, "grad-accum");
+  o.globalBatch = nonNegative(raw.globalBatch, "global-batch");
+  if (o.globalBatch > 0) {
+    if (given(vm, "grad-accum")) {
+      throw UsageError(
+          "--global-batch sets --grad-accum from the number of ranks: give one of them");
+    }
+    if (o.globalBatch % o.batchSize != 0) {
+      throw UsageError(str("--global-batch ", o.globalBatch, " is not a multiple of --batch-size ",
+                           o.batchSize, " (the samples of one rank's micro-batch)"));
+    }
+  }
   if (raw.bucketCap == "auto") {
     o.bucketCapAuto = true;
   } else {

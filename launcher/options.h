@@ -56,6 +56,9 @@ struct Options {
   double clipGradNorm = 0.0;    // 0: off; inf: measure the norm, never clip
   std::uint64_t seed = 42;
   std::size_t gradAccum = 1;
+  // --global-batch: samples per step over all ranks; when > 0, gradAccum
+  // follows from it and the world size (applyGlobalBatch, launcher/run_config.h).
+  std::size_t globalBatch = 0;
   // distributed
   double bucketCapMb = 25;                 // 0: one bucket per parameter
   bool bucketCapAuto = false;              // --bucket-cap-mb auto

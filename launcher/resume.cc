@@ -3,8 +3,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "comm/agreement.h"
+#include "launcher/run_config.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/str.h"
@@ -65,12 +67,19 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
   const trainer::TrainPosition start = trainer::restoreCheckpointFromRoot(
       comm, 0, world.rank() == 0 ? &parsed : nullptr, checked, model, optimizer);
   parsed = {};  // the file's bytes, before training needs the memory
+  // Note [What may change on resume] in launcher/run_config.h.
+  std::vector<std::string> changes;
+  if (start.worldSize != world.size()) {
+    changes.push_back(str("written by ", start.worldSize,
+                          " ranks; the rest of the epoch is re-sharded over ", world.size()));
+  }
+  if (start.globalBatch > 0 && start.globalBatch != globalBatch(o, world.size())) {
+    changes.push_back(str("global batch ", describeGlobalBatch(o, world.size()), ", was ",
+                          start.globalBatch, "; --lr stays ", o.lr));
+  }
   log::info(str("resume: from ", file, ": epoch ", start.epoch, " with ", start.consumed,
                 " of its samples done, step ", start.globalStep,
-                start.worldSize != world.size()
-                    ? str(" (written by ", start.worldSize,
-                          " ranks; the rest of the epoch is re-sharded over ", world.size(), ")")
-                    : std::string()));
+                changes.empty() ? std::string() : str(" (", join(changes, "; "), ")")));
   // A finished run resumed with the same length: correct to do nothing, but
   // not silently.
   const bool stepsDone = o.maxSteps > 0 && start.globalStep >= o.maxSteps;

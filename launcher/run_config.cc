@@ -182,11 +182,42 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
   return items;
 }
 
+std::size_t globalBatch(const Options& o, int worldSize) {
+  return o.batchSize * o.gradAccum * static_cast<std::size_t>(worldSize);
+}
+
+std::string describeGlobalBatch(const Options& o, int worldSize) {
+  return str(globalBatch(o, worldSize), " (",
+             o.gradAccum > 1 ? str(o.gradAccum, " micro-batches of ") : std::string(), o.batchSize,
+             " per rank x ", worldSize, ")");
+}
+
+std::optional<std::string> applyGlobalBatch(Options& o, int worldSize) {
+  if (o.globalBatch == 0) return std::nullopt;
+  const std::size_t round = o.batchSize * static_cast<std::size_t>(worldSize);
+  if (o.globalBatch % round != 0) {
+    const std::size_t below = o.globalBatch / round * round;
+    return str("--global-batch ", o.globalBatch, " cannot be shared by ", worldSize, " rank",
+               worldSize == 1 ? "" : "s", " of --batch-size ", o.batchSize,
+               ": it must be a multiple of ", round, " (", o.batchSize, " x ", worldSize,
+               "), e.g. ", below > 0 ? str(below, " or ") : std::string(), below + round);
+  }
+  o.gradAccum = o.globalBatch / round;
+  return std::nullopt;
+}
+
 trainer::CheckpointOptions checkpointOptions(const Options& o) {
   trainer::CheckpointOptions recorded;
   for (const auto& [name, value] : computationOptions(o))
     recorded.emplace("ddp.option." + name, value);
   return recorded;
+}
+
+trainer::CheckpointOptions resumeOptions(const Options& o) {
+  trainer::CheckpointOptions mustMatch = checkpointOptions(o);
+  for (const char* shape : {"ddp.option.batch-size", "ddp.option.grad-accum"})
+    mustMatch.erase(shape);
+  return mustMatch;
 }
 
 trainer::TrainOptions trainOptionsFrom(const Options& o) {

@@ -78,12 +78,46 @@ std::optional<std::string> warmupWarning(const Options& o, std::size_t plannedSt
 comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model,
                                         const Data& data);
 
-// The options a checkpoint records and a resumed run must match (as
-// "ddp.option.<name>"): those that change what a step computes, not the
-// run's length (--epochs, --max-steps: a run may be extended; with the cosine
-// schedule the rate then follows the new plan), the world size (the rest of
-// the epoch is re-sharded) or how gradients travel.
+// Note [What may change on resume]
+// A checkpoint records the options that change what a step computes (as
+// "ddp.option.<name>"); a resumed run must match all of them but the batch's
+// shape. Free to change are:
+//   - the run's length (--epochs, --max-steps: a run may be extended; with
+//     the cosine schedule the rate then follows the new plan), --warmup-steps
+//     and --clip-grad-norm, and how gradients travel;
+//   - the world size: the rest of the interrupted epoch is re-sharded over
+//     the new ranks (DistributedSampler::remainingIndices), its position
+//     being counted in samples, not steps;
+//   - --batch-size and --grad-accum, for the same reason. They are what
+//     lets a job moved to another number of ranks keep its global batch
+//     (batch x micro-batches x ranks), as Megatron-Core keeps
+//     --global-batch-size: 4 ranks of 16 go on as 2 ranks of 32, or as 2
+//     ranks of 16 with --grad-accum 2 where memory holds only 16, and train
+//     what the uninterrupted run would have, within float rounding
+//     (--global-batch does the sum: applyGlobalBatch). Keeping
+//     the per-rank batch instead changes the global batch with the world
+//     size. Either way the resume line says when the global batch differs
+//     from the checkpoint's (TrainPosition::globalBatch).
+// Learning rate and schedule stay as they were: ddp does not rescale --lr
+// for a new global batch, which is the user's call.
+
+// Samples per optimizer step over all ranks: --batch-size x --grad-accum x
+// the world size.
+std::size_t globalBatch(const Options& o, int worldSize);
+// That number and its factors, as the start-up and resume lines print it:
+// "64 (32 per rank x 2)", "128 (2 micro-batches of 16 per rank x 4)".
+std::string describeGlobalBatch(const Options& o, int worldSize);
+
+// --global-batch N: sets o.gradAccum to N / (--batch-size x worldSize), or
+// returns why it cannot (N is not a multiple of that). Without it, nothing.
+std::optional<std::string> applyGlobalBatch(Options& o, int worldSize);
+
+// The options a checkpoint records (Note [What may change on resume]).
 trainer::CheckpointOptions checkpointOptions(const Options& o);
+
+// The recorded options a resumed run must match: checkpointOptions without
+// --batch-size and --grad-accum (Note [What may change on resume]).
+trainer::CheckpointOptions resumeOptions(const Options& o);
 
 // The trainer's options from the command line's; the callbacks (reports,
 // checkpoints, the stop signal, faults) and the host threads are the

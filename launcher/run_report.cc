@@ -46,11 +46,10 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
   if (world.nodeCount() > 1) log::info(str("nodes: ", describeNodes(world.nodes())));
   log::info(str("model ", o.model, ": ", model.describe(), ": ", params, " parameters (",
                 fixed(static_cast<double>(params) * 4 / (1 << 20), 1), " MiB)"));
-  const std::size_t global = o.batchSize * static_cast<std::size_t>(world.size());
   log::info(str(
       "data ", data.train->name(), " ", data.train->size(), " samples, ", data.test->name(), " ",
-      data.test->size(), "; global batch ", global, " (", o.batchSize, " per rank x ", world.size(),
-      "), lr ", o.lr, " (", o.lrSchedule,
+      data.test->size(), "; global batch ", describeGlobalBatch(o, world.size()), ", lr ", o.lr,
+      " (", o.lrSchedule,
       o.warmupSteps > 0 ? str(", ", o.warmupSteps, " warm-up steps") : std::string(), "), ",
       o.optimizer == "adamw" ? str("adamw (betas ", o.beta1, ", ", o.beta2, ", eps ", o.eps, ")")
                              : str("sgd (momentum ", o.momentum, ")"),

@@ -30,6 +30,16 @@ std::size_t parseCount(const std::string& path, const std::map<std::string, std:
   }
 }
 
+// ddp.global_batch, or for a file written before it was recorded, the
+// product of the options that made it; 0 if neither is there.
+std::size_t recordedGlobalBatch(const std::string& path,
+                                const std::map<std::string, std::string>& meta, int worldSize) {
+  if (meta.contains("ddp.global_batch")) return parseCount(path, meta, "ddp.global_batch");
+  if (!meta.contains("ddp.option.batch-size") || !meta.contains("ddp.option.grad-accum")) return 0;
+  return parseCount(path, meta, "ddp.option.batch-size") *
+         parseCount(path, meta, "ddp.option.grad-accum") * static_cast<std::size_t>(worldSize);
+}
+
 // Options that older checkpoints do not record, with the value they ran
 // with: such a file resumes under that value and no other.
 const std::map<std::string, std::string> kAddedOptions = {{"ddp.option.optimizer", "sgd"},
@@ -112,6 +122,7 @@ std::map<std::string, std::string> checkpointMetadata(const TrainPosition& posit
   meta["ddp.global_step"] = str(position.globalStep);
   meta["ddp.world_size"] = str(position.worldSize);
   meta["ddp.epoch_steps"] = str(position.epochSteps);
+  if (position.globalBatch > 0) meta["ddp.global_batch"] = str(position.globalBatch);
   char loss[64];
   std::snprintf(loss, sizeof loss, "%.17g", position.epochLossSum);
   meta["ddp.epoch_loss_sum"] = loss;
@@ -172,6 +183,7 @@ CheckedCheckpoint checkCheckpoint(const std::string& path, const SafetensorsFile
   position.globalStep = parseCount(path, meta, "ddp.global_step");
   position.worldSize = static_cast<int>(parseCount(path, meta, "ddp.world_size"));
   position.epochSteps = parseCount(path, meta, "ddp.epoch_steps");
+  position.globalBatch = recordedGlobalBatch(path, meta, position.worldSize);
   try {
     position.epochLossSum = std::stod(meta.at("ddp.epoch_loss_sum"));
   } catch (const std::exception&) {

@@ -39,6 +39,10 @@ struct TrainPosition {
   int worldSize = 1;           // the world that trained them
   double epochLossSum = 0.0;   // this rank's batch losses so far this epoch
   std::size_t epochSteps = 0;  // steps so far this epoch
+  // Samples per step over all ranks (batch x micro-batches x world) of the
+  // run that wrote it; 0 where a file does not say. It may differ on resume
+  // (Note [What may change on resume] in launcher/run_config.h).
+  std::size_t globalBatch = 0;
 };
 
 // Options recorded with the position; on resume every key listed here must

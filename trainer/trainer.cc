@@ -456,7 +456,8 @@ void Trainer::run(TrainObserver& observer) {
       reportUnread();  // the loss so far is part of the position
       const bool next = atEpoch != epoch;
       options_.onCheckpoint(TrainPosition{atEpoch, atConsumed, globalStep_, comm_.size(),
-                                          next ? 0.0 : lossSum, next ? 0 : steps});
+                                          next ? 0.0 : lossSum, next ? 0 : steps,
+                                          samplesPerStep() * worldSize});
     };
     bool checkpointed = false;
     for (std::size_t begin = 0; begin < shard.size(); begin += samplesPerStep()) {

@@ -61,6 +61,24 @@ fi
 run 4 "${c[@]}" --max-steps 90 --resume "$ck/checkpoint-000000070.safetensors" > "$WORK/np4.log"
 grep -q "re-sharded over 4" "$WORK/np4.log" || fail "no re-shard: $(grep resume "$WORK/np4.log")"
 grep -q "epoch 2/3" "$WORK/np4.log" || fail "np=4 did not finish epoch 2"
+grep -q "re-sharded over 4; global batch 64 (16 per rank x 4), was 32; --lr stays 0.1)" "$WORK/np4.log" ||
+  fail "a new global batch not said: $(grep resume "$WORK/np4.log")"
+# Or keeping the global batch (Note [What may change on resume]): 4 ranks of
+# 8, and 1 rank of 2 micro-batches of 16 (--global-batch 32 sets
+# --grad-accum 2 there), go on as the uninterrupted 2 ranks of 16 did, within
+# float rounding.
+same=(--dataset synthetic --synthetic-samples 2000 --lr-schedule constant --threads 1 --hidden 64,32
+  --epochs 3 --max-steps 100 --resume "$ck/checkpoint-000000070.safetensors")
+run 4 "${same[@]}" --batch-size 8 --save-model "$WORK/np4b8.safetensors" > "$WORK/np4b8.log"
+run 1 "${same[@]}" --batch-size 16 --global-batch 32 --save-model "$WORK/np1a2.safetensors" > "$WORK/np1a2.log"
+for kept in np4b8 np1a2; do
+  "$COMPARE_WEIGHTS" "$WORK/full.safetensors" "$WORK/$kept.safetensors" --rtol 1e-5 ||
+    fail "$kept, resumed with the global batch kept, differs from the uninterrupted run"
+  grep -q "step 70 (written by 2 ranks; the rest of the epoch is re-sharded over [14])$" "$WORK/$kept.log" ||
+    fail "$kept: $(grep resume "$WORK/$kept.log")"
+done
+grep -q "global batch 32 (2 micro-batches of 16 per rank x 1)" "$WORK/np1a2.log" ||
+  fail "--grad-accum not in the global batch: $(grep "global batch" "$WORK/np1a2.log")"
 # Resumed past the run's end: nothing to train, and said so.
 run 2 "${c[@]}" --max-steps 50 --resume "$ck/checkpoint-000000070.safetensors" > /dev/null \
   2> "$WORK/past.err" || fail "resuming past --max-steps failed: $(cat "$WORK/past.err")"

@@ -18,6 +18,11 @@ check --dataset --dataset imagenet
 check --data-dir --data-dir /nonexistent/fashion
 check --hidden --hidden 12,x
 check "unrecognised option '--bogus'" --bogus
+check "--global-batch 100 is not a multiple of --batch-size 16" --global-batch 100 --batch-size 16
+check "--global-batch sets --grad-accum from the number of ranks: give one of them" --global-batch 64 --grad-accum 2
+# Known only once MPI runs (the world size), still one line from rank 0.
+check "--global-batch 96 cannot be shared by 2 ranks of --batch-size 32: it must be a multiple of 64 (32 x 2), e.g. 64 or 128" \
+  --global-batch 96 --batch-size 32
 # --help: exit 0, usage once.
 out=$(run 2 --help)
 [ "$(grep -c '^Usage:' <<< "$out")" -eq 1 ] || fail "--help printed usage other than once"

@@ -45,14 +45,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto& arg : args)
     argv.push_back(arg.c_str());
   try {
-    const Options o = parseOptions(static_cast<int>(argv.size()), argv.data());
+    Options o = parseOptions(static_cast<int>(argv.size()), argv.data());
     if (o.help || o.version) return 0;
+    (void)applyGlobalBatch(o, 3);
     (void)countParameters(o);
     (void)optimizerStateBytes(o);
     (void)optimizerStateBytesPerRank(o, 3);
     (void)syntheticTestSamples(o);
     (void)trainOptionsFrom(o);
     (void)checkpointOptions(o);
+    (void)resumeOptions(o);
+    (void)describeGlobalBatch(o, 3);
     (void)batchWarning(o, 60000, 4);
     (void)warmupWarning(o, 1000);
     checkEveryRankTrains(o, 60000, 4);

@@ -38,6 +38,7 @@ TrainPosition somePosition() {
   at.worldSize = 5;
   at.epochLossSum = 0.1 + 0.2;  // must come back bit for bit
   at.epochSteps = 6;
+  at.globalBatch = 30;
   return at;
 }
 
@@ -111,6 +112,7 @@ TEST_P(RestoreFromRoot, GivesEveryRankTheWeightsPositionAndItsState) {
   EXPECT_EQ(at.worldSize, 5);
   EXPECT_EQ(at.epochLossSum, 0.1 + 0.2);
   EXPECT_EQ(at.epochSteps, 6u);
+  EXPECT_EQ(at.globalBatch, 30u);
   expectSameWeights(*written.model, *model, "restored");
   // The state came too (both moments and the step count): the next step is
   // the written optimizer's next step, bit for bit.

@@ -32,6 +32,7 @@ TrainPosition somePosition() {
   at.worldSize = 2;
   at.epochLossSum = 0.1 + 0.2;  // not exact in decimal: must come back bit for bit
   at.epochSteps = 7;
+  at.globalBatch = 96;
   return at;
 }
 
@@ -60,6 +61,7 @@ TEST(Checkpoint, RestoresParametersMomentumAndPositionExactly) {
   EXPECT_EQ(at.worldSize, 2);
   EXPECT_EQ(at.epochLossSum, 0.1 + 0.2);
   EXPECT_EQ(at.epochSteps, 7u);
+  EXPECT_EQ(at.globalBatch, 96u);
   const auto a = written.model->parameters(), b = restored.model->parameters();
   for (std::size_t i = 0; i < a.size(); ++i) {
     for (std::size_t j = 0; j < a[i]->value.numel(); ++j) {
@@ -200,6 +202,22 @@ TEST(Checkpoint, AnOlderFileWithoutTheOptimizerOptionWasSgd) {
               std::string::npos)
         << e.what();
   }
+}
+
+// A file from before ddp.global_batch: the product of the options that made
+// it, or 0 (not known) without them.
+TEST(Checkpoint, AnOlderFileWithoutTheGlobalBatchHasItsOptionsProduct) {
+  TempDir dir;
+  TrainedModel written(1), restored(2);
+  TrainPosition at = somePosition();
+  at.globalBatch = 0;  // not written
+  const std::string path = checkpointPath(dir.file(""), 70);
+  saveCheckpoint(path, *written.model, written.sgd, at,
+                 {{"ddp.option.batch-size", "16"}, {"ddp.option.grad-accum", "3"}});
+  ASSERT_FALSE(loadSafetensors(path).metadata.contains("ddp.global_batch"));
+  EXPECT_EQ(loadCheckpoint(path, *restored.model, restored.sgd, {}).globalBatch, 16u * 3 * 2);
+  saveCheckpoint(path, *written.model, written.sgd, at, {});
+  EXPECT_EQ(loadCheckpoint(path, *restored.model, restored.sgd, {}).globalBatch, 0u);
 }
 
 TEST(Checkpoint, CompleteOnesAreOrderedByStepNotByName) {

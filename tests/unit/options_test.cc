@@ -96,6 +96,11 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--clip-grad-norm", "-1"}, "--clip-grad-norm must be positive"},
         Invalid{{"--clip-grad-norm", "nan"}, "--clip-grad-norm"},
         Invalid{{"--clip-grad-norm", "1e-50"}, "--clip-grad-norm must be positive (within float32"},
+        Invalid{{"--global-batch", "100", "--batch-size", "16"},
+                "--global-batch 100 is not a multiple of --batch-size 16"},
+        Invalid{{"--global-batch", "64", "--grad-accum", "2"},
+                "--global-batch sets --grad-accum from the number of ranks: give one of them"},
+        Invalid{{"--global-batch", "-64"}, "--global-batch"},
         Invalid{{"--frobnicate"}, "frobnicate"},
         Invalid{{"--config", "/nonexistent/ddp.cfg"}, "--config"},
         Invalid{{"--stall-warning", "0"}, "--stall-warning"},
@@ -301,6 +306,47 @@ TEST(Options, AdamWDefaultsToPytorchsRateAndWeightDecay) {
   EXPECT_EQ(given.weightDecay, 0.0);
   EXPECT_EQ(parse({}).lr, 0.1);
   EXPECT_EQ(parse({}).weightDecay, 0.0);
+}
+
+// Note [What may change on resume]: the batch's shape is recorded but free.
+TEST(Options, ACheckpointRecordsTheBatchButAResumeMayChangeIt) {
+  const Options o = parse({"--batch-size", "16", "--grad-accum", "2", "--seed", "7"});
+  const trainer::CheckpointOptions recorded = checkpointOptions(o), mustMatch = resumeOptions(o);
+  EXPECT_EQ(recorded.at("ddp.option.batch-size"), "16");
+  EXPECT_EQ(recorded.at("ddp.option.grad-accum"), "2");
+  EXPECT_FALSE(mustMatch.contains("ddp.option.batch-size"));
+  EXPECT_FALSE(mustMatch.contains("ddp.option.grad-accum"));
+  EXPECT_EQ(mustMatch.size(), recorded.size() - 2);
+  for (const auto& [key, value] : mustMatch)
+    EXPECT_EQ(recorded.at(key), value) << key;
+  EXPECT_EQ(mustMatch.at("ddp.option.seed"), "7");
+}
+
+// --global-batch: the micro-batches per step follow from the world size.
+TEST(Options, AGlobalBatchSetsTheMicroBatchesPerStep) {
+  Options o = parse({"--global-batch", "96", "--batch-size", "16"});
+  EXPECT_EQ(o.globalBatch, 96u);
+  EXPECT_EQ(applyGlobalBatch(o, 3), std::nullopt);
+  EXPECT_EQ(o.gradAccum, 2u);
+  EXPECT_EQ(globalBatch(o, 3), 96u);
+  EXPECT_EQ(applyGlobalBatch(o, 6), std::nullopt);
+  EXPECT_EQ(o.gradAccum, 1u);
+  EXPECT_EQ(applyGlobalBatch(o, 4),
+            "--global-batch 96 cannot be shared by 4 ranks of --batch-size 16: it must be a "
+            "multiple of 64 (16 x 4), e.g. 64 or 128");
+  EXPECT_EQ(applyGlobalBatch(o, 12),
+            "--global-batch 96 cannot be shared by 12 ranks of --batch-size 16: it must be a "
+            "multiple of 192 (16 x 12), e.g. 192");
+  Options plain = parse({"--grad-accum", "3"});
+  EXPECT_EQ(applyGlobalBatch(plain, 4), std::nullopt);
+  EXPECT_EQ(plain.gradAccum, 3u);
+}
+
+TEST(Options, TheGlobalBatchCountsMicroBatchesAndRanks) {
+  EXPECT_EQ(globalBatch(parse({"--batch-size", "16", "--grad-accum", "2"}), 4), 128u);
+  EXPECT_EQ(describeGlobalBatch(parse({"--batch-size", "32"}), 2), "64 (32 per rank x 2)");
+  EXPECT_EQ(describeGlobalBatch(parse({"--batch-size", "16", "--grad-accum", "2"}), 4),
+            "128 (2 micro-batches of 16 per rank x 4)");
 }
 
 TEST(Options, AdamWTakesBetasAndEpsAndRecordsThem) {
