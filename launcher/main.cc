@@ -315,6 +315,7 @@ int main(int argc, char** argv) {
   // Before any BLAS call and any thread of ours (Note [OpenBLAS kernels on
   // CPUs newer than the library] in trainer/blas_kernels.h).
   trainer::fitBlasKernelsToCpu();
+  installBrokenPipeHandler();  // Note [Broken pipes] in runtime/signals.h
   const bool rankZero = rankFromEnvironment() == 0;
   launcher::Options options;
   try {

@@ -1,5 +1,7 @@
 #include "runtime/signals.h"
 
+#include <poll.h>
+
 #include <atomic>
 #include <csignal>
 
@@ -14,7 +16,23 @@ extern "C" void onStopSignal(int signal) {
   std::signal(signal, SIG_DFL);  // a second one acts at once
 }
 
+// Note [Broken pipes]. Async-signal-safe: poll, signal and raise.
+extern "C" void onBrokenPipe(int signal) {
+  for (const int stream : {1, 2}) {
+    pollfd fd{stream, POLLOUT, 0};
+    if (::poll(&fd, 1, 0) == 1 && (fd.revents & POLLERR) != 0) {
+      std::signal(signal, SIG_DFL);
+      std::raise(signal);  // delivered when this handler returns
+      return;
+    }
+  }
+}
+
 }  // namespace
+
+void installBrokenPipeHandler() {
+  std::signal(SIGPIPE, onBrokenPipe);
+}
 
 void installStopHandlers() {
   std::signal(SIGTERM, onStopSignal);

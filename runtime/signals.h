@@ -25,6 +25,25 @@ namespace ddp {
 // Installs the three handlers (process-wide, once; main thread).
 void installStopHandlers();
 
+// Note [Broken pipes]
+// A write to a socket whose peer has gone raises SIGPIPE, and its default
+// action ends the process at once, silently. When one rank of a job is
+// killed, a rank still writing to it over TCP (Open MPI's TCP transport
+// between nodes) can die that way: once in the tests, mpirun then named that
+// rank, "rank 1 on node a exited on signal 13 (Broken pipe)", as the one that
+// failed, instead of the rank killed on node b. The handler keeps a
+// socket's broken pipe from ending the process: the write fails with EPIPE,
+// which the library that made it reports (Open MPI, as a lost peer), as
+// Python, and so PyTorch's ranks, do by ignoring SIGPIPE. A pipe of stdout or
+// stderr whose reader is gone (`ddp_train | head`) still ends the process
+// with SIGPIPE, as it would any Unix tool: the handler asks poll() whether
+// one of those is broken, and if so restores the default action and raises
+// the signal again.
+
+// Installs that handler (process-wide, once; main thread, before MPI_Init
+// opens sockets).
+void installBrokenPipeHandler();
+
 // The stop signal received so far, or 0. Async-signal-safe to set, any thread may read.
 int stopSignal();
 
