@@ -106,6 +106,7 @@
 #include "benchmarks/mpi_bench.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "ddp_config.h"
+#include "runtime/signals.h"
 #include "runtime/str.h"
 #include "runtime/world.h"
 #if DDP_WITH_CUDA
@@ -618,6 +619,7 @@ int main(int argc, char** argv) {
   const std::optional<Options> parsed = parse(argc, argv);
   if (!parsed) return usage();
   const Options& o = *parsed;
+  ddp::installBrokenPipeHandler();  // Note [Broken pipes] in runtime/signals.h
   ddp::World world;
   const int n = world.size(), rank = world.rank();
   std::unique_ptr<Bench> bench;

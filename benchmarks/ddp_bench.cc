@@ -58,6 +58,7 @@
 #include "launcher/placement.h"
 #include "runtime/cpu_share.h"
 #include "runtime/error.h"
+#include "runtime/signals.h"
 #include "runtime/world.h"
 #include "trainer/blas_kernels.h"
 #include "trainer/mlp.h"
@@ -463,6 +464,7 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   // Note [OpenBLAS kernels on CPUs newer than the library] in trainer/blas_kernels.h.
   ddp::trainer::fitBlasKernelsToCpu();
+  ddp::installBrokenPipeHandler();  // Note [Broken pipes] in runtime/signals.h
   ddp::bench::Options options;
   try {
     options = ddp::bench::parse(argc, argv);
