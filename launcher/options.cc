@@ -95,9 +95,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "max-steps", po::value(&raw.maxSteps)->value_name("N")->default_value(raw.maxSteps),
       "stop after N steps in all (0: no limit)")(
       "batch-size", po::value(&raw.batchSize)->value_name("N")->default_value(raw.batchSize),
-      "samples per rank per step, or per micro-batch with --grad-accum (global batch = N x "
-      "--grad-accum x ranks)")("lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"),
-                               "learning rate (adamw: 0.001 unless given, as torch.optim.AdamW)")(
+      "samples per rank per micro-batch (global batch = N x --grad-accum x ranks)")(
+      "lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"),
+      "learning rate (adamw: 0.001 unless given, as torch.optim.AdamW)")(
       "lr-schedule", po::value(&o.lrSchedule)->value_name("NAME")->default_value(o.lrSchedule),
       "constant | cosine (from --lr down to 0 over the run, stepped every step)")(
       "warmup-steps", po::value(&raw.warmupSteps)->value_name("N")->default_value(raw.warmupSteps),
