@@ -33,6 +33,7 @@
 #include "runtime/memory.h"
 #include "runtime/signals.h"
 #include "runtime/start_up_deadline.h"
+#include "runtime/subnormals.h"
 #include "runtime/trace.h"
 #include "runtime/world.h"
 #include "trainer/blas_kernels.h"
@@ -351,6 +352,9 @@ int main(int argc, char** argv) {
             limit ? launcher::processLimitWarning(*limit, thisHostname()) : std::nullopt)
       std::cerr << "ddp_train: warning: " << *warning << '\n';
   }
+  // Before MPI_Init starts threads, so that every thread of this process
+  // takes the mode (Note [Subnormal floats] in runtime/subnormals.h).
+  if (!options.keepSubnormals && setFlushSubnormals(true)) trainer::restartBlasThreads();
   try {
     return launcher::train(options);
   } catch (const std::exception& e) {  // before the job was set up (MPI start-up)

@@ -187,6 +187,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "skip-nonfinite", po::bool_switch(&o.skipNonFinite),
       "skip (and count) updates whose averaged gradients hold a NaN or infinity, instead of "
       "stopping with the step and the parameter (GPUs: checked and skipped on the device)")(
+      "keep-subnormals", po::bool_switch(&o.keepSubnormals),
+      "compute with subnormal floats (below 1.2e-38) as IEEE 754 and PyTorch do, instead of "
+      "flushing them to zero on the CPU, where a step full of them (a dead net's) is 13x slower")(
       "log-every", po::value(&raw.logEvery)->value_name("N")->default_value(raw.logEvery),
       "progress line every N steps when stdout is not a terminal")(
       "log-all-ranks", po::bool_switch(&o.logAllRanks),

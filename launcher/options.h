@@ -72,7 +72,8 @@ struct Options {
   double stallWarningSeconds = 60;  // capped at half the timeout
   double paceCheckSeconds = 120;    // 0: compare the ranks' pace at epoch ends only
   bool skipNonFinite = false;
-  std::string injectFault;  // test only: launcher/fault_injection.h
+  bool keepSubnormals = false;  // Note [Subnormal floats] in runtime/subnormals.h
+  std::string injectFault;      // test only: launcher/fault_injection.h
   // output
   std::size_t logEvery = 50;
   bool logAllRanks = false;

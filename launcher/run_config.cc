@@ -176,6 +176,7 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
                                  {"clip-grad-norm", str(o.clipGradNorm)},
                                  {"max-steps", str(o.maxSteps)},
                                  {"shard-optimizer", str(o.shardOptimizer)},
+                                 {"keep-subnormals", str(o.keepSubnormals)},
                                  {"device", o.device}});
   for (const auto& [name, value] : options)
     items.emplace_back(str("option --", name), value);

@@ -83,8 +83,8 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
 // "ddp.option.<name>"); a resumed run must match all of them but the batch's
 // shape. Free to change are:
 //   - the run's length (--epochs, --max-steps: a run may be extended; with
-//     the cosine schedule the rate then follows the new plan), --warmup-steps
-//     and --clip-grad-norm, and how gradients travel;
+//     the cosine schedule the rate then follows the new plan), --warmup-steps,
+//     --clip-grad-norm and --keep-subnormals, and how gradients travel;
 //   - the world size: the rest of the interrupted epoch is re-sharded over
 //     the new ranks (DistributedSampler::remainingIndices), its position
 //     being counted in samples, not steps;

@@ -108,6 +108,14 @@ BlasKernels blasKernels() {
   return current();
 }
 
+bool restartBlasThreads() {
+  using Hook = void (*)();
+  const auto shutdown = reinterpret_cast<Hook>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"));
+  if (shutdown == nullptr) return false;
+  shutdown();
+  return true;
+}
+
 std::string describe(const BlasKernels& kernels) {
   return str(kernels.library, ", ", kernels.core, " kernels",
              kernels.chosenFirst.empty()

@@ -59,4 +59,13 @@ BlasKernels blasKernels();
 // Prescott)" or "OpenBLAS 0.3.21, Haswell kernels".
 std::string describe(const BlasKernels& kernels);
 
+// Stops OpenBLAS's threads, which it started when it loaded, so that the
+// next BLAS call starts them again from the calling thread: they then take
+// that thread's floating-point mode (Note [Subnormal floats] in
+// runtime/subnormals.h). OpenBLAS stops them the same way before a fork
+// (blas_thread_shutdown_, looked up at run time: a library without it is left
+// alone, and false returned). Call it with no BLAS call running, from the
+// main thread.
+bool restartBlasThreads();
+
 }  // namespace ddp::trainer

@@ -517,6 +517,23 @@ TEST(Options, PaceChecksWithinAnEpochCanBeTurnedOff) {
   EXPECT_DOUBLE_EQ(trainOptionsFrom(parse({"--pace-check-every", "30"})).paceWindowSeconds, 30.0);
 }
 
+// Note [Subnormal floats]: flushed unless asked, and compared between the
+// ranks, whose replicas would otherwise drift apart below 2^-126. A resume
+// may change it: a checkpoint does not record it.
+TEST(Options, SubnormalsAreFlushedUnlessKeptAndTheRanksAgree) {
+  EXPECT_FALSE(parse({}).keepSubnormals);
+  const Options kept = parse({"--keep-subnormals"});
+  EXPECT_TRUE(kept.keepSubnormals);
+  Data data{std::make_unique<trainer::SyntheticDataset>(8, 784, 10, 1, 0),
+            std::make_unique<trainer::SyntheticDataset>(2, 784, 10, 1, 1)};
+  auto model = trainer::buildMlp(784, kept.hidden, 10, 1);
+  const comm::ConsistencyItems items = consistencyItems(kept, *model, data);
+  EXPECT_NE(std::find(items.begin(), items.end(),
+                      std::pair<std::string, std::string>{"option --keep-subnormals", "1"}),
+            items.end());
+  EXPECT_EQ(checkpointOptions(kept), checkpointOptions(parse({})));
+}
+
 TEST(Options, HelpNeedsNothingElseAndListsEveryOption) {
   const char* argv[] = {"ddp_train", "--help", "--data-dir", "/nonexistent"};
   EXPECT_TRUE(parseOptions(4, argv).help);
