@@ -233,6 +233,14 @@ std::size_t positive(long long value, const char* option, long long most = LLONG
   return static_cast<std::size_t>(value);
 }
 
+// The optimizer's numbers are float32 in the step: a positive value that
+// rounds to 0 there would train (or decay) nothing, and one beyond its range
+// would be infinite, both without a word.
+bool positiveInFloat32(double value) {
+  const auto narrowed = static_cast<float>(value);
+  return narrowed > 0 && std::isfinite(narrowed);
+}
+
 std::size_t nonNegative(long long value, const char* option) {
   if (value < 0) throw UsageError(str("--", option, " must be zero or positive (got ", value, ")"));
   return static_cast<std::size_t>(value);
@@ -625,7 +633,7 @@ void validateOptimizer(Options& o, const Raw& raw, const po::variables_map& vm) 
   }
   o.beta1 = *beta1;
   o.beta2 = *beta2;
-  if (!(static_cast<float>(o.eps) > 0 && std::isfinite(o.eps))) {
+  if (!positiveInFloat32(o.eps)) {
     throw UsageError(
         str("--eps must be positive and finite (within float32's range) (got ", o.eps, ")"));
   }
@@ -697,14 +705,19 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
     throw UsageError("--resume without a FILE needs --checkpoint-dir (where to look for one)");
   if (!o.resume.empty() && !o.initFrom.empty())
     throw UsageError("--resume and --init-from both set the weights: give one of them");
-  if (!(o.lr > 0 && std::isfinite(o.lr)))
-    throw UsageError(str("--lr must be positive and finite (got ", o.lr, ")"));
+  if (!positiveInFloat32(o.lr)) {
+    throw UsageError(
+        str("--lr must be positive and finite (within float32's range) (got ", o.lr, ")"));
+  }
   if (!(o.momentum >= 0 && o.momentum < 1)) {
     throw UsageError(str("--momentum must be in [0, 1) (got ", o.momentum, ")"));
   }
   validateOptimizer(o, raw, vm);
-  if (!(o.weightDecay >= 0 && std::isfinite(o.weightDecay)))
-    throw UsageError(str("--weight-decay must be >= 0 and finite (got ", o.weightDecay, ")"));
+  if (!(o.weightDecay == 0 || positiveInFloat32(o.weightDecay))) {
+    throw UsageError(
+        str("--weight-decay must be 0, or positive and finite (within float32's range) (got ",
+            o.weightDecay, ")"));
+  }
   if (o.noBiasDecay && o.weightDecay == 0)
     throw UsageError("--no-bias-decay changes nothing without --weight-decay");
   // float32 as the gradients: a positive value that rounds to 0 would turn clipping off.

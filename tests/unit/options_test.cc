@@ -92,7 +92,12 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--timeout", "nan"}, "--timeout"},
         Invalid{{"--stall-warning", "0.5"}, "--stall-warning must be at least 1 second"},
         Invalid{{"--lr", "inf"}, "--lr must be positive and finite"},
-        Invalid{{"--weight-decay", "inf"}, "--weight-decay must be >= 0 and finite"},
+        // float32 in the step: 1e40 would be infinite there, 1e-50 zero.
+        Invalid{{"--lr", "1e40"}, "--lr must be positive and finite (within float32's range)"},
+        Invalid{{"--lr", "1e-50"}, "--lr must be positive and finite (within float32's range)"},
+        Invalid{{"--weight-decay", "inf"}, "--weight-decay must be 0, or positive and finite"},
+        Invalid{{"--weight-decay", "1e-50"}, "--weight-decay must be 0, or positive and finite"},
+        Invalid{{"--weight-decay", "1e39"}, "--weight-decay must be 0, or positive and finite"},
         Invalid{{"--clip-grad-norm", "-1"}, "--clip-grad-norm must be positive"},
         Invalid{{"--clip-grad-norm", "nan"}, "--clip-grad-norm"},
         Invalid{{"--clip-grad-norm", "1e-50"}, "--clip-grad-norm must be positive (within float32"},
@@ -135,6 +140,7 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--optimizer", "adamw", "--betas", "0.9,x"}, "--betas"},
         Invalid{{"--optimizer", "adamw", "--eps", "0"}, "--eps must be positive"},
         Invalid{{"--optimizer", "adamw", "--eps", "1e-50"}, "--eps must be positive"},
+        Invalid{{"--optimizer", "adamw", "--eps", "1e40"}, "--eps must be positive"},
         Invalid{{"--no-bias-decay"}, "--no-bias-decay changes nothing without --weight-decay"}));
 
 // inf, and anything too long for the clocks, is no limit: a finite value that
