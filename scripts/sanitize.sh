@@ -65,7 +65,9 @@ printf '%s\n' 'called_from_lib:libmpi.so' 'called_from_lib:libopen-pal.so' \
 # allocator_may_return_null: tests ask for impossible sizes on purpose (an
 # OutOfMemoryError must name the tensor), as under AddressSanitizer.
 export TSAN_OPTIONS="exitcode=0:second_deadlock_stack=1:history_size=7:allocator_may_return_null=1:log_path=$logs/tsan:suppressions=$here/$build/tsan.supp"
-meson test -C "$build" --num-processes 1 -t 4 "$@" > "$build/test.log" 2>&1
+# Four times the time, for meson's limits and the e2e tests' own (lib.sh).
+export DDP_TEST_TIME_SCALE=4
+meson test -C "$build" --num-processes 1 -t "$DDP_TEST_TIME_SCALE" "$@" > "$build/test.log" 2>&1
 grep -E '^ *[0-9]+/[0-9]+ ' "$build/test.log" | grep -v -E ' (OK|SKIP) ' || true
 tail -7 "$build/test.log" | grep -E '^(Ok|Fail|Skipped|Timeout):' | tr '\n' ' '
 echo

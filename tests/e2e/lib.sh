@@ -47,9 +47,16 @@ sections_done() {
   [ ${#FAILED_SECTIONS[@]} = 0 ] ||
     fail "${#FAILED_SECTIONS[@]} section(s) failed: $(printf "'%s', " "${FAILED_SECTIONS[@]}" | sed 's/, $//')"
 }
+# Under a sanitizer every process runs several times slower, and
+# scripts/sanitize.sh sets DDP_TEST_TIME_SCALE to stretch the bounds on
+# whole runs (as it stretches meson's with -t).
+TIME_SCALE=${DDP_TEST_TIME_SCALE:-1}
 # run NP [ddp_train args...]: quiet mpirun under a bound of RUN_TIMEOUT
-# seconds (default 120)
-run() { local np=$1; shift; timeout "${RUN_TIMEOUT:-120}" mpirun -q -np "$np" "$DDP_TRAIN" "$@"; }
+# seconds (default 120) x TIME_SCALE
+run() {
+  local np=$1; shift
+  timeout "$((${RUN_TIMEOUT:-120} * TIME_SCALE))" mpirun -q -np "$np" "$DDP_TRAIN" "$@"
+}
 need_fmnist() { [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST in $FMNIST"; exit 77; }; }
 # skip_without_cuda CODE ERRFILE: after a --device cuda probe that exited
 # CODE with its stderr in ERRFILE. When it found no CUDA device (or no CUDA in

@@ -41,12 +41,12 @@ grep -q "device cpu (1 BLAS thread per rank)" "$WORK/bound.out" ||
 # OpenBLAS's kernels are named, fitted to a CPU newer than the library
 # (Note [OpenBLAS kernels on CPUs newer than the library]); the user's
 # OPENBLAS_CORETYPE is kept.
-OPENBLAS_CORETYPE=Prescott timeout 120 mpirun -q -x OPENBLAS_CORETYPE -np 1 "$DDP_TRAIN" \
+OPENBLAS_CORETYPE=Prescott timeout $((120 * TIME_SCALE)) mpirun -q -x OPENBLAS_CORETYPE -np 1 "$DDP_TRAIN" \
   "${tiny[@]}" > "$WORK/prescott.out" 2>&1
 grep -q "device cpu (1 BLAS thread per rank), OpenBLAS [0-9.]*, Prescott kernels$" \
   "$WORK/prescott.out" || fail "OPENBLAS_CORETYPE not kept: $(head -1 "$WORK/prescott.out")"
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
-  env -u OPENBLAS_CORETYPE timeout 120 mpirun -q -np 1 "$DDP_TRAIN" "${tiny[@]}" \
+  env -u OPENBLAS_CORETYPE timeout $((120 * TIME_SCALE)) mpirun -q -np 1 "$DDP_TRAIN" "${tiny[@]}" \
     > "$WORK/fitted.out" 2>&1
   grep -q "device cpu (1 BLAS thread per rank), OpenBLAS [0-9.]*, [A-Za-z]* kernels" \
     "$WORK/fitted.out" && ! grep -q "Prescott kernels" "$WORK/fitted.out" ||
@@ -56,17 +56,17 @@ if [ "$cpus" -gt 1 ]; then
   grep -q "warning: 1 rank on this node may run on 1 of its $cpus CPUs.*--bind-to none" \
     "$WORK/bound.out" || fail "no idle-CPU warning: $(head -3 "$WORK/bound.out")"
 fi
-timeout 120 mpirun -q --bind-to none -np 1 "$DDP_TRAIN" "${tiny[@]}" > "$WORK/unbound.out" 2>&1
+timeout $((120 * TIME_SCALE)) mpirun -q --bind-to none -np 1 "$DDP_TRAIN" "${tiny[@]}" > "$WORK/unbound.out" 2>&1
 threads=$([ "$cpus" -gt 1 ] && echo "$cpus BLAS threads" || echo "1 BLAS thread")
 grep -q "device cpu ($threads per rank)" "$WORK/unbound.out" ||
   fail "an unbound rank does not use the node's $cpus CPUs: $(head -3 "$WORK/unbound.out")"
 ! grep -q "stays* idle" "$WORK/unbound.out" || fail "idle-CPU warning without binding"
 # A count in the environment wins over the share, as in PyTorch (torchrun
 # sets OMP_NUM_THREADS=1); --threads wins over both.
-OMP_NUM_THREADS=1 timeout 120 mpirun -q --bind-to none -np 1 "$DDP_TRAIN" "${tiny[@]}" > "$WORK/omp.out" 2>&1
+OMP_NUM_THREADS=1 timeout $((120 * TIME_SCALE)) mpirun -q --bind-to none -np 1 "$DDP_TRAIN" "${tiny[@]}" > "$WORK/omp.out" 2>&1
 grep -q "device cpu (1 BLAS thread per rank, from OMP_NUM_THREADS)" "$WORK/omp.out" ||
   fail "OMP_NUM_THREADS=1 not honoured: $(head -3 "$WORK/omp.out")"
-OMP_NUM_THREADS=1 timeout 120 mpirun -q --bind-to none -np 1 "$DDP_TRAIN" "${tiny[@]}" --threads 2 \
+OMP_NUM_THREADS=1 timeout $((120 * TIME_SCALE)) mpirun -q --bind-to none -np 1 "$DDP_TRAIN" "${tiny[@]}" --threads 2 \
   > "$WORK/omp.out" 2>&1
 grep -q "device cpu (2 BLAS threads per rank, from --threads)" "$WORK/omp.out" ||
   fail "--threads does not win over OMP_NUM_THREADS: $(head -3 "$WORK/omp.out")"
