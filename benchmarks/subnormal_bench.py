@@ -80,25 +80,24 @@ def read_safetensors(path):
 
 
 TORCH_STEP = r"""
-import json, struct, sys, time, torch
+import json, sys, time, torch
+sys.path.insert(0, sys.argv[2])
+from subnormal_bench import read_safetensors
 torch.set_num_threads(1)
-data = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", data[:8])[0]
-header = json.loads(data[8:8 + n])
-def tensor(name):
-    begin, end = header[name]["data_offsets"]
-    return torch.frombuffer(bytearray(data[8 + n + begin:8 + n + end]), dtype=torch.float32).clone()
-names = [k for k in header if k.startswith("layers.")]
-params = [torch.nn.Parameter(tensor(k)) for k in names]
+tensors = read_safetensors(sys.argv[1])
+names = [k for k in tensors if k.startswith("layers.")]
+params = [torch.nn.Parameter(torch.tensor(tensors[k])) for k in names]
+# Made before any flushing, so that the subnormal values arrive intact.
+momentum = [torch.tensor(tensors["optimizer.momentum." + k]) for k in names]
 result = {}
 for flush in (False, True):
     torch.set_flush_denormal(flush)
     times = []
     for repeat in range(5):
         optimizer = torch.optim.SGD(params, lr=0.1, momentum=0.9)
-        for p, k in zip(params, names):
+        for p, m in zip(params, momentum):
             p.grad = torch.zeros_like(p)
-            optimizer.state[p]["momentum_buffer"] = tensor("optimizer.momentum." + k)
+            optimizer.state[p]["momentum_buffer"] = m.clone()
         start = time.perf_counter()
         for _ in range(200):
             optimizer.step()
@@ -106,7 +105,6 @@ for flush in (False, True):
     result["flushed" if flush else "kept"] = sorted(times)[2]
 print(json.dumps(result))
 """
-
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -139,7 +137,7 @@ def main():
         sub, total = subnormal_share(checkpoint)
         print(f"\ndead run, kept, its last checkpoint: {sub} of {total} momentum values subnormal")
         if os.path.exists(TORCH_PYTHON):
-            out = subprocess.run([TORCH_PYTHON, "-c", TORCH_STEP, checkpoint], env=mpi_env(), check=True,
+            out = subprocess.run([TORCH_PYTHON, "-c", TORCH_STEP, checkpoint, HERE], env=mpi_env(), check=True,
                                  capture_output=True, text=True, timeout=600).stdout
             torch_ms = json.loads(out)
             print(f"PyTorch SGD step on that state (median of 5 x 200 steps): IEEE (default) "

@@ -9,35 +9,36 @@ base=(--dataset synthetic --synthetic-samples 256 --hidden 32 --batch-size 16 --
   --weight-decay 0.01 --lr-schedule constant)
 run 1 "${base[@]}" --max-steps 1 --save-model "$WORK/start.safetensors" > /dev/null
 
-# layers.0: weights 1e-40 (subnormal), biases -1; the rest as trained. The
-# file goes without ddp's metadata (its checksums), as PyTorch writes it.
-python3 - "$WORK/start.safetensors" "$WORK/dead.safetensors" <<'PY'
+# One reader of safetensors files for both uses below (no numpy here):
+#   dead IN OUT: OUT is IN with layers.0's weights 1e-40 (subnormal) and
+#     biases -1, the rest as trained, without ddp's metadata (its
+#     checksums), as PyTorch writes a file;
+#   census FILE: "zero Z subnormal S other O" over layers.0.weight.
+cat > "$WORK/tensors.py" <<'PY'
 import json, struct, sys
-data = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", data[:8])[0]
-header = json.loads(data[8:8 + n])
-header.pop("__metadata__", None)
-body = bytearray(data[8 + n:])
-for name, fill in (("layers.0.weight", 1e-40), ("layers.0.bias", -1.0)):
-    begin, end = header[name]["data_offsets"]
-    body[begin:end] = struct.pack("<f", fill) * ((end - begin) // 4)
-text = json.dumps(header).encode()
-open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + bytes(body))
-PY
 
-# "zero Z subnormal S other O" over layers.0.weight of a safetensors file.
-census() {
-  python3 - "$1" <<'PY'
-import json, struct, sys
-data = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", data[:8])[0]
-begin, end = json.loads(data[8:8 + n])["layers.0.weight"]["data_offsets"]
-values = struct.unpack("<%df" % ((end - begin) // 4), data[8 + n + begin:8 + n + end])
-zero = sum(1 for v in values if v == 0)
-subnormal = sum(1 for v in values if v != 0 and abs(v) < 2.0 ** -126)
-print("zero %d subnormal %d other %d" % (zero, subnormal, len(values) - zero - subnormal))
+def read(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    return json.loads(data[8:8 + n]), bytearray(data[8 + n:])
+
+header, body = read(sys.argv[2])
+if sys.argv[1] == "dead":
+    header.pop("__metadata__", None)
+    for name, fill in (("layers.0.weight", 1e-40), ("layers.0.bias", -1.0)):
+        begin, end = header[name]["data_offsets"]
+        body[begin:end] = struct.pack("<f", fill) * ((end - begin) // 4)
+    text = json.dumps(header).encode()
+    open(sys.argv[3], "wb").write(struct.pack("<Q", len(text)) + text + bytes(body))
+else:
+    begin, end = header["layers.0.weight"]["data_offsets"]
+    values = struct.unpack("<%df" % ((end - begin) // 4), body[begin:end])
+    zero = sum(1 for v in values if v == 0)
+    subnormal = sum(1 for v in values if v != 0 and abs(v) < 2.0 ** -126)
+    print("zero %d subnormal %d other %d" % (zero, subnormal, len(values) - zero - subnormal))
 PY
-}
+python3 "$WORK/tensors.py" dead "$WORK/start.safetensors" "$WORK/dead.safetensors"
+census() { python3 "$WORK/tensors.py" census "$1"; }
 [ "$(census "$WORK/dead.safetensors")" = "zero 0 subnormal 25088 other 0" ] ||
   fail "the starting weights are not all subnormal: $(census "$WORK/dead.safetensors")"
 
