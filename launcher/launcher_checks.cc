@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "runtime/cpu_quota.h"
 #include "runtime/str.h"
 
 namespace ddp::launcher {
@@ -73,13 +74,26 @@ std::optional<std::string> idleCpuWarning(const CpuShare& share, int threads, in
       fix = str("its CPU affinity, set by taskset or a cgroup, allows ", share.allowed);
       break;
   }
+  const bool byQuota =
+      share.quotaCpus > 0 && share.nodeAvailable == threadsForQuota(share.quotaCpus, 1);
   return str(localRanks, localRanks == 1 ? " rank" : " ranks", " on this node may run on ",
-             share.nodeUsable, " of its ", share.nodeAvailable, " CPUs: ", share.idleCpus(),
+             share.nodeUsable, byQuota ? " of the " : " of its ", share.nodeAvailable,
+             byQuota ? " CPUs its CPU quota allows" : " CPUs", ": ", share.idleCpus(),
              share.idleCpus() == 1 ? " stays" : " stay", " idle, and each rank runs ", threads,
              " compute thread", threads == 1 ? "" : "s", " (", fix, ")");
 }
 
 std::optional<std::string> threadsWarning(int threads, const CpuShare& share) {
+  const int quotaThreads =
+      share.quotaCpus > 0 ? threadsForQuota(share.quotaCpus, share.quotaSharers) : threads;
+  if (threads > quotaThreads && quotaThreads <= share.allowed) {
+    return str("--threads ", threads, ", but this rank's share of its cgroup's CPU quota (",
+               describeQuota(share.quotaCpus, share.quotaSharers), ") is ", quotaThreads,
+               quotaThreads == 1 ? " CPU" : " CPUs",
+               ": the kernel stops its threads for the rest of each period once they have used "
+               "it (measured: RESULTS.md, \"A container's CPU quota\"); lower --threads or "
+               "raise the quota");
+  }
   if (threads <= share.allowed) return std::nullopt;
   const char* cpus = share.allowed == 1 ? " CPU" : " CPUs";
   return str("--threads ", threads, ", but this rank may run on ", share.allowed, cpus,

@@ -57,7 +57,8 @@ std::optional<std::string> idleCpuWarning(const CpuShare& share, int threads, in
                                           Launcher launcher);
 
 // The warning for --threads above the CPUs this rank may run on (its
-// threads would take turns on them); nothing otherwise.
+// threads would take turns on them), or above its share of a CPU quota
+// (Note [CPU quotas] in runtime/cpu_quota.h); nothing otherwise.
 std::optional<std::string> threadsWarning(int threads, const CpuShare& share);
 
 // The error for a task that srun started without a process-management

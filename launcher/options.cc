@@ -161,8 +161,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "rank, NCCL between them)")(
       "threads", po::value(&raw.threads)->value_name("N")->default_value(raw.threads),
       "BLAS threads per rank; on GPUs, the threads that gather each batch (0: the CPUs this rank "
-      "may run on, shared among the node's ranks that may run on them: 1 per rank when mpirun "
-      "binds each to a core)")(
+      "may run on, shared among the node's ranks that may run on them, at most their share of "
+      "a container's CPU quota: 1 per rank when mpirun binds each to a core)")(
       "timeout",
       po::value(&o.timeoutSeconds)->value_name("SECONDS")->default_value(o.timeoutSeconds, "300"),
       "a collective not complete after this long ends the job, with a report of the ranks that "

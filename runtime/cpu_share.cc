@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <vector>
 
+#include "runtime/cpu_quota.h"
 #include "runtime/mpi_check.h"
 #include "runtime/str.h"
 #include "runtime/world.h"
@@ -49,7 +51,13 @@ int threadsForMask(const CpuMask& mine, std::span<const CpuMask> node) {
 
 double expectedCpuShare(const CpuShare& share, int threads) {
   const double demand = static_cast<double>(std::max(1, share.sharers)) * std::max(1, threads);
-  return std::min(1.0, static_cast<double>(std::max(1, share.allowed)) / demand);
+  double expected = std::min(1.0, static_cast<double>(std::max(1, share.allowed)) / demand);
+  if (share.quotaCpus > 0) {
+    const double quotaDemand =
+        static_cast<double>(std::max(1, share.quotaSharers)) * std::max(1, threads);
+    expected = std::min(expected, share.quotaCpus / quotaDemand);
+  }
+  return expected;
 }
 
 std::optional<RunQueueTimes> threadRunQueueTimes() {
@@ -72,29 +80,38 @@ ThreadCount chooseThreads(int requested, const CpuShare& share,
       return {static_cast<int>(count), variable};
     }
   }
-  return {share.threads, ""};
+  if (!share.threadsFromQuota) return {share.threads, ""};
+  return {share.threads, "a CPU quota of " + describeQuota(share.quotaCpus, share.quotaSharers)};
 }
 
 CpuShare shareCpus(const World& world) {
-  // Each rank's node index and mask; the masks travel as 64-bit words.
-  constexpr std::size_t kWords = CpuMask().size() / 64;
+  // Each rank's node index, its quota (in millionths of a CPU, 0: none) and
+  // the quota's cgroup (hashed), then its mask as 64-bit words.
+  constexpr std::size_t kHeader = 3, kWords = CpuMask().size() / 64;
   const CpuMask mine = allowedCpus();
-  std::vector<unsigned long long> entry(1 + kWords, 0);
+  const std::optional<CpuQuota> quota = cpuQuota();
+  std::vector<unsigned long long> entry(kHeader + kWords, 0);
   entry[0] = static_cast<unsigned long long>(world.nodeIndex());
+  if (quota) {
+    entry[1] = std::max(1ull, static_cast<unsigned long long>(std::llround(quota->cpus * 1e6)));
+    entry[2] = std::hash<std::string>{}(quota->cgroup);
+  }
   for (std::size_t cpu = 0; cpu < mine.size(); ++cpu)
-    if (mine.test(cpu)) entry[1 + cpu / 64] |= 1ull << (cpu % 64);
+    if (mine.test(cpu)) entry[kHeader + cpu / 64] |= 1ull << (cpu % 64);
   std::vector<unsigned long long> all(entry.size() * static_cast<std::size_t>(world.size()));
   DDP_MPI_CHECK(MPI_Allgather(entry.data(), static_cast<int>(entry.size()), MPI_UNSIGNED_LONG_LONG,
                               all.data(), static_cast<int>(entry.size()), MPI_UNSIGNED_LONG_LONG,
                               world.comm()));
   std::vector<CpuMask> node;
   CpuMask usable;
+  int quotaSharers = 0;
   for (int r = 0; r < world.size(); ++r) {
     const unsigned long long* theirs = all.data() + static_cast<std::size_t>(r) * entry.size();
     if (theirs[0] != entry[0]) continue;
+    if (quota && theirs[1] == entry[1] && theirs[2] == entry[2]) ++quotaSharers;
     CpuMask mask;
     for (std::size_t cpu = 0; cpu < mask.size(); ++cpu)
-      if ((theirs[1 + cpu / 64] >> (cpu % 64)) & 1ull) mask.set(cpu);
+      if ((theirs[kHeader + cpu / 64] >> (cpu % 64)) & 1ull) mask.set(cpu);
     usable |= mask;
     node.push_back(mask);
   }
@@ -106,7 +123,20 @@ CpuShare shareCpus(const World& world) {
   share.nodeAvailable = onlineCpus();
   if (const auto cpus = naturalNumber<int>(std::getenv("SLURM_CPUS_ON_NODE")); cpus && *cpus > 0)
     share.nodeAvailable = *cpus;
+  if (quota) applyQuota(share, quota->cpus, quotaSharers);
   return share;
+}
+
+void applyQuota(CpuShare& share, double quotaCpus, int quotaSharers) {
+  share.quotaCpus = quotaCpus;
+  share.quotaSharers = std::max(1, quotaSharers);
+  const int quotaThreads = threadsForQuota(quotaCpus, share.quotaSharers);
+  if (quotaThreads < share.threads) {
+    share.threads = quotaThreads;
+    share.threadsFromQuota = true;
+  }
+  // The CPUs' worth of time the quota lets the node's ranks under it use.
+  share.nodeAvailable = std::min(share.nodeAvailable, threadsForQuota(quotaCpus, 1));
 }
 
 }  // namespace ddp

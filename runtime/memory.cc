@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "runtime/cgroup.h"
 #include "runtime/error.h"
 #include "runtime/heartbeat.h"
 
@@ -33,64 +34,28 @@ std::optional<std::size_t> procKilobytes(const std::string& path, const std::str
   return kib ? std::optional<std::size_t>(*kib * 1024) : std::nullopt;
 }
 
-// A cgroup file holding one number; nullopt for "max" (no limit) or no file.
-std::optional<std::size_t> cgroupNumber(const std::string& path) {
-  std::ifstream file(path);
-  std::string text;
-  if (!(file >> text) || text == "max") return std::nullopt;
-  try {
-    return static_cast<std::size_t>(std::stoull(text));
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
 // The least room any memory limit on this process's cgroup or the cgroups
-// above it leaves: the limit minus the working set, which is the use minus
-// the inactive file cache the kernel reclaims first (as the kubelet counts
-// it; the use alone counts every cached page of files read, and a job that
-// read its data would look full). Both cgroup versions: v2 ("0::/path",
-// memory.max, memory.current, inactive_file) and v1 (the "memory"
-// controller's line, memory.limit_in_bytes, memory.usage_in_bytes,
-// total_inactive_file; no limit reads as a huge number, which loses to
-// MemAvailable).
+// above it leaves (Note [Reading cgroup limits]): the limit minus the
+// working set, which is the use minus the inactive file cache the kernel
+// reclaims first (as the kubelet counts it; the use alone counts every
+// cached page of files read, and a job that read its data would look full).
+// v2: memory.max, memory.current, inactive_file; v1: memory.limit_in_bytes,
+// memory.usage_in_bytes, total_inactive_file (no limit reads as a huge
+// number, which loses to MemAvailable).
 std::optional<std::size_t> cgroupRoom(const std::string& root) {
-  std::ifstream cgroups(root + "/proc/self/cgroup");
-  std::string line;
   std::optional<std::size_t> room;
-  while (std::getline(cgroups, line)) {
-    const std::size_t first = line.find(':'), second = line.find(':', first + 1);
-    if (first == std::string::npos || second == std::string::npos) continue;
-    const std::string controllers = line.substr(first + 1, second - first - 1);
-    std::string path = line.substr(second + 1);
-    std::string base, limitFile, usageFile, inactiveKey;
-    if (line.compare(0, first, "0") == 0 && controllers.empty()) {
-      base = root + "/sys/fs/cgroup";
-      limitFile = "memory.max";
-      usageFile = "memory.current";
-      inactiveKey = "inactive_file";
-    } else if (controllers == "memory") {
-      base = root + "/sys/fs/cgroup/memory";
-      limitFile = "memory.limit_in_bytes";
-      usageFile = "memory.usage_in_bytes";
-      inactiveKey = "total_inactive_file";
-    } else {
-      continue;
-    }
-    for (;;) {  // from this process's cgroup up to the root
-      const std::string dir = base + (path == "/" ? "" : path) + "/";
-      const auto limit = cgroupNumber(dir + limitFile);
-      if (limit) {
-        const std::size_t used = cgroupNumber(dir + usageFile).value_or(0);
-        const std::size_t inactive = keyedNumber(dir + "memory.stat", inactiveKey).value_or(0);
-        const std::size_t workingSet = used > inactive ? used - inactive : 0;
-        const std::size_t left = *limit > workingSet ? *limit - workingSet : 0;
-        room = std::min(room.value_or(left), left);
-      }
-      if (path == "/" || path.empty()) break;
-      const std::size_t slash = path.rfind('/');
-      path = slash == 0 ? "/" : path.substr(0, slash);
-    }
+  for (const CgroupDir& dir : cgroupDirs(root, "memory")) {
+    const bool v2 = dir.version == CgroupVersion::kV2;
+    const auto limit = cgroupNumber(dir.path + (v2 ? "memory.max" : "memory.limit_in_bytes"));
+    if (!limit) continue;
+    const std::size_t used =
+        cgroupNumber(dir.path + (v2 ? "memory.current" : "memory.usage_in_bytes")).value_or(0);
+    const std::size_t inactive =
+        keyedNumber(dir.path + "memory.stat", v2 ? "inactive_file" : "total_inactive_file")
+            .value_or(0);
+    const std::size_t workingSet = used > inactive ? used - inactive : 0;
+    const std::size_t left = *limit > workingSet ? *limit - workingSet : 0;
+    room = std::min(room.value_or(left), left);
   }
   return room;
 }

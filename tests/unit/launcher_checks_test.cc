@@ -252,6 +252,23 @@ TEST(IdleCpus, MpirunsCoreBindingIsNamedWithTheOptionThatFixesIt) {
   EXPECT_NE(warning->find("PE=32) gives each rank 32"), std::string::npos) << *warning;
 }
 
+// Note [CPU quotas]: a container of 4 CPUs' quota on a 64-CPU node, its 2
+// ranks bound to a core each by mpirun, leaves 2 CPUs' worth unused; the 60
+// CPUs the quota gives no time are not idle.
+TEST(IdleCpus, AQuotaBoundsWhatIsIdle) {
+  CpuShare share = boundToOneCpu(2, 64);
+  applyQuota(share, 4.0, 2);
+  const auto warning = idleCpuWarning(share, 1, 2, Launcher::kMpirun);
+  ASSERT_TRUE(warning);
+  EXPECT_NE(warning->find("2 ranks on this node may run on 2 of the 4 CPUs its CPU quota allows: 2 "
+                          "stay idle"),
+            std::string::npos)
+      << *warning;
+  EXPECT_NE(warning->find("PE=2) gives each rank 2"), std::string::npos) << *warning;
+  applyQuota(share, 2.0, 2);
+  EXPECT_FALSE(idleCpuWarning(share, 1, 2, Launcher::kMpirun));
+}
+
 TEST(IdleCpus, SrunGetsItsOwnAdvice) {
   const auto warning = idleCpuWarning(boundToOneCpu(4, 16), 1, 4, Launcher::kSrun);
   ASSERT_TRUE(warning);
@@ -268,6 +285,25 @@ TEST(ThreadsPerRank, MoreThreadsThanAllowedCpusAreWarnedAbout) {
       << *warning;
   share.allowed = 8;
   EXPECT_FALSE(threadsWarning(8, share));
+}
+
+// Note [CPU quotas]: OMP_NUM_THREADS=8 in a container of 4 CPUs with 2 ranks.
+TEST(ThreadsPerRank, MoreThreadsThanTheQuotasShareAreWarnedAbout) {
+  CpuShare share;
+  share.allowed = 64;
+  applyQuota(share, 4.0, 2);
+  EXPECT_FALSE(threadsWarning(2, share));
+  const auto warning = threadsWarning(8, share);
+  ASSERT_TRUE(warning);
+  EXPECT_NE(warning->find("--threads 8, but this rank's share of its cgroup's CPU quota (4 CPUs "
+                          "over 2 ranks) is 2 CPUs:"),
+            std::string::npos)
+      << *warning;
+  // Bound to one CPU as well: the mask's warning, the tighter.
+  share.allowed = 1;
+  const auto bound = threadsWarning(8, share);
+  ASSERT_TRUE(bound);
+  EXPECT_NE(bound->find("may run on 1 CPU:"), std::string::npos) << *bound;
 }
 
 // The environments srun gives a task, as Slurm 22.05 sets them (checked on

@@ -22,6 +22,7 @@
 namespace ddp::launcher {
 namespace {
 
+using ddp::testing::FakeRoot;
 using ddp::testing::parseArgs;
 
 // The default MLP, 784-1024-1024-10.
@@ -257,20 +258,6 @@ TEST(MemoryCheck, RankZeroMapsTheFileItResumesFrom) {
   limit.used += 1;
   EXPECT_TRUE(processLimitShortfall(writer, trainer::Device::kCpu, limit, "a"));
 }
-
-// A fake root with proc/meminfo, proc/self/cgroup and cgroup files.
-class FakeRoot {
- public:
-  void write(const std::string& path, const std::string& text) {
-    const std::filesystem::path file = std::filesystem::path(dir_.file("")) / path;
-    std::filesystem::create_directories(file.parent_path());
-    std::ofstream(file) << text;
-  }
-  std::string path() const { return dir_.file(""); }
-
- private:
-  testing::TempDir dir_;
-};
 
 TEST(AvailableBytes, MemAvailablePlusFreeSwap) {
   FakeRoot root;

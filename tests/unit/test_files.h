@@ -29,6 +29,21 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// A fake file system root for readers of /proc and /sys that take one
+// (availableBytes, cpuQuota): files written under it, parents created.
+class FakeRoot {
+ public:
+  void write(const std::string& path, const std::string& text) {
+    const std::filesystem::path file = std::filesystem::path(dir_.path()) / path;
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+  }
+  std::string path() const { return dir_.path(); }
+
+ private:
+  TempDir dir_;
+};
+
 // The big-endian IDX header for unsigned bytes with these dimensions.
 inline std::vector<std::uint8_t> idxHeader(const std::vector<std::uint32_t>& dims) {
   std::vector<std::uint8_t> bytes = {0, 0, 0x08, static_cast<std::uint8_t>(dims.size())};
