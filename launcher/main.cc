@@ -242,6 +242,7 @@ int train(Options o) {
     }
     trainOptions.hostThreads = static_cast<unsigned>(threads);  // GPU: batch gathering
     trainOptions.expectedCpuShare = expectedCpuShare(cpus, threads);
+    trainOptions.quotaCgroup = cpus.quotaCgroup;
     trainOptions.rankHosts = hosts;
     trainer::Trainer trainer(comm, *model, *optimizer, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);

@@ -46,6 +46,15 @@ nlohmann::json cpuShares(const std::vector<trainer::PaceReport::CpuTime>& cpu) {
   return shares;
 }
 
+// Each rank's throttled fraction for --metrics: null without a CPU quota.
+nlohmann::json quotaThrottled(const std::vector<trainer::PaceReport::CpuTime>& cpu) {
+  nlohmann::json fractions = nlohmann::json::array();
+  for (const auto& rank : cpu)
+    fractions.push_back(rank.throttled >= 0 ? nlohmann::json(rank.throttled)
+                                            : nlohmann::json(nullptr));
+  return fractions;
+}
+
 }  // namespace
 
 std::string paceSpan(const trainer::PaceReport& pace, bool wholeEpoch) {
@@ -105,14 +114,28 @@ std::optional<std::string> contentionWarning(const std::string& when,
   const std::vector<std::size_t> contended = contendedRanks(cpu);
   if (contended.empty()) return std::nullopt;
   std::string ranks;
+  bool allThrottled = true;
   for (const std::size_t r : contended) {
+    const bool throttled = cpu[r].throttled >= kThrottledRatio;
+    allThrottled = allThrottled && throttled;
     ranks += str(ranks.empty() ? "" : ", ", r, " (", r < hosts.size() ? hosts[r] + ": " : "",
                  "on a CPU ", fixed(*cpuShareOf(cpu[r]) * 100, 0),
                  "% of the time it was ready to run, where its own job's threads leave it ",
-                 fixed(cpu[r].expectedShare * 100, 0), "%)");
+                 fixed(cpu[r].expectedShare * 100, 0), "%",
+                 throttled ? str("; its cgroup's CPU quota ran out in ",
+                                 fixed(cpu[r].throttled * 100, 0), "% of the periods")
+                           : std::string(),
+                 ")");
   }
-  return str(when, ": other processes compete for the CPUs of rank",
-             contended.size() == 1 ? " " : "s ", ranks,
+  const char* plural = contended.size() == 1 ? " " : "s ";
+  if (allThrottled) {  // kThrottledRatio
+    return str(when, ": other processes under the same CPU quota take the CPU time of rank", plural,
+               ranks,
+               ". The kernel stops every thread under a quota once it runs out, until the next "
+               "period, and this job's own threads fit it: move the other processes out of its "
+               "cgroup, or raise the quota (docker run --cpus, a pod's limits.cpu)");
+  }
+  return str(when, ": other processes compete for the CPUs of rank", plural, ranks,
              ". Another job bound to the same cores? mpirun binds each job's ranks from core 0 up, "
              "unaware of other jobs: give each job its own cores (mpirun --cpu-set, taskset -c) "
              "or launch with --bind-to none");
@@ -229,6 +252,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
                            {"skipped_steps", r.skippedSteps},
                            {"rank_compute_ms", r.pace.rankComputeMs},
                            {"rank_cpu_share", cpuShares(r.pace.rankCpu)},
+                           {"rank_quota_throttled", quotaThrottled(r.pace.rankCpu)},
                            {"step_ms",
                             {{"total", t.total() * 1e3},
                              {"data", t.data * 1e3},

@@ -41,7 +41,12 @@
 // leaves them (runtime/cpu_share.h, expectedCpuShare: four ranks
 // oversubscribing two cores expect 0.5 and measured 0.54-0.56), once a rank
 // was ready for at least kContentionMinSeconds, naming each rank, its host
-// and its share. --metrics records every rank's share (rank_cpu_share).
+// and its share. Under a container's CPU quota (Note [CPU quotas] in
+// runtime/cpu_quota.h) the expected share counts the quota too, and a rank
+// whose quota ran out in kThrottledRatio of its periods over the stretch
+// (cpu.stat, PaceReport::CpuTime::throttled) is named as short of quota:
+// other processes under the same quota take its time, however free the
+// node's cores are. --metrics records every rank's share (rank_cpu_share).
 #pragma once
 
 #include <chrono>
@@ -92,6 +97,14 @@ std::string stragglerWarning(const std::string& when, const Straggler& slow,
 // kContentionMinSeconds of time ready to run; shorter epochs are noise.
 constexpr double kContentionRatio = 0.75;
 constexpr double kContentionMinSeconds = 1.0;
+// A contended rank whose cgroup's CPU quota ran out in at least this
+// fraction of its periods (PaceReport::CpuTime::throttled) is named as
+// short of quota, not of cores: its job's threads fit the quota (Note [CPU
+// quotas] in runtime/cpu_quota.h), so other processes under the same quota
+// take its time, and binding to other cores would not help. Measured: a
+// busy loop under the same 1-CPU quota as one rank, 49% of its ready time
+// on a CPU and the quota out in about half the periods.
+constexpr double kThrottledRatio = 0.25;
 
 // The share of its ready time a rank's training thread ran; nullopt without
 // kContentionMinSeconds of figures.

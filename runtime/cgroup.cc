@@ -61,6 +61,17 @@ std::vector<CgroupDir> cgroupDirs(const std::string& root, std::string_view v1Co
   return dirs;
 }
 
+std::optional<unsigned long long> keyedNumber(const std::string& path, std::string_view key) {
+  std::ifstream file(path);
+  std::string word;
+  while (file >> word) {
+    unsigned long long value = 0;
+    if (word == key && file >> value) return value;
+    file.ignore(1 << 12, '\n');
+  }
+  return std::nullopt;
+}
+
 std::optional<unsigned long long> cgroupNumber(const std::string& path, int word) {
   std::ifstream file(path);
   std::string text;

@@ -39,6 +39,11 @@ struct CgroupDir {
 // sys/fs/cgroup/. Any thread.
 std::vector<CgroupDir> cgroupDirs(const std::string& root, std::string_view v1Controller);
 
+// The number after `key` on its line of a "<key> <n> [unit]" file (/proc's
+// status and meminfo files, a cgroup's memory.stat and cpu.stat); nullopt
+// when the file or the key is missing.
+std::optional<unsigned long long> keyedNumber(const std::string& path, std::string_view key);
+
 // The first word of the file at `path` as a non-negative integer; nullopt
 // when it is "max" (v2's no limit), negative (v1's -1), not a number, or
 // the file cannot be read.

@@ -29,6 +29,19 @@ int threadsForQuota(double cpus, int sharers) {
   return static_cast<int>(std::clamp(each, 1.0, 4096.0));
 }
 
+std::optional<ThrottleCounts> throttleCounts(const std::string& cgroupDir) {
+  const auto periods = keyedNumber(cgroupDir + "cpu.stat", "nr_periods");
+  const auto throttled = keyedNumber(cgroupDir + "cpu.stat", "nr_throttled");
+  if (!periods || !throttled) return std::nullopt;
+  return ThrottleCounts{*periods, *throttled};
+}
+
+std::optional<double> throttledFraction(const ThrottleCounts& before, const ThrottleCounts& after) {
+  if (after.periods <= before.periods || after.throttled < before.throttled) return std::nullopt;
+  return std::min(1.0, static_cast<double>(after.throttled - before.throttled) /
+                           static_cast<double>(after.periods - before.periods));
+}
+
 std::string describeQuota(double cpus, int sharers) {
   const double shown = std::round(cpus * 100) / 100;
   return str(shown, shown == 1 ? " CPU" : " CPUs", " over ", sharers,

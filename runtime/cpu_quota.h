@@ -42,6 +42,21 @@ std::optional<CpuQuota> cpuQuota(const std::string& root = "");
 // of 1 CPU and 1.21x under 1.25, but 0.95x under 1.5 and 0.84x under 1.75.
 int threadsForQuota(double cpus, int sharers);
 
+// How often a cgroup's quota has stopped its threads since the cgroup was
+// made: the periods in which they ran (cpu.stat's nr_periods) and those in
+// which the quota ran out before the period did (nr_throttled). Both
+// versions. nullopt where `cgroupDir` (CpuQuota::cgroup) has no cpu.stat.
+// Any thread.
+struct ThrottleCounts {
+  unsigned long long periods = 0;
+  unsigned long long throttled = 0;
+};
+std::optional<ThrottleCounts> throttleCounts(const std::string& cgroupDir);
+
+// The fraction of the periods from `before` to `after` in which the quota
+// ran out; nullopt when no period passed.
+std::optional<double> throttledFraction(const ThrottleCounts& before, const ThrottleCounts& after);
+
 // "1.5 CPUs over 2 ranks", for messages: the quota to two decimals.
 std::string describeQuota(double cpus, int sharers);
 

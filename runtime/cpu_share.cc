@@ -123,7 +123,10 @@ CpuShare shareCpus(const World& world) {
   share.nodeAvailable = onlineCpus();
   if (const auto cpus = naturalNumber<int>(std::getenv("SLURM_CPUS_ON_NODE")); cpus && *cpus > 0)
     share.nodeAvailable = *cpus;
-  if (quota) applyQuota(share, quota->cpus, quotaSharers);
+  if (quota) {
+    applyQuota(share, quota->cpus, quotaSharers);
+    share.quotaCgroup = quota->cgroup;
+  }
   return share;
 }
 

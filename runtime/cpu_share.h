@@ -57,6 +57,7 @@ struct CpuShare {
   int nodeAvailable = 1;          // CPUs the node has for this job (SLURM_CPUS_ON_NODE, else
                                   // online; at most a CPU quota, rounded)
   double quotaCpus = 0.0;         // the CPU quota on this rank's cgroup, in CPUs (0: none)
+  std::string quotaCgroup;        // the cgroup directory that sets it (CpuQuota::cgroup)
   int quotaSharers = 1;           // this node's ranks under that same quota, itself included
   bool threadsFromQuota = false;  // the quota, not the mask, set `threads`
   int idleCpus() const { return nodeAvailable > nodeUsable ? nodeAvailable - nodeUsable : 0; }

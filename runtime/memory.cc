@@ -15,19 +15,6 @@ namespace ddp {
 
 namespace {
 
-// The number after `key` on the line of a "<key> <n> [unit]" file (/proc's
-// status and meminfo files, a cgroup's memory.stat).
-std::optional<std::size_t> keyedNumber(const std::string& path, const std::string& key) {
-  std::ifstream file(path);
-  std::string word;
-  while (file >> word) {
-    std::size_t value = 0;
-    if (word == key && file >> value) return value;
-    file.ignore(1 << 12, '\n');
-  }
-  return std::nullopt;
-}
-
 // The value of the "<key> <n> kB" line of a /proc file, in bytes.
 std::optional<std::size_t> procKilobytes(const std::string& path, const std::string& key) {
   const auto kib = keyedNumber(path, key);

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "ddp_config.h"
+#include "runtime/cpu_quota.h"
 #include "runtime/cpu_share.h"
 #include "runtime/error.h"
 #include "trainer/clip.h"
@@ -32,14 +33,18 @@ double secondsSince(Clock::time_point start) {
 }
 
 // A stretch of steps (an epoch, or a pace window within one): its steps'
-// phase times, and the training thread's run-queue times at its start.
+// phase times, and the training thread's run-queue times and its CPU
+// quota's throttling counts (`quotaCgroup`, "" for none) at its start.
 struct Stretch {
-  explicit Stretch(std::size_t first) : firstStep(first) {}  // starting now
+  Stretch(std::size_t first, const std::string& quotaCgroup)  // starting now
+      : firstStep(first),
+        throttle(quotaCgroup.empty() ? std::nullopt : throttleCounts(quotaCgroup)) {}
   Clock::time_point start = Clock::now();
   std::size_t firstStep;  // global, 1-based
   PhaseTimes sum;
   std::size_t steps = 0;  // timed steps in `sum`
   RunQueueTimes cpu = threadRunQueueTimes().value_or(RunQueueTimes{});
+  std::optional<ThrottleCounts> throttle;
   void add(const PhaseTimes& times) {
     sum += times;
     ++steps;
@@ -49,15 +54,22 @@ struct Stretch {
 // Every rank's pace over `stretch`, which ends at `lastStep` of `epoch`: one
 // allgather for rank 0's straggler and contention checks (Notes [Finding a
 // straggler], [Finding a contended CPU] in launcher/progress.h). Collective.
-PaceReport gatherPace(comm::Communicator& comm, double expectedCpuShare, std::size_t epoch,
+PaceReport gatherPace(comm::Communicator& comm, const TrainOptions& options, std::size_t epoch,
                       std::size_t lastStep, const Stretch& stretch) {
   const RunQueueTimes cpuNow = threadRunQueueTimes().value_or(stretch.cpu);
   const PhaseTimes& sum = stretch.sum;
   const double computeMs =
       stretch.steps > 0 ? (sum.total() - sum.comm) / static_cast<double>(stretch.steps) * 1e3 : 0.0;
-  const double mine[4] = {computeMs, cpuNow.running - stretch.cpu.running,
-                          cpuNow.waiting - stretch.cpu.waiting, expectedCpuShare};
-  std::vector<double> all(4 * static_cast<std::size_t>(comm.size()));
+  std::optional<double> throttled;
+  if (stretch.throttle) {
+    if (const auto now = throttleCounts(options.quotaCgroup))
+      throttled = throttledFraction(*stretch.throttle, *now);
+  }
+  constexpr std::size_t kFields = 5;
+  const double mine[kFields] = {computeMs, cpuNow.running - stretch.cpu.running,
+                                cpuNow.waiting - stretch.cpu.waiting, options.expectedCpuShare,
+                                throttled.value_or(-1.0)};
+  std::vector<double> all(kFields * static_cast<std::size_t>(comm.size()));
   comm.allgather(std::span<const double>(mine), std::span<double>(all))
       ->wait(comm.options().timeout);
   PaceReport pace;
@@ -65,9 +77,10 @@ PaceReport gatherPace(comm::Communicator& comm, double expectedCpuShare, std::si
   pace.firstStep = stretch.firstStep;
   pace.lastStep = lastStep;
   pace.timedSteps = stretch.steps;
-  for (std::size_t r = 0; r < all.size() / 4; ++r) {
-    pace.rankComputeMs.push_back(all[4 * r]);
-    pace.rankCpu.push_back({all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]});
+  for (std::size_t r = 0; r < all.size() / kFields; ++r) {
+    const double* theirs = all.data() + kFields * r;
+    pace.rankComputeMs.push_back(theirs[0]);
+    pace.rankCpu.push_back({theirs[1], theirs[2], theirs[3], theirs[4]});
   }
   return pace;
 }
@@ -362,7 +375,7 @@ void Trainer::run(TrainObserver& observer) {
   };
   for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
-    Stretch epochSteps(globalStep_ + 1);  // this run's part of the epoch
+    Stretch epochSteps(globalStep_ + 1, options_.quotaCgroup);  // this run's part of the epoch
     const auto epochStart = epochSteps.start;
     sampler_.setEpoch(epoch - 1);
     // A resumed epoch continues after the samples its first part trained on.
@@ -500,8 +513,8 @@ void Trainer::run(TrainObserver& observer) {
         comm_.allreduceSync(std::span<std::int32_t>(agreed), comm::ReduceOp::kMax);
         if (agreed[1] != 0 && agreed[0] == 0) {
           reportUnread();
-          observer.onPace(gatherPace(comm_, options_.expectedCpuShare, epoch, globalStep_, window));
-          window = Stretch(globalStep_ + 1);
+          observer.onPace(gatherPace(comm_, options_, epoch, globalStep_, window));
+          window = Stretch(globalStep_ + 1, options_.quotaCgroup);
         }
         if (const std::int32_t signal = agreed[0]; signal != 0) {
           stoppedBy_ = signal;
@@ -537,7 +550,7 @@ void Trainer::run(TrainObserver& observer) {
     }
     report.samplesPerSecond =
         trainSeconds > 0 ? world * static_cast<double>(samples) / trainSeconds : 0;
-    report.pace = gatherPace(comm_, options_.expectedCpuShare, epoch, globalStep_, epochSteps);
+    report.pace = gatherPace(comm_, options_, epoch, globalStep_, epochSteps);
     verifyReplicas();
     report.test = evaluate();
     report.wallSeconds = secondsSince(epochStart);

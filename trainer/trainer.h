@@ -93,6 +93,10 @@ struct TrainOptions {
   // job's threads (runtime/cpu_share.h, expectedCpuShare), reported with
   // each epoch and pace window beside what it got (PaceReport::rankCpu).
   double expectedCpuShare = 1.0;
+  // The cgroup whose CPU quota binds this rank (runtime/cpu_quota.h;
+  // CpuShare::quotaCgroup), "" for none: each pace report says in what
+  // fraction of the quota's periods it stopped the rank's threads.
+  std::string quotaCgroup;
   // Within an epoch, every this many seconds of training (rank 0's clock,
   // agreed at the stop check every stopCheckEvery steps), the ranks also
   // exchange their pace (TrainObserver::onPace), so that a straggler or a
@@ -181,6 +185,9 @@ struct PaceReport {
     double running = 0.0;
     double waiting = 0.0;
     double expectedShare = 1.0;
+    // The fraction of its cgroup's CPU quota periods in which the quota ran
+    // out and the kernel stopped its threads; negative without a quota.
+    double throttled = -1.0;
   };
   std::vector<double> rankComputeMs;
   std::vector<CpuTime> rankCpu;

@@ -6,6 +6,8 @@
 #                          (status 1, nothing made) where it cannot
 #   quota_cgroup_set CPUS  its quota in CPUs (1.5), or "none"
 #   in_quota_cgroup CMD... runs CMD (and what it starts) inside it
+#   quota_hog_start        starts a busy loop inside it, its pid in QUOTA_HOG
+#   quota_hog_stop         ends it (also part of quota_cgroup_remove)
 #   quota_cgroup_remove    removes it (its processes gone first)
 quota_cgroup_make() {
   local base
@@ -44,6 +46,19 @@ quota_cgroup_set() {
 in_quota_cgroup() {
   bash -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$QUOTA_DIR" "$@"
 }
+quota_hog_start() {
+  # bash itself in the background, not a function's subshell: $! is then the
+  # process that becomes the loop.
+  bash -c 'echo $$ > "$0/cgroup.procs" && exec sh -c "while :; do :; done"' "$QUOTA_DIR" &
+  QUOTA_HOG=$!
+}
+quota_hog_stop() {
+  [ -n "${QUOTA_HOG:-}" ] || return 0
+  kill "$QUOTA_HOG" 2> /dev/null || true
+  wait "$QUOTA_HOG" 2> /dev/null || true
+  QUOTA_HOG=
+}
 quota_cgroup_remove() {
+  quota_hog_stop
   [ -n "${QUOTA_DIR:-}" ] && [ -d "$QUOTA_DIR" ] && rmdir "$QUOTA_DIR" 2> /dev/null || true
 }

@@ -38,6 +38,27 @@ grep -q "device cpu (2 BLAS threads per rank, from --threads)" "$WORK/two" ||
 grep -q "warning: --threads 2, but this rank's share of its cgroup's CPU quota (1 CPU over 2 ranks) is 1 CPU:" \
   "$WORK/two" || fail "no quota warning: $(cat "$WORK/two")"
 
+# kThrottledRatio: a busy loop under the same 1-CPU quota takes half of the
+# rank's time, with CPUs to spare. The epoch's verdict names the quota, not
+# other jobs' cores (tests/e2e/faults.sh has that case). Under a sanitizer
+# a step takes 20 times as long: a fifth of the samples.
+if [ -r /proc/thread-self/schedstat ]; then
+  samples=20000
+  [ -z "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ] || samples=4000
+  quota_hog_start
+  rc=0
+  in_quota_cgroup timeout "$((120 * TIME_SCALE))" mpirun -q --bind-to none -np 1 "$DDP_TRAIN" \
+    --dataset synthetic --synthetic-samples "$samples" --epochs 1 --metrics "$WORK/shared.json" \
+    > "$WORK/shared" 2>&1 || rc=$?
+  quota_hog_stop
+  [ "$rc" = 0 ] || fail "shared quota: exit $rc: $(tail -5 "$WORK/shared")"
+  grep -qE "warning: epoch 1: other processes under the same CPU quota take the CPU time of rank 0 \(.*: on a CPU [0-9]+% of the time it was ready to run, where its own job's threads leave it 100%; its cgroup's CPU quota ran out in [0-9]+% of the periods\)" \
+    "$WORK/shared" || fail "shared quota: not reported: $(cat "$WORK/shared")"
+  python3 -c "import json, sys; t = json.loads(open(sys.argv[1]).readline())['rank_quota_throttled']; assert len(t) == 1 and t[0] >= 0.25, t" \
+    "$WORK/shared.json" || fail "shared quota: rank_quota_throttled: $(cat "$WORK/shared.json")"
+  echo "shared quota: $(grep -oE "on a CPU [0-9]+% .*of the periods" "$WORK/shared")"
+fi
+
 # A quota of as many CPUs as the mask's changes nothing.
 quota_cgroup_set "$cpus"
 train "$WORK/all" 1

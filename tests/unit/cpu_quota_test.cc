@@ -102,6 +102,30 @@ TEST(CpuQuota, V1ReadsQuotaAndPeriod) {
   EXPECT_DOUBLE_EQ(quota->cpus, 4.0);
 }
 
+TEST(ThrottleCounts, BothVersionsCpuStat) {
+  FakeRoot root;
+  root.write("v1/cpu.stat", "nr_periods 556\nnr_throttled 257\nthrottled_time 89133843\n");
+  root.write("v2/cpu.stat",
+             "usage_usec 1000\nuser_usec 900\nsystem_usec 100\nnr_periods 40\n"
+             "nr_throttled 10\nthrottled_usec 5000\n");
+  const auto v1 = throttleCounts(root.path() + "/v1/");
+  ASSERT_TRUE(v1);
+  EXPECT_EQ(v1->periods, 556u);
+  EXPECT_EQ(v1->throttled, 257u);
+  const auto v2 = throttleCounts(root.path() + "/v2/");
+  ASSERT_TRUE(v2);
+  EXPECT_EQ(v2->periods, 40u);
+  EXPECT_EQ(v2->throttled, 10u);
+  EXPECT_FALSE(throttleCounts(root.path() + "/missing/"));
+}
+
+TEST(ThrottleCounts, TheFractionOfThePeriodsBetween) {
+  EXPECT_DOUBLE_EQ(*throttledFraction({256, 200}, {556, 257}), 0.19);
+  EXPECT_DOUBLE_EQ(*throttledFraction({0, 0}, {100, 100}), 1.0);
+  EXPECT_FALSE(throttledFraction({100, 50}, {100, 50}));  // no period passed: idle
+  EXPECT_FALSE(throttledFraction({100, 50}, {10, 5}));    // another cgroup's counts
+}
+
 // Rounded to the nearest whole CPU (RESULTS.md: 2 threads lose under a
 // quota of 1.25 CPUs and win under 1.5).
 TEST(ThreadsForQuota, EachRanksShareRoundedAtLeastOne) {

@@ -65,6 +65,35 @@ TEST(Contention, TheJobsOwnOversubscriptionAndShortEpochsAreNot) {
   EXPECT_DOUBLE_EQ(*cpuShareOf({3.0, 1.0, 1.0}), 0.75);
 }
 
+// kThrottledRatio: a rank whose CPU quota ran out is short of quota, not of
+// cores (another process under the same quota took it).
+TEST(Contention, ARankWhoseQuotaRanOutIsToldSo) {
+  EXPECT_EQ(contentionWarning("epoch 1", {{2.6, 2.4, 1.0, 0.61}}, {"vm"}),
+            "epoch 1: other processes under the same CPU quota take the CPU time of rank 0 (vm: "
+            "on a CPU 52% of the time it was ready to run, where its own job's threads leave it "
+            "100%; its cgroup's CPU quota ran out in 61% of the periods). The kernel stops every "
+            "thread under a quota once it runs out, until the next period, and this job's own "
+            "threads fit it: move the other processes out of its cgroup, or raise the quota "
+            "(docker run --cpus, a pod's limits.cpu)");
+  // Under a quota that rarely ran out, or beside a rank without one: the cores.
+  for (const double throttled : {0.1, -1.0}) {
+    const auto warning = contentionWarning("epoch 1", {{2.6, 2.4, 1.0, throttled}}, {"vm"});
+    ASSERT_TRUE(warning);
+    EXPECT_NE(warning->find("other processes compete for the CPUs of rank 0"), std::string::npos);
+    EXPECT_EQ(warning->find("ran out"), std::string::npos) << *warning;
+  }
+  const auto mixed =
+      contentionWarning("epoch 1", {{2.6, 2.4, 1.0, 0.5}, {2.6, 2.4, 1.0, -1.0}}, {"a", "b"});
+  ASSERT_TRUE(mixed);
+  EXPECT_NE(mixed->find("compete for the CPUs of ranks 0 (a: on a CPU 52% of the time it was "
+                        "ready to run, where its own job's threads leave it 100%; its cgroup's "
+                        "CPU quota ran out in 50% of the periods), 1 (b:"),
+            std::string::npos)
+      << *mixed;
+  // Throttled without being short of CPU (the job's own share of a quota): nothing.
+  EXPECT_FALSE(contentionWarning("epoch 1", {{2.0, 2.0, 0.5, 0.9}}, {"vm"}));
+}
+
 TEST(Pace, AReportSaysWhatItCovers) {
   trainer::PaceReport pace;
   pace.epoch = 1;
