@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "runtime/cpu_quota.h"
 #include "runtime/str.h"
@@ -84,8 +85,10 @@ std::optional<std::string> idleCpuWarning(const CpuShare& share, int threads, in
 }
 
 std::optional<std::string> threadsWarning(int threads, const CpuShare& share) {
-  const int quotaThreads =
-      share.quotaCpus > 0 ? threadsForQuota(share.quotaCpus, share.quotaSharers) : threads;
+  const int quotaThreads = share.quotaCpus > 0
+                               ? threadsForQuota(share.quotaCpus, share.quotaSharers)
+                               : std::numeric_limits<int>::max();
+  // The tighter of the two bounds is the one named: the quota's here, the mask's below.
   if (threads > quotaThreads && quotaThreads <= share.allowed) {
     return str("--threads ", threads, ", but this rank's share of its cgroup's CPU quota (",
                describeQuota(share.quotaCpus, share.quotaSharers), ") is ", quotaThreads,
