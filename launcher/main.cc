@@ -4,7 +4,8 @@
 //
 // Exit codes: 0 success, 2 usage error (bad option; reported before MPI starts,
 // by rank 0 only), 1 any other failure (bad data, a failed rank, a hung
-// collective), reported by the rank that saw it.
+// collective), reported by the rank that saw it; 3 stopped by --time-limit,
+// 128 + the signal that stopped it (both after writing a checkpoint).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -26,6 +27,7 @@
 #include "launcher/resume.h"
 #include "launcher/run_config.h"
 #include "launcher/run_report.h"
+#include "launcher/time_limit.h"
 #include "launcher/version.h"
 #include "runtime/cpu_share.h"
 #include "runtime/error.h"
@@ -45,6 +47,9 @@
 
 namespace ddp::launcher {
 namespace {
+
+// --time-limit counts from here (Note [Stopping before a time limit]).
+const TimeLimit::Clock::time_point kStartedAt = TimeLimit::Clock::now();
 
 // Note [Files across nodes]
 // Nodes need not share a file system. Files read once for the whole job
@@ -208,9 +213,23 @@ int train(Options o) {
     trainOptions.onBucketCapChosen = reportBucketCapChoice;
     // Rank 0 writes checkpoints in the background (Note [Checkpoints written
     // in the background]); agree() makes a failed write stop every rank cleanly.
+    std::optional<TimeLimit> timeLimit;
+    if (o.timeLimitSeconds > 0) {
+      timeLimit.emplace(o.timeLimitSeconds, kStartedAt, !o.checkpointDir.empty(),
+                        !o.saveModel.empty());
+      trainOptions.timeUp = [&](double secondsToNextCheck) {
+        return timeLimit->timeUp(secondsToNextCheck);
+      };
+    }
     std::optional<trainer::CheckpointWriter> checkpointWriter;
     if (!o.checkpointDir.empty() && world.rank() == 0) {
-      checkpointWriter.emplace(reportCheckpoint(o), staging);
+      checkpointWriter.emplace(
+          [&timeLimit, report = reportCheckpoint(o)](const std::string& path,
+                                                     const trainer::TrainPosition& at) {
+            report(path, at);
+            if (timeLimit) timeLimit->writeDone();
+          },
+          staging);
     }
     if (!o.checkpointDir.empty()) {
       trainOptions.onCheckpoint = [&](const trainer::TrainPosition& at) {
@@ -221,6 +240,7 @@ int train(Options o) {
         // ranks join (Note [Streaming a sharded optimizer's state]).
         const bool streamed = trainer::streamsState(staging, *optimizer);
         if (checkpointWriter) checkpointWriter->awaitIdle();
+        if (checkpointWriter && timeLimit) timeLimit->writeStarted();
         if (!streamed) optimizer->gatherState(0);
         comm::agree(comm, [&] {
           if (checkpointWriter) {
@@ -248,6 +268,16 @@ int train(Options o) {
     printBuckets(trainer.reducer(), o);
     if (world.rank() == 0) {
       if (const auto warning = warmupWarning(o, trainer.plannedSteps())) log::warn(*warning);
+      if (o.timeLimitSeconds > 0) {
+        log::info(str("time limit: ", durationText(o.timeLimitSeconds),
+                      " from ddp_train's start (--time-limit): the run stops before it, its last "
+                      "writes done"));
+        if (o.checkpointDir.empty()) {
+          log::warn(
+              "--time-limit without --checkpoint-dir: a run it stops leaves nothing to resume "
+              "from");
+        }
+      }
     }
     comm::agree(comm, [&] {  // Note [Refusing files the disk cannot hold]
       if (world.rank() != 0) return;
@@ -262,7 +292,7 @@ int train(Options o) {
     if (!o.trace.empty()) trainer.setTrace(&trace, kTraceFirstStep, kTraceSteps);
     installStopHandlers();
     trainer.run(*progress);
-    reportRunEnd(trainer, o);
+    reportRunEnd(trainer, o, timeLimit ? &*timeLimit : nullptr);
     comm.setContext("end: writing the last checkpoint, the trace and --save-model");
 
     comm::agree(comm, [&] {
@@ -277,7 +307,15 @@ int train(Options o) {
         log::info(str("saved weights to ", o.saveModel));
       }
     });
-    return trainer.stoppedBy() != 0 ? 128 + trainer.stoppedBy() : kExitOk;
+    if (trainer.stoppedByTimeLimit() && world.rank() == 0) {
+      if (timeLimit->endedPastLimit()) {
+        log::warn(timeLimit->endText());
+      } else {
+        log::info(timeLimit->endText());
+      }
+    }
+    if (trainer.stoppedBy() != 0) return 128 + trainer.stoppedBy();
+    return trainer.stoppedByTimeLimit() ? kExitTimeLimit : kExitOk;
   } catch (const comm::PeerFailedError& e) {
     log::error(e.what());
     return kExitFailure;
@@ -325,14 +363,14 @@ int main(int argc, char** argv) {
   } catch (const NodeUsageError& e) {
     // Perhaps only this node lacks the file: each node's first rank says so.
     if (rankZero) {
-      std::cerr << "ddp_train: " << e.what() << '\n';
+      log::plain(str("ddp_train: ", e.what()));
     } else if (localRankFromEnvironment() == 0) {
-      std::cerr << "ddp_train: on " << thisHostname() << " (rank " << rankFromEnvironment()
-                << "): " << e.what() << '\n';
+      log::plain(
+          str("ddp_train: on ", thisHostname(), " (rank ", rankFromEnvironment(), "): ", e.what()));
     }
     return kExitUsage;
   } catch (const UsageError& e) {
-    if (rankZero) std::cerr << "ddp_train: " << e.what() << " (see ddp_train --help)\n";
+    if (rankZero) log::plain(str("ddp_train: ", e.what(), " (see ddp_train --help)"));
     return kExitUsage;
   }
   if (options.help) {
@@ -344,14 +382,14 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (const auto error = launcher::srunWithoutPmiError(std::getenv)) {
-    if (rankZero) std::cerr << "ddp_train: " << *error << '\n';
+    if (rankZero) log::plain(str("ddp_train: ", *error));
     return kExitUsage;
   }
   if (localRankFromEnvironment() == 0) {  // Note [A process memory limit]
     const auto limit = processMemoryLimit();
     if (const auto warning =
             limit ? launcher::processLimitWarning(*limit, thisHostname()) : std::nullopt)
-      std::cerr << "ddp_train: warning: " << *warning << '\n';
+      log::plain(str("ddp_train: warning: ", *warning));
   }
   // Before MPI_Init starts threads, so that every thread of this process
   // takes the mode (Note [Subnormal floats] in runtime/subnormals.h).
@@ -359,7 +397,7 @@ int main(int argc, char** argv) {
   try {
     return launcher::train(options);
   } catch (const std::exception& e) {  // before the job was set up (MPI start-up)
-    std::cerr << "ddp_train: " << describeFailure(e) << '\n';
+    log::plain(str("ddp_train: ", describeFailure(e)));
     return kExitFailure;
   }
 }

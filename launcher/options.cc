@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "launcher/fault_injection.h"
+#include "launcher/time_limit.h"
 #include "runtime/error.h"
 #include "runtime/str.h"
 #include "trainer/fashion_mnist.h"
@@ -39,6 +40,7 @@ struct Raw {
   std::string freeze;
   std::string bucketCap = "25";
   std::string betas = "0.9,0.999";
+  std::string timeLimit;
 };
 
 constexpr unsigned kHelpWidth = 100;
@@ -94,6 +96,11 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
                              "passes over the training set")(
       "max-steps", po::value(&raw.maxSteps)->value_name("N")->default_value(raw.maxSteps),
       "stop after N steps in all (0: no limit)")(
+      "time-limit", po::value(&raw.timeLimit)->value_name("DURATION"),
+      "stop before DURATION of wall time has passed since ddp_train started, as a signal stops "
+      "it (a checkpoint with --checkpoint-dir, exit code 3), keeping time for the steps to the "
+      "next stop check and the last writes, as long as the longest so far took: 5400s, 90m, "
+      "1.5h, or as sbatch --time writes it, 1:30:00 or 1-00:00:00")(
       "batch-size", po::value(&raw.batchSize)->value_name("N")->default_value(raw.batchSize),
       "samples per rank per micro-batch (global batch = N x --grad-accum x ranks)")(
       "lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"),
@@ -642,6 +649,21 @@ void validateOptimizer(Options& o, const Raw& raw, const po::variables_map& vm) 
 Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
   o.epochs = positive(raw.epochs, "epochs");
   o.maxSteps = nonNegative(raw.maxSteps, "max-steps");
+  if (given(vm, "time-limit")) {
+    const auto seconds = parseDuration(raw.timeLimit);
+    if (!seconds) {
+      const bool bare = !raw.timeLimit.empty() &&
+                        raw.timeLimit.find_first_not_of("0123456789.") == std::string::npos;
+      throw UsageError(
+          str("--time-limit must be a positive duration with its unit (5400s, 90m, 1.5h, 2d) or as "
+              "sbatch --time writes it (1:30:00, 1-00:00:00) (got '",
+              raw.timeLimit, "')",
+              bare ? ": a bare number is seconds to --timeout but minutes to "
+                     "sbatch --time, so give the unit"
+                   : ""));
+    }
+    o.timeLimitSeconds = *seconds;
+  }
   o.warmupSteps = nonNegative(raw.warmupSteps, "warmup-steps");
   o.batchSize = positive(raw.batchSize, "batch-size", kMaxDimension);
   o.logEvery = positive(raw.logEvery, "log-every");

@@ -43,6 +43,7 @@ struct Options {
   // optimisation
   std::size_t epochs = 5;
   std::size_t maxSteps = 0;
+  double timeLimitSeconds = 0;  // 0: none (Note [Stopping before a time limit])
   std::size_t batchSize = 64;
   double lr = 0.1;
   std::string lrSchedule = "cosine";

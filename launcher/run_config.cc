@@ -175,6 +175,7 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
                                  {"warmup-steps", str(o.warmupSteps)},
                                  {"clip-grad-norm", str(o.clipGradNorm)},
                                  {"max-steps", str(o.maxSteps)},
+                                 {"time-limit", str(o.timeLimitSeconds)},
                                  {"shard-optimizer", str(o.shardOptimizer)},
                                  {"keep-subnormals", str(o.keepSubnormals)},
                                  {"device", o.device}});

@@ -145,12 +145,17 @@ void warnAboutPlacement(const World& world, const Options& o, const CpuShare& cp
 }
 
 // How the run ended: a stop by signal (and how to resume), and its memory.
-void reportRunEnd(const trainer::Trainer& trainer, const Options& o) {
+void reportRunEnd(const trainer::Trainer& trainer, const Options& o, const TimeLimit* timeLimit) {
+  const std::string resume =
+      o.checkpointDir.empty()
+          ? std::string(" (no --checkpoint-dir: nothing saved to resume from)")
+          : str("; resume with --checkpoint-dir ", o.checkpointDir, " --resume");
   if (trainer.stoppedBy() != 0) {
     log::info(str("stopped by signal ", trainer.stoppedBy(), " after step ", trainer.globalStep(),
-                  o.checkpointDir.empty()
-                      ? std::string(" (no --checkpoint-dir: nothing saved to resume from)")
-                      : str("; resume with --checkpoint-dir ", o.checkpointDir, " --resume")));
+                  resume));
+  } else if (trainer.stoppedByTimeLimit() && timeLimit != nullptr) {
+    log::info(str("stopped by --time-limit after step ", trainer.globalStep(), " of ",
+                  trainer.plannedSteps(), ": ", timeLimit->stopText(), resume));
   }
   const auto mib = [](std::size_t bytes) {
     return fixed(static_cast<double>(bytes) / (1 << 20), 1);

@@ -12,6 +12,7 @@
 #include "launcher/options.h"
 #include "launcher/placement.h"
 #include "launcher/run_config.h"
+#include "launcher/time_limit.h"
 #include "runtime/cpu_share.h"
 #include "runtime/world.h"
 #include "trainer/checkpoint.h"
@@ -51,7 +52,8 @@ void warnAboutPlacement(const World& world, const Options& o, const CpuShare& cp
 // its thread): logs it and applies --keep-checkpoints.
 trainer::CheckpointWriter::WrittenHandler reportCheckpoint(const Options& o);
 
-// How the run ended: a stop by signal (and how to resume), and its memory.
-void reportRunEnd(const trainer::Trainer& trainer, const Options& o);
+// How the run ended: a stop by signal or by --time-limit (`timeLimit`, null
+// without one) and how to resume, and its memory.
+void reportRunEnd(const trainer::Trainer& trainer, const Options& o, const TimeLimit* timeLimit);
 
 }  // namespace ddp::launcher

@@ -43,6 +43,12 @@ void error(const std::string& line) {
   write(stderr, "error: ", line);
 }
 
+void plain(const std::string& line) {
+  std::lock_guard lock(gMutex);
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
 void raw(const std::string& text) {
   if (gRank > 0) return;
   std::lock_guard lock(gMutex);

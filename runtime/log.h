@@ -29,6 +29,13 @@ void warn(const std::string& line);
 // Error on stderr, every rank.
 void error(const std::string& line);
 
+// A line on stderr as it is, with neither rank nor level: what a program
+// says before it knows its rank ("ddp_train: --hidden must be ...").
+// Every rank; one write, so that mpirun's own messages about the other ranks
+// cannot land inside it, as they did between the parts of an unbuffered
+// stream's `<<`s.
+void plain(const std::string& line);
+
 // Writes `text` to stdout as is (no prefix, no newline): live progress lines
 // that redraw themselves with '\r'. Rank 0 only.
 void raw(const std::string& text);

@@ -373,6 +373,9 @@ void Trainer::run(TrainObserver& observer) {
   const auto learningRate = [&](std::size_t step) {  // 0-based
     return learningRateAt(options_.lrSchedule, baseLr_, step, totalSteps, options_.warmupSteps);
   };
+  // The last stop check: a stretch may span an epoch's end, its evaluation
+  // and checkpoint included.
+  Clock::time_point lastCheck = Clock::now();
   for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
     Stretch epochSteps(globalStep_ + 1, options_.quotaCgroup);  // this run's part of the epoch
@@ -503,21 +506,34 @@ void Trainer::run(TrainObserver& observer) {
         checkpoint(epoch, consumed);
         checkpointed = true;
       }
-      if ((options_.stopRequested || options_.paceWindowSeconds > 0) &&
+      if ((options_.stopRequested || options_.paceWindowSeconds > 0 || options_.timeUp) &&
           globalStep_ % options_.stopCheckEvery == 0) {
         // Every rank must stop after the same step: agree on the signal, and
-        // on whether rank 0's clock says a pace report is due.
-        std::int32_t agreed[2] = {options_.stopRequested ? options_.stopRequested() : 0,
+        // on whether rank 0's clock says a pace report is due or the time
+        // limit near (Note [Stopping before a time limit] in
+        // launcher/time_limit.h).
+        const double stretch = secondsSince(lastCheck);
+        lastCheck = Clock::now();
+        longestStretch_ = std::max(longestStretch_, stretch);
+        bool timeUp = false;
+        if (comm_.rank() == 0 && options_.timeUp) {
+          const bool epochEndsFirst = stepsThisEpoch - steps <= options_.stopCheckEvery;
+          timeUp = options_.timeUp(longestStretch_ + (epochEndsFirst ? longestEvaluation_ : 0.0));
+        }
+        std::int32_t agreed[3] = {options_.stopRequested ? options_.stopRequested() : 0,
                                   comm_.rank() == 0 && options_.paceWindowSeconds > 0 &&
-                                      secondsSince(window.start) >= options_.paceWindowSeconds};
+                                      secondsSince(window.start) >= options_.paceWindowSeconds,
+                                  timeUp};
         comm_.allreduceSync(std::span<std::int32_t>(agreed), comm::ReduceOp::kMax);
-        if (agreed[1] != 0 && agreed[0] == 0) {
+        const std::int32_t signal = agreed[0];
+        if (agreed[1] != 0 && signal == 0 && agreed[2] == 0) {
           reportUnread();
           observer.onPace(gatherPace(comm_, options_, epoch, globalStep_, window));
           window = Stretch(globalStep_ + 1, options_.quotaCgroup);
         }
-        if (const std::int32_t signal = agreed[0]; signal != 0) {
+        if (signal != 0 || agreed[2] != 0) {
           stoppedBy_ = signal;
+          stoppedByTimeLimit_ = signal == 0;
           reportUnread();
           if (end < shard.size()) {
             if (!checkpointed) checkpoint(epoch, consumed);
@@ -552,7 +568,9 @@ void Trainer::run(TrainObserver& observer) {
         trainSeconds > 0 ? world * static_cast<double>(samples) / trainSeconds : 0;
     report.pace = gatherPace(comm_, options_, epoch, globalStep_, epochSteps);
     verifyReplicas();
+    const Clock::time_point evaluationStart = Clock::now();
     report.test = evaluate();
+    longestEvaluation_ = std::max(longestEvaluation_, secondsSince(evaluationStart));
     report.wallSeconds = secondsSince(epochStart);
     observer.onEpoch(report);
     if (finished) {

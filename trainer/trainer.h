@@ -74,6 +74,12 @@ struct TrainOptions {
   // stoppedBy() set. Null: never stops early.
   std::function<int()> stopRequested;
   std::size_t stopCheckEvery = 10;
+  // A time limit (ddp_train --time-limit; Note [Stopping before a time
+  // limit]): asked on rank 0 at every stop check with the seconds the
+  // trainer expects to pass before the next one; true stops run() there as
+  // a signal does (a checkpoint, then it returns), with stoppedByTimeLimit()
+  // set. Every rank must set it or none. Null: no time limit.
+  std::function<bool(double secondsToNextCheck)> timeUp;
   // Gradients holding a NaN or infinity after the all-reduce (the same on
   // every rank): false stops run() with NonFiniteError naming the step and
   // the first such parameter, before the update; true skips that step's
@@ -242,6 +248,8 @@ class Trainer {
   void resumeFrom(const TrainPosition& position);
   // The signal that stopped run() early (TrainOptions::stopRequested), or 0.
   int stoppedBy() const { return stoppedBy_; }
+  // Whether TrainOptions::timeUp stopped run() early.
+  bool stoppedByTimeLimit() const { return stoppedByTimeLimit_; }
   // Loss and accuracy on the test set, summed over ranks.
   EvalResult evaluate();
   // The Reducer that owns the gradients (its buckets, its last launches).
@@ -306,6 +314,11 @@ class Trainer {
   double baseLr_;
   TrainPosition resume_;  // where run() starts
   int stoppedBy_ = 0;
+  bool stoppedByTimeLimit_ = false;
+  // This run's longest evaluation and stretch between two stop checks, in
+  // seconds: what TrainOptions::timeUp is told to expect.
+  double longestEvaluation_ = 0.0;
+  double longestStretch_ = 0.0;
   std::string skippedFor_;         // the last step's, when its update was skipped
   std::optional<float> gradNorm_;  // the last step's (CPU; GPUs: read with the loss)
 };

@@ -35,6 +35,9 @@ grep -q "launcher srun" "$out" || fail "World did not detect srun: $(head -5 "$o
 grep -q "2 ranks on 1 node (2 per node)" "$out" || fail "wrong layout: $(head -5 "$out")"
 grep -q "epoch 2/2" "$out" || fail "the job did not train 2 epochs: $(tail -5 "$out")"
 grep -q "checkpoint: wrote" "$out" || fail "no checkpoint written: $(tail -5 "$out")"
+# The template passes the job's time left (--time=01:00:00) as --time-limit.
+grep -q -E "time limit: (0:59:[0-5][0-9]|1:00:00) from ddp_train's start \(--time-limit\)" "$out" ||
+  fail "the template did not pass the job's time left: $(head -8 "$out")"
 state=$(scontrol show job "$job" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1)
 [ "$state" = JobState=COMPLETED ] || fail "job $job ended in $state"
 echo "slurm: job $job $state; $(grep -c 'epoch ' "$out") epoch lines"

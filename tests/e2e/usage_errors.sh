@@ -23,6 +23,13 @@ check "--global-batch sets --grad-accum from the number of ranks: give one of th
 # Known only once MPI runs (the world size), still one line from rank 0.
 check "--global-batch 96 cannot be shared by 2 ranks of --batch-size 32: it must be a multiple of 64 (32 x 2), e.g. 64 or 128" \
   --global-batch 96 --batch-size 32
+# Without -q mpirun prints its own banner about the ranks that exited 2;
+# the message, written in one piece, stays one whole line beside it.
+for attempt in 1 2 3; do
+  timeout "$((60 * TIME_SCALE))" mpirun -np 2 "$DDP_TRAIN" --hidden 12,x > "$WORK/out" 2> "$WORK/err" || true
+  grep -q -x "ddp_train: --hidden must be a comma-separated list of positive integers up to [0-9]* (got '12,x') (see ddp_train --help)" "$WORK/err" ||
+    { cat "$WORK/err"; fail "the usage error is not one whole line beside mpirun's banner"; }
+done
 # --help: exit 0, usage once.
 out=$(run 2 --help)
 [ "$(grep -c '^Usage:' <<< "$out")" -eq 1 ] || fail "--help printed usage other than once"

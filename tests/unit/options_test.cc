@@ -88,6 +88,12 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--model", "resnet"}, "--model"}, Invalid{{"--threads", "-1"}, "--threads"},
         Invalid{{"--max-steps", "-1"}, "--max-steps"}, Invalid{{"--log-every", "0"}, "--log-every"},
         Invalid{{"--timeout", "0"}, "--timeout"},
+        Invalid{{"--time-limit", "90"},
+                "(got '90'): a bare number is seconds to --timeout but minutes to sbatch --time, "
+                "so give the unit"},
+        Invalid{{"--time-limit", "0s"}, "--time-limit must be a positive duration"},
+        Invalid{{"--time-limit", "1:3x:00"}, "--time-limit must be a positive duration"},
+        Invalid{{"--time-limit", "soon"}, "(got 'soon')"},
         Invalid{{"--timeout", "0.0001"}, "--timeout must be at least 1 second"},
         Invalid{{"--timeout", "nan"}, "--timeout"},
         Invalid{{"--stall-warning", "0.5"}, "--stall-warning must be at least 1 second"},
@@ -540,16 +546,22 @@ TEST(Options, SubnormalsAreFlushedUnlessKeptAndTheRanksAgree) {
   EXPECT_EQ(checkpointOptions(kept), checkpointOptions(parse({})));
 }
 
+TEST(Options, TimeLimitTakesSbatchForms) {
+  EXPECT_EQ(parse({}).timeLimitSeconds, 0.0);  // none
+  EXPECT_EQ(parse({"--time-limit", "90m"}).timeLimitSeconds, 5400.0);
+  EXPECT_EQ(parse({"--time-limit=1:30:00"}).timeLimitSeconds, 5400.0);
+}
+
 TEST(Options, HelpNeedsNothingElseAndListsEveryOption) {
   const char* argv[] = {"ddp_train", "--help", "--data-dir", "/nonexistent"};
   EXPECT_TRUE(parseOptions(4, argv).help);
   const std::string text = usageText();
-  for (const char* option : {"--config",    "--dataset",         "--data-dir",      "--model",
-                             "--hidden",    "--epochs",          "--max-steps",     "--batch-size",
-                             "--lr",        "--momentum",        "--weight-decay",  "--seed",
-                             "--threads",   "--log-every",       "--log-all-ranks", "--save-model",
-                             "--init-from", "--metrics",         "--no-shuffle",    "--drop-last",
-                             "--timeout",   "--keep-checkpoints"}) {
+  for (const char* option : {"--config",    "--dataset",          "--data-dir",      "--model",
+                             "--hidden",    "--epochs",           "--max-steps",     "--batch-size",
+                             "--lr",        "--momentum",         "--weight-decay",  "--seed",
+                             "--threads",   "--log-every",        "--log-all-ranks", "--save-model",
+                             "--init-from", "--metrics",          "--no-shuffle",    "--drop-last",
+                             "--timeout",   "--keep-checkpoints", "--time-limit"}) {
     EXPECT_NE(text.find(option), std::string::npos) << option;
   }
 }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# --time-limit (Note [Stopping before a time limit]): the ranks stop together
+# before the limit, with the checkpoint and --save-model written, exit 3, and
+# the run resumes from there; a limit that is not reached changes nothing.
+. "$(dirname "$0")/lib.sh"
+c=(--dataset synthetic --synthetic-samples 4096 --batch-size 32 --hidden 256,256 --threads 1)
+limit=$((6 * TIME_SCALE))
+
+# 1. Stopped by the limit: every epoch's checkpoint is timed, so the stop
+# keeps time for its own and for --save-model, and the run ends before it.
+exits_with 3 "$WORK/stop.log" timeout "$((60 * TIME_SCALE))" mpirun -q -np 2 "$DDP_TRAIN" "${c[@]}" \
+  --epochs 1000 --time-limit "${limit}s" --checkpoint-dir "$WORK/ck" --save-model "$WORK/stop.safetensors"
+line=$(grep "stopped by --time-limit after step" "$WORK/stop.log") || fail "no stop line: $(tail -5 "$WORK/stop.log")"
+step=$(sed -n 's/.*after step \([0-9]*\) of 64000: at .* of [0-9.]* s, the steps to the next stop check could take up to [0-9.]* s and the last writes [0-9.]* s; resume with --checkpoint-dir .* --resume$/\1/p' <<< "$line")
+[ -n "$step" ] || fail "unexpected stop line: $line"
+[ $((step % 10)) = 0 ] || fail "stopped after step $step, not at a stop check (every 10 steps)"
+[ -f "$WORK/ck/checkpoint-$(printf %09d "$step").safetensors" ] || fail "no checkpoint at step $step: $(ls "$WORK/ck")"
+[ -f "$WORK/stop.safetensors" ] || fail "--save-model not written after the stop"
+grep -q "\[r0\] --time-limit [0-9.]* s: the run ended [0-9.]* s before it$" "$WORK/stop.log" ||
+  fail "did not end before the limit: $(tail -3 "$WORK/stop.log")"
+
+# 2. It resumes from the stop: the weights there are those of --save-model.
+run 2 "${c[@]}" --epochs 1000 --max-steps "$((step + 10))" --checkpoint-dir "$WORK/ck" --resume \
+  > "$WORK/resumed.log" || fail "cannot resume after the time limit"
+grep -q "resume: from .*checkpoint-$(printf %09d "$step").safetensors" "$WORK/resumed.log" ||
+  fail "did not resume from step $step: $(grep resume "$WORK/resumed.log")"
+
+# 3. A limit not reached: the same weights as without one, exit 0; and no
+# --checkpoint-dir draws a warning.
+run 2 "${c[@]}" --max-steps 30 --save-model "$WORK/plain.safetensors" > /dev/null
+run 2 "${c[@]}" --max-steps 30 --time-limit 1h --save-model "$WORK/limited.safetensors" \
+  > "$WORK/limited.log" 2>&1 || fail "a run within --time-limit failed: $(tail -3 "$WORK/limited.log")"
+"$COMPARE_WEIGHTS" "$WORK/plain.safetensors" "$WORK/limited.safetensors" --exact > /dev/null ||
+  fail "--time-limit changed the weights"
+grep -q "warning: --time-limit without --checkpoint-dir: a run it stops leaves nothing to resume from" \
+  "$WORK/limited.log" || fail "no warning without --checkpoint-dir: $(cat "$WORK/limited.log")"
+! grep -q "stopped by --time-limit" "$WORK/limited.log" || fail "stopped within the limit"
+echo "time limit: ok (stopped after step $step)"
