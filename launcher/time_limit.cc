@@ -111,7 +111,9 @@ void TimeLimit::writeDone(Clock::time_point now) {
 }
 
 double TimeLimit::reserveSeconds() const {
-  return longestWrite_ * (savesModel_ ? 2.0 : 1.0);
+  // The stop's checkpoint waits for one still being written.
+  const double checkpoints = writeStart_ ? 2.0 : 1.0;
+  return longestWrite_ * (checkpoints + (savesModel_ ? 1.0 : 0.0));
 }
 
 bool TimeLimit::timeUp(double secondsToNextCheck, Clock::time_point now) {

@@ -10,14 +10,16 @@
 // one. Megatron-Core's --exit-duration-in-mins and Lightning's max_time stop
 // at the first check past the budget and write their checkpoint after it,
 // so the user subtracts a guess of the writing time. Here the budget is the
-// end: rank 0 stops at the last stop check (every 10 steps, where the ranks
-// agree anyway: TrainOptions::stopCheckEvery) after which the run would not
+// end: rank 0 stops at the last stop check (where the ranks agree anyway,
+// about every second or 10 steps) after which the run would not
 // be done in time, counting
-//   - the time to the next check: the longest stretch between two checks so
-//     far, plus the longest evaluation when an epoch ends in that stretch
-//     (the Trainer's part, secondsToNextCheck);
+//   - the time to the next check: its steps (Note [How often the ranks
+//     check for a stop] in trainer/trainer.h), each as long as the longest
+//     mean step between two checks so far, plus the longest evaluation when
+//     an epoch ends before it (the Trainer's part, secondsToNextCheck);
 //   - the stop's own writes: its checkpoint, as long as the longest
-//     checkpoint so far took from its first byte to on disk, and
+//     checkpoint so far took from its first byte to on disk (twice, when
+//     one is still being written: the stop's waits for it), and
 //     --save-model's weights, counted the same again (a checkpoint holds the
 //     weights and the optimizer state, so it takes longer).
 // Measured, so they follow the run: a slower file system reserves more.

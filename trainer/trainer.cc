@@ -87,6 +87,13 @@ PaceReport gatherPace(comm::Communicator& comm, const TrainOptions& options, std
 
 }  // namespace
 
+std::size_t stepsToNextCheck(double stepSeconds, double seconds, std::size_t most) {
+  if (!(stepSeconds > 0)) return most;
+  const double fit = std::floor(seconds / stepSeconds);
+  return fit >= static_cast<double>(most) ? most
+                                          : std::max<std::size_t>(1, static_cast<std::size_t>(fit));
+}
+
 void GradNormSummary::add(double norm, bool wasClipped) {
   ++steps;
   sum += norm;
@@ -373,9 +380,12 @@ void Trainer::run(TrainObserver& observer) {
   const auto learningRate = [&](std::size_t step) {  // 0-based
     return learningRateAt(options_.lrSchedule, baseLr_, step, totalSteps, options_.warmupSteps);
   };
-  // The last stop check: a stretch may span an epoch's end, its evaluation
+  // The last stop check and the next (Note [How often the ranks check for
+  // a stop]): a stretch between two may span an epoch's end, its evaluation
   // and checkpoint included.
   Clock::time_point lastCheck = Clock::now();
+  std::size_t lastCheckStep = globalStep_;
+  std::size_t nextCheckStep = (globalStep_ / options_.stopCheckEvery + 1) * options_.stopCheckEvery;
   for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
     Stretch epochSteps(globalStep_ + 1, options_.quotaCgroup);  // this run's part of the epoch
@@ -507,24 +517,33 @@ void Trainer::run(TrainObserver& observer) {
         checkpointed = true;
       }
       if ((options_.stopRequested || options_.paceWindowSeconds > 0 || options_.timeUp) &&
-          globalStep_ % options_.stopCheckEvery == 0) {
-        // Every rank must stop after the same step: agree on the signal, and
-        // on whether rank 0's clock says a pace report is due or the time
-        // limit near (Note [Stopping before a time limit] in
-        // launcher/time_limit.h).
-        const double stretch = secondsSince(lastCheck);
+          globalStep_ >= nextCheckStep) {
+        // Every rank must stop after the same step: agree on the signal, on
+        // whether rank 0's clock says a pace report is due or the time limit
+        // near (Note [Stopping before a time limit] in
+        // launcher/time_limit.h), and on the next check's step.
+        const double stepSeconds =
+            secondsSince(lastCheck) / static_cast<double>(globalStep_ - lastCheckStep);
         lastCheck = Clock::now();
-        longestStretch_ = std::max(longestStretch_, stretch);
+        lastCheckStep = globalStep_;
+        longestStep_ = std::max(longestStep_, stepSeconds);
+        std::size_t stepsAhead = 0;
         bool timeUp = false;
-        if (comm_.rank() == 0 && options_.timeUp) {
-          const bool epochEndsFirst = stepsThisEpoch - steps <= options_.stopCheckEvery;
-          timeUp = options_.timeUp(longestStretch_ + (epochEndsFirst ? longestEvaluation_ : 0.0));
+        if (comm_.rank() == 0) {
+          stepsAhead =
+              stepsToNextCheck(stepSeconds, options_.stopCheckSeconds, options_.stopCheckEvery);
+          if (options_.timeUp) {
+            const bool epochEndsFirst = stepsThisEpoch - steps <= stepsAhead;
+            timeUp = options_.timeUp(static_cast<double>(stepsAhead) * longestStep_ +
+                                     (epochEndsFirst ? longestEvaluation_ : 0.0));
+          }
         }
-        std::int32_t agreed[3] = {options_.stopRequested ? options_.stopRequested() : 0,
+        std::int32_t agreed[4] = {options_.stopRequested ? options_.stopRequested() : 0,
                                   comm_.rank() == 0 && options_.paceWindowSeconds > 0 &&
                                       secondsSince(window.start) >= options_.paceWindowSeconds,
-                                  timeUp};
+                                  timeUp, static_cast<std::int32_t>(stepsAhead)};
         comm_.allreduceSync(std::span<std::int32_t>(agreed), comm::ReduceOp::kMax);
+        nextCheckStep = globalStep_ + static_cast<std::size_t>(agreed[3]);
         const std::int32_t signal = agreed[0];
         if (agreed[1] != 0 && signal == 0 && agreed[2] == 0) {
           reportUnread();

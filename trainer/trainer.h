@@ -68,12 +68,15 @@ struct TrainOptions {
   // point.
   std::function<void(const TrainPosition&)> onCheckpoint;
   std::size_t checkpointEvery = 0;
-  // A graceful stop: every stopCheckEvery steps the ranks agree (one small
+  // A graceful stop: at each stop check the ranks agree (one small
   // all-reduce) whether any rank's stopRequested() returned a signal; if so,
   // run() writes a checkpoint (onCheckpoint) and returns early, with
-  // stoppedBy() set. Null: never stops early.
+  // stoppedBy() set. Null: never stops early. The checks come every
+  // stopCheckEvery steps, or every stopCheckSeconds of rank 0's steps when
+  // that is fewer steps (Note [How often the ranks check for a stop]).
   std::function<int()> stopRequested;
   std::size_t stopCheckEvery = 10;
+  double stopCheckSeconds = 1.0;
   // A time limit (ddp_train --time-limit; Note [Stopping before a time
   // limit]): asked on rank 0 at every stop check with the seconds the
   // trainer expects to pass before the next one; true stops run() there as
@@ -216,6 +219,23 @@ struct EpochReport {
   std::optional<GradNormSummary> gradNorms;
 };
 
+// Note [How often the ranks check for a stop]
+// A stop (a signal, --time-limit) takes effect at the next stop check,
+// where the ranks agree to stop after the same step, so the checks' spacing
+// is how long a signal waits: Slurm's KillWait and a Kubernetes pod's grace
+// give 30 s after SIGTERM, mpirun 1 s after Ctrl-C. A check every 10 steps
+// costs nothing measurable at millisecond steps (one all-reduce of four
+// ints), but at steps of seconds (a large model, gradient accumulation) 10
+// steps outlast those graces, and the checkpoint is lost. So at each check
+// rank 0 sets how many steps away the next one is, from the pace of its
+// steps since the last: as many as fit in stopCheckSeconds, at least 1 and
+// at most stopCheckEvery. It travels in the check's own all-reduce, so
+// every rank checks after the same step, with no clock of its own.
+
+// Steps to the next stop check at `stepSeconds` a step (Note [How often
+// the ranks check for a stop]): those that fit in `seconds`, within [1, most].
+std::size_t stepsToNextCheck(double stepSeconds, double seconds, std::size_t most);
+
 class TrainObserver {
  public:
   virtual ~TrainObserver() = default;
@@ -315,10 +335,10 @@ class Trainer {
   TrainPosition resume_;  // where run() starts
   int stoppedBy_ = 0;
   bool stoppedByTimeLimit_ = false;
-  // This run's longest evaluation and stretch between two stop checks, in
-  // seconds: what TrainOptions::timeUp is told to expect.
+  // This run's longest evaluation and longest mean step between two stop
+  // checks, in seconds: what TrainOptions::timeUp is told to expect.
   double longestEvaluation_ = 0.0;
-  double longestStretch_ = 0.0;
+  double longestStep_ = 0.0;
   std::string skippedFor_;         // the last step's, when its update was skipped
   std::optional<float> gradNorm_;  // the last step's (CPU; GPUs: read with the loss)
 };

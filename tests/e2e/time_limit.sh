@@ -2,6 +2,8 @@
 # --time-limit (Note [Stopping before a time limit]): the ranks stop together
 # before the limit, with the checkpoint and --save-model written, exit 3, and
 # the run resumes from there; a limit that is not reached changes nothing.
+# And with slow steps the stop checks come about every second, not every 10
+# steps (Note [How often the ranks check for a stop]).
 . "$(dirname "$0")/lib.sh"
 c=(--dataset synthetic --synthetic-samples 4096 --batch-size 32 --hidden 256,256 --threads 1)
 limit=$((6 * TIME_SCALE))
@@ -35,4 +37,24 @@ run 2 "${c[@]}" --max-steps 30 --time-limit 1h --save-model "$WORK/limited.safet
 grep -q "warning: --time-limit without --checkpoint-dir: a run it stops leaves nothing to resume from" \
   "$WORK/limited.log" || fail "no warning without --checkpoint-dir: $(cat "$WORK/limited.log")"
 ! grep -q "stopped by --time-limit" "$WORK/limited.log" || fail "stopped within the limit"
-echo "time limit: ok (stopped after step $step)"
+# 4. Steps of 0.3 s (rank 0 made slower, the others wait for it): a check
+# every 3 steps, so SIGTERM to the ranks stops them within 3 steps of the
+# last one printed (4: one more may end between reading the log and the
+# kill); every 10 steps, a signal after step 11 would wait for step 20.
+slow=$WORK/slow
+timeout "$((120 * TIME_SCALE))" mpirun -q -np 2 "$DDP_TRAIN" "${c[@]}" --epochs 1000 --log-every 1 \
+  --inject-fault slow:0:1:0.3 --checkpoint-dir "$slow" > "$slow.log" 2>&1 &
+job=$!
+for _ in $(seq $((600 * TIME_SCALE))); do
+  grep -q "step 11/" "$slow.log" && break
+  sleep 0.05
+done
+at=$(grep -o "step [0-9]*/" "$slow.log" | tail -1 | tr -dc 0-9)
+[ "${at:-0}" -ge 11 ] || fail "slow steps: training did not reach step 11: $(tail -3 "$slow.log")"
+kill -TERM $(for launcher in $(children "$job"); do children "$launcher"; done)
+set +e; wait "$job"; code=$?; set -e
+[ "$code" = 143 ] || fail "slow steps: exit $code after SIGTERM, not 143: $(tail -3 "$slow.log")"
+stopped=$(stop_step "$slow.log" "$slow" 15 "SIGTERM with slow steps")
+[ "$stopped" -le $((at + 4)) ] ||
+  fail "slow steps: SIGTERM at step $at stopped the ranks only after step $stopped"
+echo "time limit: ok (stopped after step $step; slow steps: SIGTERM at step $at, stopped after $stopped)"

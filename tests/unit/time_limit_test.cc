@@ -74,6 +74,16 @@ TEST(TimeLimit, SavingTheModelKeepsTimeForASecondWrite) {
   EXPECT_TRUE(limit.timeUp(10, at(start, 80)));
 }
 
+TEST(TimeLimit, ACheckpointStillBeingWrittenCountsOnceMore) {
+  const Clock::time_point start = Clock::now();
+  TimeLimit limit(100, start, true, false);
+  limit.writeStarted(at(start, 10));
+  limit.writeDone(at(start, 15));
+  limit.writeStarted(at(start, 70));                // in the background at the check
+  EXPECT_FALSE(limit.timeUp(10, at(start, 79.9)));  // 79.9 + 10 + 2 x 5 < 100
+  EXPECT_TRUE(limit.timeUp(10, at(start, 80)));
+}
+
 TEST(TimeLimit, WithoutATimedWriteKeepsTimeForTheStepsAndSaysSo) {
   const Clock::time_point start = Clock::now();
   TimeLimit checkpoints(60, start, true, false);
