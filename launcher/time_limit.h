@@ -14,9 +14,10 @@
 // about every second or 10 steps) after which the run would not
 // be done in time, counting
 //   - the time to the next check: its steps (Note [How often the ranks
-//     check for a stop] in trainer/trainer.h), each as long as the longest
-//     mean step between two checks so far, plus the longest evaluation when
-//     an epoch ends before it (the Trainer's part, secondsToNextCheck);
+//     check for a stop] in trainer/trainer.h), and on a GPU those the host
+//     has issued ahead of the device, each as long as the longest mean step
+//     between two checks so far, plus the longest evaluation when an epoch
+//     ends before it (the Trainer's part, secondsToNextCheck);
 //   - the stop's own writes: its checkpoint, as long as the longest
 //     checkpoint so far took from its first byte to on disk (twice, when
 //     one is still being written: the stop's waits for it), and

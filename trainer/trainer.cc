@@ -533,9 +533,13 @@ void Trainer::run(TrainObserver& observer) {
           stepsAhead =
               stepsToNextCheck(stepSeconds, options_.stopCheckSeconds, options_.stopCheckEvery);
           if (options_.timeUp) {
+            // On a GPU the host may have issued steps the device has yet
+            // to run (their losses unread), and the stop's checkpoint
+            // waits for them.
             const bool epochEndsFirst = stepsThisEpoch - steps <= stepsAhead;
-            timeUp = options_.timeUp(static_cast<double>(stepsAhead) * longestStep_ +
-                                     (epochEndsFirst ? longestEvaluation_ : 0.0));
+            timeUp =
+                options_.timeUp(static_cast<double>(stepsAhead + unread.size()) * longestStep_ +
+                                (epochEndsFirst ? longestEvaluation_ : 0.0));
           }
         }
         std::int32_t agreed[4] = {options_.stopRequested ? options_.stopRequested() : 0,
