@@ -386,6 +386,9 @@ void Trainer::run(TrainObserver& observer) {
   Clock::time_point lastCheck = Clock::now();
   std::size_t lastCheckStep = globalStep_;
   std::size_t nextCheckStep = (globalStep_ / options_.stopCheckEvery + 1) * options_.stopCheckEvery;
+  // This run's longest mean step between two checks and longest
+  // evaluation, in seconds: what TrainOptions::timeUp is told to expect.
+  double longestStep = 0.0, longestEvaluation = 0.0;
   for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
     Stretch epochSteps(globalStep_ + 1, options_.quotaCgroup);  // this run's part of the epoch
@@ -526,7 +529,7 @@ void Trainer::run(TrainObserver& observer) {
             secondsSince(lastCheck) / static_cast<double>(globalStep_ - lastCheckStep);
         lastCheck = Clock::now();
         lastCheckStep = globalStep_;
-        longestStep_ = std::max(longestStep_, stepSeconds);
+        longestStep = std::max(longestStep, stepSeconds);
         std::size_t stepsAhead = 0;
         bool timeUp = false;
         if (comm_.rank() == 0) {
@@ -537,9 +540,8 @@ void Trainer::run(TrainObserver& observer) {
             // to run (their losses unread), and the stop's checkpoint
             // waits for them.
             const bool epochEndsFirst = stepsThisEpoch - steps <= stepsAhead;
-            timeUp =
-                options_.timeUp(static_cast<double>(stepsAhead + unread.size()) * longestStep_ +
-                                (epochEndsFirst ? longestEvaluation_ : 0.0));
+            timeUp = options_.timeUp(static_cast<double>(stepsAhead + unread.size()) * longestStep +
+                                     (epochEndsFirst ? longestEvaluation : 0.0));
           }
         }
         std::int32_t agreed[4] = {options_.stopRequested ? options_.stopRequested() : 0,
@@ -593,7 +595,7 @@ void Trainer::run(TrainObserver& observer) {
     verifyReplicas();
     const Clock::time_point evaluationStart = Clock::now();
     report.test = evaluate();
-    longestEvaluation_ = std::max(longestEvaluation_, secondsSince(evaluationStart));
+    longestEvaluation = std::max(longestEvaluation, secondsSince(evaluationStart));
     report.wallSeconds = secondsSince(epochStart);
     observer.onEpoch(report);
     if (finished) {

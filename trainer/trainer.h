@@ -335,10 +335,6 @@ class Trainer {
   TrainPosition resume_;  // where run() starts
   int stoppedBy_ = 0;
   bool stoppedByTimeLimit_ = false;
-  // This run's longest evaluation and longest mean step between two stop
-  // checks, in seconds: what TrainOptions::timeUp is told to expect.
-  double longestEvaluation_ = 0.0;
-  double longestStep_ = 0.0;
   std::string skippedFor_;         // the last step's, when its update was skipped
   std::optional<float> gradNorm_;  // the last step's (CPU; GPUs: read with the loss)
 };
