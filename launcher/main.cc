@@ -308,11 +308,8 @@ int train(Options o) {
       }
     });
     if (trainer.stoppedByTimeLimit() && world.rank() == 0) {
-      if (timeLimit->endedPastLimit()) {
-        log::warn(timeLimit->endText());
-      } else {
-        log::info(timeLimit->endText());
-      }
+      const auto now = TimeLimit::Clock::now();
+      (timeLimit->endedPastLimit(now) ? log::warn : log::info)(timeLimit->endText(now));
     }
     if (trainer.stoppedBy() != 0) return 128 + trainer.stoppedBy();
     return trainer.stoppedByTimeLimit() ? kExitTimeLimit : kExitOk;

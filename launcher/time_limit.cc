@@ -106,7 +106,6 @@ void TimeLimit::writeDone(Clock::time_point now) {
   std::lock_guard lock(mutex_);
   if (!writeStart_) return;
   longestWrite_ = std::max(longestWrite_, secondsBetween(*writeStart_, now));
-  ++writes_;
   writeStart_.reset();
 }
 
@@ -127,14 +126,10 @@ bool TimeLimit::timeUp(double secondsToNextCheck, Clock::time_point now) {
   return true;
 }
 
-double TimeLimit::elapsedSeconds(Clock::time_point now) const {
-  return secondsBetween(start_, now);
-}
-
 std::string TimeLimit::stopText() const {
   std::lock_guard lock(mutex_);
   std::string writes;
-  if (writes_ > 0) {
+  if (longestWrite_ > 0) {
     writes = str(" and the last writes ", fixed(keptForWrites_, 2), " s");
   } else if (writesCheckpoints_ || savesModel_) {
     writes = " (and nothing was kept for the last writes: no checkpoint had been written to time)";

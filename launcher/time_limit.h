@@ -77,9 +77,6 @@ class TimeLimit {
   // for stopText().
   bool timeUp(double secondsToNextCheck, Clock::time_point now = Clock::now());
 
-  double limitSeconds() const { return limit_; }
-  double elapsedSeconds(Clock::time_point now = Clock::now()) const;
-
   // What rank 0 says once the stop is decided, when and what it kept time
   // for: "at 1:29:10 of 1:30:00, the steps to the next stop check could
   // take up to 31.00 s and the last writes 28.00 s".
@@ -98,8 +95,7 @@ class TimeLimit {
   const bool savesModel_;
   mutable std::mutex mutex_;  // the writes are timed on two threads
   std::optional<Clock::time_point> writeStart_;
-  double longestWrite_ = 0.0;
-  std::size_t writes_ = 0;
+  double longestWrite_ = 0.0;  // 0 until a write has been timed
   // At the check that stopped the run.
   double stoppedAt_ = 0.0, keptForStretch_ = 0.0, keptForWrites_ = 0.0;
 };
