@@ -22,13 +22,30 @@ constexpr std::array kBelowAvx2 = {
     "Penryn", "Dunnington",  "Nehalem",   "Athlon",    "Opteron",    "Opteron_SSE3", "Barcelona",
     "Nano",   "Sandybridge", "Bobcat",    "Bulldozer", "Piledriver", "Steamroller"};
 
-bool belowAvx2(std::string_view name) {
-  for (const char* candidate : kBelowAvx2) {
+// The x86-64 cores whose kernels use AVX2, AVX-512 and AVX-512 BF16 (the
+// last two run the same sgemm kernels).
+constexpr std::array kAvx2Cores = {"Haswell", "Zen"};
+constexpr std::array kAvx512Cores = {"SkylakeX"};
+constexpr std::array kAvx512Bf16Cores = {"Cooperlake", "SapphireRapids"};
+
+template <std::size_t N>
+bool named(std::string_view name, const std::array<const char*, N>& cores) {
+  for (const char* candidate : cores) {
     if (name.size() == std::string_view(candidate).size() &&
         strncasecmp(name.data(), candidate, name.size()) == 0)
       return true;
   }
   return false;
+}
+
+bool belowAvx2(std::string_view name) {
+  return named(name, kBelowAvx2);
+}
+
+// AVX-512 with or without BF16 counts as one width: their sgemm is the same.
+int width(VectorLevel level) {
+  return level == VectorLevel::kAvx512Bf16 ? static_cast<int>(VectorLevel::kAvx512)
+                                           : static_cast<int>(level);
 }
 
 // "OpenBLAS 0.3.21" out of openblas_get_config()'s "OpenBLAS 0.3.21 DYNAMIC_ARCH ...".
@@ -41,7 +58,9 @@ std::string libraryName() {
 }
 
 BlasKernels current() {
-  return {libraryName(), openblas_get_corename(), ""};
+  const char* userCore = std::getenv("OPENBLAS_CORETYPE");
+  return {libraryName(), openblas_get_corename(), "", userCore != nullptr ? userCore : "",
+          cpuVectorLevel()};
 }
 
 std::mutex fitMutex;
@@ -75,6 +94,28 @@ std::string betterBlasCore(std::string_view chosen, VectorLevel cpu) {
       return "Haswell";
     case VectorLevel::kBelowAvx2:
       return "";
+  }
+  return "";
+}
+
+std::optional<VectorLevel> coreVectorLevel(std::string_view core) {
+  if (named(core, kBelowAvx2)) return VectorLevel::kBelowAvx2;
+  if (named(core, kAvx2Cores)) return VectorLevel::kAvx2;
+  if (named(core, kAvx512Cores)) return VectorLevel::kAvx512;
+  if (named(core, kAvx512Bf16Cores)) return VectorLevel::kAvx512Bf16;
+  return std::nullopt;
+}
+
+std::string_view vectorLevelName(VectorLevel level) {
+  switch (level) {
+    case VectorLevel::kBelowAvx2:
+      return "less than AVX2";
+    case VectorLevel::kAvx2:
+      return "AVX2";
+    case VectorLevel::kAvx512:
+      return "AVX-512";
+    case VectorLevel::kAvx512Bf16:
+      return "AVX-512 BF16";
   }
   return "";
 }
@@ -117,10 +158,16 @@ bool restartBlasThreads() {
 }
 
 std::string describe(const BlasKernels& kernels) {
-  return str(kernels.library, ", ", kernels.core, " kernels",
-             kernels.chosenFirst.empty()
-                 ? std::string()
-                 : str(" (the library took this CPU for a ", kernels.chosenFirst, ")"));
+  std::string why;
+  if (!kernels.chosenFirst.empty()) {
+    why = str(" (the library took this CPU for a ", kernels.chosenFirst, ")");
+  } else if (const auto level = coreVectorLevel(kernels.core);
+             !kernels.userCore.empty() && level && width(*level) < width(kernels.cpu)) {
+    // Note [OpenBLAS kernels on CPUs newer than the library]: kept, but said.
+    why = str(" (OPENBLAS_CORETYPE=", kernels.userCore, ": ", vectorLevelName(*level),
+              " kernels on a CPU with ", vectorLevelName(kernels.cpu), ")");
+  }
+  return str(kernels.library, ", ", kernels.core, " kernels", why);
 }
 
 }  // namespace ddp::trainer

@@ -19,9 +19,15 @@
 // Both are exported by DYNAMIC_ARCH builds and looked up at run time, so a
 // library without them is left alone. A choice of AVX2 or better is kept
 // (the library knew the CPU), and so is the user's (OPENBLAS_CORETYPE set
-// when the program started).
+// when the program started), but describe() says when the user's kernels
+// are narrower than the CPU's vector units: a machine image that sets
+// OPENBLAS_CORETYPE=Haswell for every program runs AVX2 kernels on an AMD
+// EPYC with AVX-512, whose single-thread sgemm is 1.5x to 1.9x faster with
+// the library's own choice (RESULTS.md, "OpenBLAS on a CPU newer than
+// itself"), and nothing else in a run shows it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -40,10 +46,19 @@ VectorLevel cpuVectorLevel();
 // "Cooperlake"); an unknown name is kept.
 std::string betterBlasCore(std::string_view chosen, VectorLevel cpu);
 
+// The vector extension `core`'s kernels use, for the cores this file knows
+// (case ignored); nullopt for any other.
+std::optional<VectorLevel> coreVectorLevel(std::string_view core);
+
+// "AVX2", "AVX-512", "AVX-512 BF16", or "less than AVX2".
+std::string_view vectorLevelName(VectorLevel level);
+
 struct BlasKernels {
   std::string library;      // "OpenBLAS 0.3.21"
   std::string core;         // whose kernels run: "SkylakeX"
   std::string chosenFirst;  // what OpenBLAS had chosen, when it was changed ("Prescott"); else ""
+  std::string userCore;     // OPENBLAS_CORETYPE, when the user set it; else ""
+  VectorLevel cpu = VectorLevel::kBelowAvx2;  // this CPU's
 };
 
 // Chooses OpenBLAS's kernels again where the Note above says so, and
@@ -56,7 +71,8 @@ BlasKernels fitBlasKernelsToCpu();
 BlasKernels blasKernels();
 
 // "OpenBLAS 0.3.21, Cooperlake kernels (the library took this CPU for a
-// Prescott)" or "OpenBLAS 0.3.21, Haswell kernels".
+// Prescott)", "OpenBLAS 0.3.21, Haswell kernels (OPENBLAS_CORETYPE=Haswell:
+// AVX2 kernels on a CPU with AVX-512)" or "OpenBLAS 0.3.21, Haswell kernels".
 std::string describe(const BlasKernels& kernels);
 
 // Stops OpenBLAS's threads, which it started when it loaded, so that the

@@ -7,7 +7,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ddp::trainer {
@@ -33,6 +35,45 @@ TEST(BlasKernels, NothingChangesOnACpuWithoutAvx2OrForAnUnknownCore) {
   EXPECT_EQ(betterBlasCore("Nehalem", VectorLevel::kBelowAvx2), "");
   EXPECT_EQ(betterBlasCore("GraniteRapids", VectorLevel::kAvx512), "");
   EXPECT_EQ(betterBlasCore("", VectorLevel::kAvx512), "");
+}
+
+TEST(BlasKernels, CoresAreSortedByTheirVectorUnits) {
+  EXPECT_EQ(coreVectorLevel("Prescott"), VectorLevel::kBelowAvx2);
+  EXPECT_EQ(coreVectorLevel("sandybridge"), VectorLevel::kBelowAvx2);
+  EXPECT_EQ(coreVectorLevel("Haswell"), VectorLevel::kAvx2);
+  EXPECT_EQ(coreVectorLevel("ZEN"), VectorLevel::kAvx2);
+  EXPECT_EQ(coreVectorLevel("SkylakeX"), VectorLevel::kAvx512);
+  EXPECT_EQ(coreVectorLevel("Cooperlake"), VectorLevel::kAvx512Bf16);
+  EXPECT_EQ(coreVectorLevel("GraniteRapids"), std::nullopt);
+  EXPECT_EQ(coreVectorLevel(""), std::nullopt);
+}
+
+BlasKernels kernels(std::string core, std::string userCore, VectorLevel cpu) {
+  return {"OpenBLAS 0.3.21", std::move(core), "", std::move(userCore), cpu};
+}
+
+// Note [OpenBLAS kernels on CPUs newer than the library]: the user's choice
+// is kept, and the start-up line says when it is narrower than the CPU.
+TEST(BlasKernels, TheDescriptionSaysWhenTheUsersKernelsAreNarrowerThanTheCpu) {
+  EXPECT_EQ(describe(kernels("Haswell", "Haswell", VectorLevel::kAvx512)),
+            "OpenBLAS 0.3.21, Haswell kernels (OPENBLAS_CORETYPE=Haswell: AVX2 kernels on a CPU "
+            "with AVX-512)");
+  EXPECT_EQ(describe(kernels("Prescott", "prescott", VectorLevel::kAvx2)),
+            "OpenBLAS 0.3.21, Prescott kernels (OPENBLAS_CORETYPE=prescott: less than AVX2 "
+            "kernels on a CPU with AVX2)");
+  // As wide as the CPU (AVX-512 with or without BF16: the same sgemm).
+  for (VectorLevel cpu : {VectorLevel::kAvx512, VectorLevel::kAvx512Bf16}) {
+    EXPECT_EQ(describe(kernels("SkylakeX", "SkylakeX", cpu)), "OpenBLAS 0.3.21, SkylakeX kernels");
+    EXPECT_EQ(describe(kernels("Cooperlake", "Cooperlake", cpu)),
+              "OpenBLAS 0.3.21, Cooperlake kernels");
+  }
+  EXPECT_EQ(describe(kernels("Haswell", "Haswell", VectorLevel::kAvx2)),
+            "OpenBLAS 0.3.21, Haswell kernels");
+  // The library's own choice, and a core this file does not know, are not judged.
+  EXPECT_EQ(describe(kernels("Haswell", "", VectorLevel::kAvx512)),
+            "OpenBLAS 0.3.21, Haswell kernels");
+  EXPECT_EQ(describe(kernels("GraniteRapids", "GraniteRapids", VectorLevel::kAvx512)),
+            "OpenBLAS 0.3.21, GraniteRapids kernels");
 }
 
 // On this machine: whatever OpenBLAS chose when it loaded, the kernels that
