@@ -8,16 +8,19 @@
 // 128 + the signal that stopped it (both after writing a checkpoint).
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "comm/agreement.h"
 #include "comm/watchdog.h"
 #include "launcher/checkpoint_lock.h"
 #include "launcher/disk_check.h"
+#include "launcher/evaluate.h"
 #include "launcher/fault_injection.h"
 #include "launcher/launcher_checks.h"
 #include "launcher/memory_check.h"
@@ -84,6 +87,30 @@ trainer::CheckpointStaging rankZeroStaging(comm::Communicator& comm,
   return direct != 0 ? trainer::CheckpointStaging::kDirect : trainer::CheckpointStaging::kCopy;
 }
 
+// --evaluate, once the weights are on rank 0 and the model on its device
+// (Note [Evaluating without training] in launcher/evaluate.h). Collective.
+int evaluateWeights(comm::Communicator& comm, const World& world, const Options& o,
+                    trainer::Sequential& model, trainer::Optimizer& optimizer, const Data& data,
+                    const trainer::TrainOptions& trainOptions, ProgressPrinter& progress,
+                    EvaluationReport report) {
+  trainer::Trainer trainer(comm, model, optimizer, *data.train, *data.test, trainOptions);
+  trainer.broadcastParameters();
+  const auto start = std::chrono::steady_clock::now();
+  report.result = trainer.evaluate();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.testSet = data.test->name();
+  report.ranks = world.size();
+  progress.onEvaluation(report);
+  comm.setContext("end: writing --save-model");
+  comm::agree(comm, [&] {
+    if (world.rank() == 0 && !o.saveModel.empty()) {
+      trainer::saveModel(o.saveModel, model);
+      log::info(str("saved weights to ", o.saveModel));
+    }
+  });
+  return kExitOk;
+}
+
 // `o` by value: --global-batch completes it once the world size is known.
 int train(Options o) {
   const auto timeout = std::chrono::milliseconds(static_cast<long long>(o.timeoutSeconds * 1000));
@@ -101,7 +128,8 @@ int train(Options o) {
     for (const std::string& warning : o.warnings)
       log::warn(warning);
   }
-  if (const auto error = applyGlobalBatch(o, world.size())) {
+  // An evaluation has no step, so no global batch to keep.
+  if (const auto error = o.evaluate ? std::nullopt : applyGlobalBatch(o, world.size())) {
     if (world.rank() == 0) log::error(str("ddp_train: ", *error, " (see ddp_train --help)"));
     return kExitUsage;
   }
@@ -169,6 +197,7 @@ int train(Options o) {
     std::unique_ptr<trainer::Sequential> model;
     std::unique_ptr<ProgressPrinter> progress;
     std::optional<CheckpointDirLock> checkpointLock;  // Note [One run per checkpoint directory]
+    EvaluationReport evaluation;                      // --evaluate: rank 0's
     // Agreed on before any rank allocates (Note [Refusing a model the node
     // cannot hold]).
     StagingChoice stagingChoice;
@@ -178,18 +207,22 @@ int train(Options o) {
     comm::agree(comm, [&] {
       stallAtStartUp(fault, world.rank());
       data = loadData(o);
-      if (world.rank() == 0) checkEveryRankTrains(o, data.train->size(), world.size());
+      if (world.rank() == 0 && !o.evaluate)
+        checkEveryRankTrains(o, data.train->size(), world.size());
       model =
           trainer::buildMlp(data.train->featureDim(), o.hidden, data.train->numClasses(), o.seed);
       for (std::size_t layer : o.freezeLayers) {
         for (trainer::Parameter* p : model->layer(layer).parameters())
           p->trainable = false;
       }
-      if (world.rank() == 0 && !o.initFrom.empty()) {
+      if (world.rank() == 0 && o.evaluate) {  // Note [Evaluating without training]
+        evaluation.file = weightsToEvaluate(o);
+        evaluation.checkpointStep = trainer::loadWeights(evaluation.file, *model).checkpointStep;
+      } else if (world.rank() == 0 && !o.initFrom.empty()) {
         reportInitFrom(o.initFrom, trainer::loadWeights(o.initFrom, *model));
       }
       checkOutputPaths(o, world.rank());
-      if (world.rank() == 0 && !o.checkpointDir.empty()) {
+      if (world.rank() == 0 && !o.checkpointDir.empty() && !o.evaluate) {
         checkpointLock.emplace(o.checkpointDir);
         checkNoEarlierRun(o);
       }
@@ -200,9 +233,12 @@ int train(Options o) {
     printSummary(world, comm, o, threadCount, placement, *model, data);
     if (world.rank() == 0) {
       warnAboutPlacement(world, o, cpus, threads);
-      if (const auto notice = stagingNotice(stagingChoice, world.hostname())) log::info(*notice);
-      if (const auto warning = batchWarning(o, data.train->size(), world.size()))
-        log::warn(*warning);
+      const auto notice =
+          o.evaluate ? std::nullopt : stagingNotice(stagingChoice, world.hostname());
+      if (notice) log::info(*notice);
+      const auto warning =
+          o.evaluate ? std::nullopt : batchWarning(o, data.train->size(), world.size());
+      if (warning) log::warn(*warning);
     }
     comm.setContext("start-up: moving the model to its device");
     model->to(placement.device);  // rank 0's --init-from weights go with it, then broadcast
@@ -211,6 +247,14 @@ int train(Options o) {
         buildOptimizer(o, model->parameters(), &comm);
     trainer::TrainOptions trainOptions = trainOptionsFrom(o);
     trainOptions.onBucketCapChosen = reportBucketCapChoice;
+    trainOptions.hostThreads = static_cast<unsigned>(threads);  // GPU: batch gathering
+    trainOptions.expectedCpuShare = expectedCpuShare(cpus, threads);
+    trainOptions.quotaCgroup = cpus.quotaCgroup;
+    trainOptions.rankHosts = hosts;
+    if (o.evaluate) {
+      return evaluateWeights(comm, world, o, *model, *optimizer, data, trainOptions, *progress,
+                             std::move(evaluation));
+    }
     // Rank 0 writes checkpoints in the background (Note [Checkpoints written
     // in the background]); agree() makes a failed write stop every rank cleanly.
     std::optional<TimeLimit> timeLimit;
@@ -260,10 +304,6 @@ int train(Options o) {
       comm.setContext("start-up: reading the checkpoint");
       start = resumeFromCheckpoint(comm, world, o, *model, *optimizer, resumeOptions(o));
     }
-    trainOptions.hostThreads = static_cast<unsigned>(threads);  // GPU: batch gathering
-    trainOptions.expectedCpuShare = expectedCpuShare(cpus, threads);
-    trainOptions.quotaCgroup = cpus.quotaCgroup;
-    trainOptions.rankHosts = hosts;
     trainer::Trainer trainer(comm, *model, *optimizer, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
     if (world.rank() == 0) {

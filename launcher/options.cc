@@ -74,6 +74,10 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "instead of a seeded init, or from a checkpoint's weights (a new run: --resume continues "
       "the old one)")("save-model", po::value(&o.saveModel)->value_name("FILE"),
                       "write the final weights to FILE (safetensors, loadable by PyTorch)")(
+      "evaluate", po::bool_switch(&o.evaluate),
+      "evaluate the weights of --init-from FILE, or of the checkpoint --resume names (FILE, or "
+      "the newest in --checkpoint-dir), on the test set over all ranks, and exit without "
+      "training (writes only --metrics, and --save-model: the weights evaluated)")(
       "checkpoint-dir", po::value(&o.checkpointDir)->value_name("DIR"),
       "write checkpoints (weights, optimizer state, position) to DIR at the end of each epoch")(
       "checkpoint-every", po::value(&raw.checkpointEvery)->value_name("N"),
@@ -727,6 +731,11 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
     throw UsageError("--resume without a FILE needs --checkpoint-dir (where to look for one)");
   if (!o.resume.empty() && !o.initFrom.empty())
     throw UsageError("--resume and --init-from both set the weights: give one of them");
+  if (o.evaluate && o.resume.empty() && o.initFrom.empty()) {
+    throw UsageError(
+        "--evaluate needs the weights to evaluate: --init-from FILE, --resume FILE, or "
+        "--checkpoint-dir DIR --resume for the newest checkpoint in DIR");
+  }
   if (!positiveInFloat32(o.lr)) {
     throw UsageError(
         str("--lr must be positive and finite (within float32's range) (got ", o.lr, ")"));

@@ -34,6 +34,9 @@ struct Options {
   std::vector<std::size_t> hidden = {1024, 1024};
   std::string initFrom;
   std::string saveModel;
+  // --evaluate: the weights of initFrom or of the checkpoint `resume` names,
+  // evaluated on the test set, no training (launcher/evaluate.h).
+  bool evaluate = false;
   // checkpoints
   std::string checkpointDir;
   std::size_t checkpointEvery = 0;  // steps; 0: at the end of each epoch only

@@ -275,6 +275,18 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
   }
 }
 
+void ProgressPrinter::onEvaluation(const EvaluationReport& report) {
+  if (!enabled_) return;
+  log::info(evaluationText(report));
+  if (!metrics_.is_open()) return;
+  metrics_ << evaluationMetrics(report) << '\n';
+  metrics_.flush();
+  if (!metrics_) {
+    log::warn(str("--metrics: cannot write to ", metricsPath_, " (", std::strerror(errno),
+                  "): the evaluation is not recorded"));
+  }
+}
+
 // Within an epoch: the same warnings, but only when the ranks they name
 // change from the previous window's, so that a lasting straggler is named
 // once, not every window.

@@ -55,6 +55,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/evaluate.h"
 #include "trainer/trainer.h"
 
 namespace ddp::launcher {
@@ -129,6 +130,8 @@ class ProgressPrinter final : public trainer::TrainObserver {
   void onStep(const trainer::StepReport& report) override;
   void onEpoch(const trainer::EpochReport& report) override;
   void onPace(const trainer::PaceReport& report) override;
+  // --evaluate's result (launcher/evaluate.h): its line, and its --metrics line.
+  void onEvaluation(const EvaluationReport& report);
 
  private:
   // Ends the live terminal line, if one is drawn, before a warning.

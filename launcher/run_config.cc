@@ -178,7 +178,8 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
                                  {"time-limit", str(o.timeLimitSeconds)},
                                  {"shard-optimizer", str(o.shardOptimizer)},
                                  {"keep-subnormals", str(o.keepSubnormals)},
-                                 {"device", o.device}});
+                                 {"device", o.device},
+                                 {"evaluate", str(o.evaluate)}});
   for (const auto& [name, value] : options)
     items.emplace_back(str("option --", name), value);
   return items;
@@ -265,7 +266,9 @@ void checkNoEarlierRun(const Options& o) {
 }
 
 void checkOutputPaths(const Options& o, int rank) {
-  if (!o.trace.empty()) {
+  // --evaluate writes no trace and no checkpoint, and only reads the
+  // directory (Note [Evaluating without training] in launcher/evaluate.h).
+  if (!o.trace.empty() && !o.evaluate) {
     try {
       trainer::checkCanSave(tracePath(o, rank));
     } catch (const DataError& e) {
@@ -273,7 +276,7 @@ void checkOutputPaths(const Options& o, int rank) {
     }
   }
   if (rank != 0) return;
-  if (!o.checkpointDir.empty()) {
+  if (!o.checkpointDir.empty() && !o.evaluate) {
     std::error_code error;
     std::filesystem::create_directories(o.checkpointDir, error);
     if (error) {

@@ -46,6 +46,11 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
   if (world.nodeCount() > 1) log::info(str("nodes: ", describeNodes(world.nodes())));
   log::info(str("model ", o.model, ": ", model.describe(), ": ", params, " parameters (",
                 fixed(static_cast<double>(params) * 4 / (1 << 20), 1), " MiB)"));
+  if (o.evaluate) {  // Note [Evaluating without training] in launcher/evaluate.h
+    log::info(str("data ", data.test->name(), " ", data.test->size(), " samples, shared by ",
+                  world.size(), " rank", world.size() > 1 ? "s" : "", "; --evaluate: no training"));
+    return;
+  }
   log::info(str(
       "data ", data.train->name(), " ", data.train->size(), " samples, ", data.test->name(), " ",
       data.test->size(), "; global batch ", describeGlobalBatch(o, world.size()), ", lr ", o.lr,

@@ -23,18 +23,30 @@ grep -q "local rank 0, GPU 0 " "$WORK/probe.out" || fail "no per-rank GPU line: 
 # same batches; the arithmetic differs only in rounding).
 one_epoch() {
   epoch=(--epochs 1 --hidden 1024,1024 --batch-size 64 --seed 42)
-  run 1 "${epoch[@]}" --device cuda --metrics "$WORK/gpu.jsonl" > "$WORK/gpu.log"
+  run 1 "${epoch[@]}" --device cuda --metrics "$WORK/gpu.jsonl" \
+    --save-model "$WORK/epoch.safetensors" > "$WORK/gpu.log"
   run 1 "${epoch[@]}" --device cpu --threads 4 --metrics "$WORK/cpu.jsonl" > "$WORK/cpu.log"
-  python3 - "$WORK/gpu.jsonl" "$WORK/cpu.jsonl" <<'PY' || fail "GPU accuracy differs from CPU"
+  # --evaluate of the GPU's weights, on the GPU and on the CPU: the epoch's
+  # own figure on the GPU, the same within rounding on the CPU.
+  run 1 --evaluate --init-from "$WORK/epoch.safetensors" --device cuda \
+    --metrics "$WORK/gpu_eval.jsonl" > /dev/null
+  run 1 --evaluate --init-from "$WORK/epoch.safetensors" --device cpu --threads 4 \
+    --metrics "$WORK/cpu_eval.jsonl" > /dev/null
+  python3 - "$WORK/gpu.jsonl" "$WORK/cpu.jsonl" "$WORK/gpu_eval.jsonl" "$WORK/cpu_eval.jsonl" <<'PY' ||
 import json, sys
-gpu, cpu = (json.loads(open(p).readline()) for p in sys.argv[1:3])
-print(f"1 epoch: GPU {gpu['test_accuracy']:.4f}, CPU {cpu['test_accuracy']:.4f}")
+gpu, cpu, gpu_eval, cpu_eval = (json.loads(open(p).readline()) for p in sys.argv[1:5])
+print(f"1 epoch: GPU {gpu['test_accuracy']:.4f}, CPU {cpu['test_accuracy']:.4f}; "
+      f"--evaluate: GPU {gpu_eval['test_accuracy']:.4f}, CPU {cpu_eval['test_accuracy']:.4f}")
 assert gpu["test_accuracy"] > 0.80, gpu
 assert abs(gpu["test_accuracy"] - cpu["test_accuracy"]) < 0.01, (gpu, cpu)
 assert gpu["steps"] == cpu["steps"]
+assert gpu_eval["test_samples"] == gpu["test_samples"], (gpu_eval, gpu)
+assert abs(gpu_eval["test_accuracy"] - gpu["test_accuracy"]) < 1e-9, (gpu_eval, gpu)
+assert abs(cpu_eval["test_accuracy"] - gpu["test_accuracy"]) <= 0.002, (cpu_eval, gpu)
 PY
+    fail "GPU accuracy differs from CPU, or --evaluate from the epoch's"
 }
-section "one epoch: GPU accuracy as the CPU's" one_epoch
+section "one epoch: GPU accuracy as the CPU's, --evaluate" one_epoch
 
 # 30 steps: NCCL on the GPU gives the parameters MPI gives on the CPU.
 model=(--hidden 256,128 --lr 0.05 --momentum 0.9 --weight-decay 1e-4 --seed 3)

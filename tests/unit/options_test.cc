@@ -91,6 +91,9 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--time-limit", "90"},
                 "(got '90'): a bare number is seconds to --timeout but minutes to sbatch --time, "
                 "so give the unit"},
+        Invalid{{"--evaluate"}, "--evaluate needs the weights to evaluate"},
+        Invalid{{"--evaluate", "--init-from", "a", "--resume", "b"},
+                "--resume and --init-from both set the weights"},
         Invalid{{"--time-limit", "0s"}, "--time-limit must be a positive duration"},
         Invalid{{"--time-limit", "1:3x:00"}, "--time-limit must be a positive duration"},
         Invalid{{"--time-limit", "soon"}, "(got 'soon')"},
@@ -552,16 +555,34 @@ TEST(Options, TimeLimitTakesSbatchForms) {
   EXPECT_EQ(parse({"--time-limit=1:30:00"}).timeLimitSeconds, 5400.0);
 }
 
+// Note [Evaluating without training] in launcher/evaluate.h: every rank
+// must evaluate, or none.
+TEST(Options, EvaluateTakesAModelFileOrACheckpointAndRanksAgreeOnIt) {
+  EXPECT_FALSE(parse({}).evaluate);
+  EXPECT_TRUE(parse({"--evaluate", "--init-from", "m.safetensors"}).evaluate);
+  const Options latest = parse({"--evaluate", "--checkpoint-dir", "ck", "--resume"});
+  EXPECT_TRUE(latest.evaluate);
+  EXPECT_EQ(latest.resume, "latest");
+  const Data data{std::make_unique<trainer::SyntheticDataset>(8, 784, 10, 1, 0),
+                  std::make_unique<trainer::SyntheticDataset>(2, 784, 10, 1, 1)};
+  auto model = trainer::buildMlp(784, latest.hidden, 10, 1);
+  const comm::ConsistencyItems items = consistencyItems(latest, *model, data);
+  EXPECT_NE(std::find(items.begin(), items.end(),
+                      std::pair<std::string, std::string>{"option --evaluate", "1"}),
+            items.end());
+}
+
 TEST(Options, HelpNeedsNothingElseAndListsEveryOption) {
   const char* argv[] = {"ddp_train", "--help", "--data-dir", "/nonexistent"};
   EXPECT_TRUE(parseOptions(4, argv).help);
   const std::string text = usageText();
-  for (const char* option : {"--config",    "--dataset",          "--data-dir",      "--model",
-                             "--hidden",    "--epochs",           "--max-steps",     "--batch-size",
-                             "--lr",        "--momentum",         "--weight-decay",  "--seed",
-                             "--threads",   "--log-every",        "--log-all-ranks", "--save-model",
-                             "--init-from", "--metrics",          "--no-shuffle",    "--drop-last",
-                             "--timeout",   "--keep-checkpoints", "--time-limit"}) {
+  for (const char* option :
+       {"--config",    "--dataset",          "--data-dir",      "--model",
+        "--hidden",    "--epochs",           "--max-steps",     "--batch-size",
+        "--lr",        "--momentum",         "--weight-decay",  "--seed",
+        "--threads",   "--log-every",        "--log-all-ranks", "--save-model",
+        "--init-from", "--metrics",          "--no-shuffle",    "--drop-last",
+        "--timeout",   "--keep-checkpoints", "--time-limit",    "--evaluate"}) {
     EXPECT_NE(text.find(option), std::string::npos) << option;
   }
 }

@@ -1,0 +1,51 @@
+// --evaluate: the weights of a model file or of a checkpoint, evaluated on
+// the test set with no training, as PyTorch's ImageNet example's --evaluate.
+//
+// Note [Evaluating without training]
+// Rank 0 reads the weights, as --init-from does (a checkpoint's weights
+// without its optimizer state: an evaluation must not depend on the
+// --optimizer or the batch of the run that wrote it), and the start-up
+// parameter broadcast gives them to every rank. Each rank then evaluates its
+// own share of the test set (trainer::evaluationShard: every sample once,
+// whatever the world size) and one all-reduce sums the loss and the hits,
+// which is what the run printed at the end of the epoch it wrote the weights
+// in. Nothing is written to --checkpoint-dir, which may be read-only or in
+// use by a run still training (its checkpoints are renamed into place whole,
+// so the newest one is always complete); --save-model writes the weights
+// evaluated, which turns a checkpoint into a model file.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "launcher/options.h"
+#include "trainer/trainer.h"
+
+namespace ddp::launcher {
+
+// Rank 0: the file --evaluate reads: --init-from's, the one --resume names,
+// or with --resume alone the newest complete checkpoint in --checkpoint-dir.
+// Throws DataError when there is none or --resume names a directory.
+std::string weightsToEvaluate(const Options& o);
+
+struct EvaluationReport {
+  std::string file;                           // the weights evaluated
+  std::optional<std::size_t> checkpointStep;  // when the file was a checkpoint
+  std::string testSet;                        // "fashion-mnist/test"
+  trainer::EvalResult result;
+  int ranks = 1;
+  double seconds = 0.0;  // the evaluation's wall time
+};
+
+// "evaluated ckpt/step_00000469.safetensors (the weights of step 469):
+// test_loss 0.4002  test_acc 85.38%  (fashion-mnist/test: 10000 samples over
+// 2 ranks, 0.25 s)"
+std::string evaluationText(const EvaluationReport& report);
+
+// Its --metrics line, one JSON object (no newline): "evaluated" (the file),
+// "checkpoint_step" (null for a model file), "test_loss", "test_accuracy",
+// "test_samples", "ranks", "wall_time_s".
+std::string evaluationMetrics(const EvaluationReport& report);
+
+}  // namespace ddp::launcher

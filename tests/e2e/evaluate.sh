@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# --evaluate (Note [Evaluating without training] in launcher/evaluate.h): a
+# model file's or a checkpoint's weights, evaluated at any world size, give
+# the test figures of the epoch that wrote them; the checkpoint directory is
+# only read (even while a run holds it), --save-model writes the weights
+# evaluated, and a missing source is a clear error.
+. "$(dirname "$0")/lib.sh"
+c=(--dataset synthetic --synthetic-samples 2000 --batch-size 16 --hidden 64,32 --threads 1)
+ck=$WORK/ck
+# metric FILE KEY: KEY of FILE's last JSON line.
+metric() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])[sys.argv[2]])' "$1" "$2"; }
+
+run 2 "${c[@]}" --epochs 2 --checkpoint-dir "$ck" --save-model "$WORK/model.safetensors" \
+  --metrics "$WORK/train.jsonl" > /dev/null
+accuracy=$(metric "$WORK/train.jsonl" test_accuracy)
+loss=$(metric "$WORK/train.jsonl" test_loss)
+samples=$(metric "$WORK/train.jsonl" test_samples)
+
+# 1. The model file at 1, 2 and 3 ranks (3 shares of 500 samples are
+# unequal): every sample once, the same hits, the loss within the sum's
+# rounding.
+for np in 1 2 3; do
+  run "$np" "${c[@]}" --evaluate --init-from "$WORK/model.safetensors" \
+    --metrics "$WORK/eval$np.jsonl" > "$WORK/eval$np.log"
+  [ "$(metric "$WORK/eval$np.jsonl" test_samples)" = "$samples" ] || fail "np=$np: not every test sample"
+  [ "$(metric "$WORK/eval$np.jsonl" test_accuracy)" = "$accuracy" ] ||
+    fail "np=$np: accuracy $(metric "$WORK/eval$np.jsonl" test_accuracy), the run's last epoch $accuracy"
+  python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 1e-6 * abs(b))' \
+    "$(metric "$WORK/eval$np.jsonl" test_loss)" "$loss" || fail "np=$np: loss differs from $loss"
+  grep -q "^\[r0\] evaluated $WORK/model.safetensors: test_loss [0-9.]*  test_acc [0-9.]*%  (synthetic/test: $samples samples over $np ranks\?, [0-9.]* s)$" \
+    "$WORK/eval$np.log" || fail "np=$np: no evaluation line: $(tail -3 "$WORK/eval$np.log")"
+  ! grep -q "epoch\|reducer:" "$WORK/eval$np.log" || fail "np=$np trained: $(cat "$WORK/eval$np.log")"
+done
+
+# 2. The newest checkpoint (the end of epoch 2: the model file's weights),
+# whatever this run's optimizer and batch, while another process holds the
+# directory's lock as a run still training would; the directory is left as
+# it was, and --save-model writes the weights evaluated.
+python3 -c 'import fcntl, pathlib, sys, time
+lock = open(sys.argv[1], "a")
+fcntl.flock(lock, fcntl.LOCK_EX)
+pathlib.Path(sys.argv[2]).touch()
+time.sleep(60)' "$ck/.ddp_train.lock" "$WORK/held" > /dev/null 2>&1 &
+holder=$!
+trap 'kill "$holder" 2> /dev/null || true; rm -rf "$WORK"' EXIT
+for _ in $(seq 100); do [ -f "$WORK/held" ] && break; sleep 0.1; done
+[ -f "$WORK/held" ] || fail "could not take the directory's lock"
+before=$(ls -lA --time-style=full-iso "$ck" | sha256sum)
+run 2 "${c[@]/#16/7}" --evaluate --checkpoint-dir "$ck" --resume --optimizer adamw \
+  --global-batch 98 --save-model "$WORK/from-checkpoint.safetensors" --metrics "$WORK/ck.jsonl" \
+  > "$WORK/ck.log" || fail "evaluating a checkpoint failed: $(tail -3 "$WORK/ck.log")"
+kill "$holder"
+wait "$holder" 2> /dev/null || true
+step=$(metric "$WORK/ck.jsonl" checkpoint_step)
+[ -f "$ck/checkpoint-$(printf %09d "$step").safetensors" ] || fail "checkpoint_step $step is not in $ck"
+[ "$step" = "$(ls "$ck" | sed -n 's/^checkpoint-0*\([0-9]*\).safetensors$/\1/p' | sort -n | tail -1)" ] ||
+  fail "evaluated step $step, not the newest"
+grep -q "evaluated $ck/checkpoint-$(printf %09d "$step").safetensors (the weights of step $step): " "$WORK/ck.log" ||
+  fail "no evaluation line: $(tail -3 "$WORK/ck.log")"
+[ "$(metric "$WORK/ck.jsonl" test_accuracy)" = "$accuracy" ] || fail "the checkpoint's accuracy differs"
+cmp "$WORK/model.safetensors" "$WORK/from-checkpoint.safetensors" ||
+  fail "--save-model after --evaluate did not write the weights evaluated"
+[ "$(ls -lA --time-style=full-iso "$ck" | sha256sum)" = "$before" ] || fail "--evaluate changed $ck"
+
+# 3. Errors: nothing to evaluate (a usage error, before MPI starts), an empty
+# directory, a directory given as the file, weights of another shape.
+exits_with 2 "$WORK/none.log" run 2 "${c[@]}" --evaluate
+grep -q "ddp_train: --evaluate needs the weights to evaluate: --init-from FILE, --resume FILE, or --checkpoint-dir DIR --resume for the newest checkpoint in DIR (see ddp_train --help)" \
+  "$WORK/none.log" || fail "no weights: $(cat "$WORK/none.log")"
+mkdir "$WORK/empty"
+exits_with 1 "$WORK/empty.log" run 2 "${c[@]}" --evaluate --checkpoint-dir "$WORK/empty" --resume
+grep -q "error: --evaluate --resume: no complete checkpoint in --checkpoint-dir $WORK/empty to evaluate" \
+  "$WORK/empty.log" || fail "empty directory: $(cat "$WORK/empty.log")"
+exits_with 1 "$WORK/dir.log" run 2 "${c[@]}" --evaluate --resume "$ck"
+grep -q "error: --evaluate --resume $ck: is a directory; to evaluate the newest checkpoint in it, give --checkpoint-dir $ck --resume (without a FILE)" \
+  "$WORK/dir.log" || fail "a directory as the file: $(cat "$WORK/dir.log")"
+exits_with 1 "$WORK/shape.log" run 2 "${c[@]/64,32/128,32}" --evaluate --init-from "$WORK/model.safetensors"
+grep -q "model.safetensors.*has shape" "$WORK/shape.log" || fail "another shape: $(cat "$WORK/shape.log")"
+echo "PASS: evaluate"
