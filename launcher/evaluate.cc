@@ -11,7 +11,7 @@
 namespace ddp::launcher {
 
 std::string weightsToEvaluate(const Options& o) {
-  if (!o.initFrom.empty()) return o.initFrom;
+  if (o.resume.empty()) return o.initFrom;
   if (o.resume != "latest") {
     if (std::filesystem::is_directory(o.resume)) {
       throw DataError(str("--evaluate --resume ", o.resume,
@@ -21,12 +21,12 @@ std::string weightsToEvaluate(const Options& o) {
     }
     return o.resume;
   }
+  // Note [Resuming or starting from --init-from] in launcher/resume.h.
   const std::vector<std::string> all = trainer::completeCheckpoints(o.checkpointDir);
-  if (all.empty()) {
-    throw DataError(str("--evaluate --resume: no complete checkpoint in --checkpoint-dir ",
-                        o.checkpointDir, " to evaluate"));
-  }
-  return all.back();
+  if (!all.empty()) return all.back();
+  if (!o.initFrom.empty()) return o.initFrom;
+  throw DataError(str("--evaluate --resume: no complete checkpoint in --checkpoint-dir ",
+                      o.checkpointDir, " to evaluate"));
 }
 
 std::string evaluationText(const EvaluationReport& r) {

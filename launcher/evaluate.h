@@ -2,7 +2,10 @@
 // the test set with no training, as PyTorch's ImageNet example's --evaluate.
 //
 // Note [Evaluating without training]
-// Rank 0 reads the weights, as --init-from does (a checkpoint's weights
+// The weights are those a run with the same options would train from
+// (weightsToEvaluate), so the Slurm template, which passes --resume, and a
+// fine-tuning job's --init-from both evaluate what they would continue.
+// Rank 0 reads them, as --init-from does (a checkpoint's weights
 // without its optimizer state: an evaluation must not depend on the
 // --optimizer or the batch of the run that wrote it), and the start-up
 // parameter broadcast gives them to every rank. Each rank then evaluates its
@@ -24,9 +27,12 @@
 
 namespace ddp::launcher {
 
-// Rank 0: the file --evaluate reads: --init-from's, the one --resume names,
-// or with --resume alone the newest complete checkpoint in --checkpoint-dir.
-// Throws DataError when there is none or --resume names a directory.
+// Rank 0: the file --evaluate reads, the weights a run with the same options
+// would train from: the one --resume names; with --resume alone the newest
+// complete checkpoint in --checkpoint-dir, or while there is none
+// --init-from's (Note [Resuming or starting from --init-from] in
+// launcher/resume.h); else --init-from's. Throws DataError when there is
+// none or --resume names a directory.
 std::string weightsToEvaluate(const Options& o);
 
 struct EvaluationReport {

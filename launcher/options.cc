@@ -75,9 +75,10 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "the old one)")("save-model", po::value(&o.saveModel)->value_name("FILE"),
                       "write the final weights to FILE (safetensors, loadable by PyTorch)")(
       "evaluate", po::bool_switch(&o.evaluate),
-      "evaluate the weights of --init-from FILE, or of the checkpoint --resume names (FILE, or "
-      "the newest in --checkpoint-dir), on the test set over all ranks, and exit without "
-      "training (writes only --metrics, and --save-model: the weights evaluated)")(
+      "evaluate the weights a run with the same options would train from (--init-from FILE, or "
+      "the checkpoint --resume names: FILE, or the newest in --checkpoint-dir) on the test set "
+      "over all ranks, and exit without training (writes only --metrics, and --save-model: the "
+      "weights evaluated)")(
       "checkpoint-dir", po::value(&o.checkpointDir)->value_name("DIR"),
       "write checkpoints (weights, optimizer state, position) to DIR at the end of each epoch")(
       "checkpoint-every", po::value(&raw.checkpointEvery)->value_name("N"),
@@ -92,8 +93,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "more than one CPU, else direct)")(
       "resume", po::value(&o.resume)->value_name("FILE")->implicit_value("latest"),
       "continue from checkpoint FILE, or without FILE from the newest one in --checkpoint-dir "
-      "(any world size: the rest of the epoch is re-sharded; --batch-size and --grad-accum may "
-      "change, to keep the global batch)");
+      "(none yet: start fresh, or from --init-from's weights) (any world size: the rest of the "
+      "epoch is re-sharded; --batch-size and --grad-accum may change, to keep the global batch)");
   po::options_description optimisation("Optimisation", kHelpWidth, kHelpWidth / 2);
   optimisation.add_options()("epochs",
                              po::value(&raw.epochs)->value_name("N")->default_value(raw.epochs),
@@ -729,8 +730,13 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
     throw UsageError("--checkpoint-staging needs --checkpoint-dir");
   if (o.resume == "latest" && o.checkpointDir.empty())
     throw UsageError("--resume without a FILE needs --checkpoint-dir (where to look for one)");
-  if (!o.resume.empty() && !o.initFrom.empty())
-    throw UsageError("--resume and --init-from both set the weights: give one of them");
+  // Note [Resuming or starting from --init-from] in launcher/resume.h.
+  if (!o.resume.empty() && o.resume != "latest" && !o.initFrom.empty()) {
+    throw UsageError(
+        "--resume FILE and --init-from both set the weights: give one of them (--resume without "
+        "a FILE goes with --init-from: the newest checkpoint in --checkpoint-dir when there is "
+        "one, else --init-from's weights)");
+  }
   if (o.evaluate && o.resume.empty() && o.initFrom.empty()) {
     throw UsageError(
         "--evaluate needs the weights to evaluate: --init-from FILE, --resume FILE, or "

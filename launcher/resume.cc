@@ -15,6 +15,11 @@
 
 namespace ddp::launcher {
 
+bool resumesACheckpoint(const Options& o) {
+  if (o.resume.empty()) return false;
+  return o.resume != "latest" || !trainer::completeCheckpoints(o.checkpointDir).empty();
+}
+
 trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const World& world,
                                             const Options& o, trainer::Sequential& model,
                                             trainer::Optimizer& optimizer,
@@ -51,7 +56,9 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
   });
   comm::shareFrom(comm, 0, file);
   if (file.empty()) {
-    log::info(str("resume: no checkpoint in ", o.checkpointDir, " yet; starting fresh"));
+    log::info(str("resume: no checkpoint in ", o.checkpointDir, " yet; starting ",
+                  o.initFrom.empty() ? std::string("fresh")
+                                     : str("from the weights of --init-from ", o.initFrom)));
     // A requeued job that finds nothing most likely lost its checkpoints to
     // another node's local disk: starting over silently would hide that.
     const char* restarts = std::getenv("SLURM_RESTART_COUNT");
@@ -80,6 +87,10 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
   log::info(str("resume: from ", file, ": epoch ", start.epoch, " with ", start.consumed,
                 " of its samples done, step ", start.globalStep,
                 changes.empty() ? std::string() : str(" (", join(changes, "; "), ")")));
+  if (!o.initFrom.empty()) {  // Note [Resuming or starting from --init-from]
+    log::info(str("resume: --init-from ", o.initFrom,
+                  " is not read: it starts a run while --checkpoint-dir holds no checkpoint"));
+  }
   // A finished run resumed with the same length: correct to do nothing, but
   // not silently.
   const bool stepsDone = o.maxSteps > 0 && start.globalStep >= o.maxSteps;

@@ -17,6 +17,25 @@
 
 namespace ddp::launcher {
 
+// Note [Resuming or starting from --init-from]
+// --resume without a FILE continues the newest checkpoint in
+// --checkpoint-dir, and starts fresh while there is none; --init-from
+// starts a run from given weights. Together they mean: continue the
+// checkpoint when there is one, else start from --init-from's weights.
+// That is what a job that fine-tunes needs once it can be requeued: its
+// first run starts from the pretrained weights, and a requeued one goes on
+// from its own last checkpoint, not from them again (Megatron-Core's
+// --pretrained-checkpoint, read only when --load holds no checkpoint, is
+// the same rule). The Slurm template passes --resume always, so before
+// this rule its jobs could not use --init-from at all. --resume FILE
+// names a checkpoint to continue, so with --init-from it is still refused.
+// --evaluate reads the weights the same options would train from
+// (weightsToEvaluate in launcher/evaluate.h).
+
+// Rank 0: whether the run continues a checkpoint, by the Note above: --resume
+// names one, or without a FILE --checkpoint-dir holds a complete one.
+bool resumesACheckpoint(const Options& o);
+
 // Restores `model` and `optimizer` from the checkpoint `o.resume` asks for and
 // returns where training continues; a default position (start fresh) when
 // --checkpoint-dir holds no checkpoint yet. Collective over `comm`. A file

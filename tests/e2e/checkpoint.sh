@@ -92,6 +92,26 @@ run 2 "${c[@]}" --max-steps 2 --init-from "$ck/checkpoint-000000070.safetensors"
 grep -q "init-from: the weights of checkpoint .*checkpoint-000000070.safetensors (step 70)" \
   "$WORK/init.out" || fail "--init-from a checkpoint not reported: $(head -8 "$WORK/init.out")"
 
+# --resume without a FILE goes with --init-from (Note [Resuming or starting
+# from --init-from]), as the Slurm template runs a fine-tuning job (its
+# --resume from DDP_RESUME): with no checkpoint yet the run starts from
+# --init-from's weights, as it would without --resume; run again (a
+# requeue), it continues its own checkpoint and leaves --init-from unread.
+run 2 "${c[@]}" --max-steps 10 --init-from "$WORK/full.safetensors" \
+  --save-model "$WORK/tuned-plain.safetensors" > /dev/null
+DDP_RESUME=latest run 2 "${c[@]}" --max-steps 10 --init-from "$WORK/full.safetensors" \
+  --checkpoint-dir "$WORK/ck-tune" --save-model "$WORK/tuned.safetensors" > "$WORK/tune1.log"
+grep -q "resume: no checkpoint in $WORK/ck-tune yet; starting from the weights of --init-from $WORK/full.safetensors$" \
+  "$WORK/tune1.log" || fail "--resume with --init-from, no checkpoint yet: $(grep -E 'resume|init' "$WORK/tune1.log")"
+"$COMPARE_WEIGHTS" "$WORK/tuned-plain.safetensors" "$WORK/tuned.safetensors" --exact > /dev/null ||
+  fail "--resume with --init-from and no checkpoint did not start from --init-from's weights"
+DDP_RESUME=latest run 2 "${c[@]}" --max-steps 20 --init-from "$WORK/full.safetensors" \
+  --checkpoint-dir "$WORK/ck-tune" > "$WORK/tune2.log"
+grep -q "resume: from $WORK/ck-tune/checkpoint-000000010.safetensors" "$WORK/tune2.log" ||
+  fail "--resume with --init-from did not continue its checkpoint: $(grep -E 'resume|init' "$WORK/tune2.log")"
+grep -q "resume: --init-from $WORK/full.safetensors is not read: it starts a run while --checkpoint-dir holds no checkpoint$" \
+  "$WORK/tune2.log" || fail "--init-from left unread not said: $(grep -E 'resume|init' "$WORK/tune2.log")"
+
 # A requeued Slurm job whose checkpoint directory is empty (the earlier run
 # wrote to another node's disk): it starts over, and says why that may be.
 SLURM_RESTART_COUNT=1 run 2 "${c[@]}" --max-steps 2 --checkpoint-dir "$WORK/empty" --resume \

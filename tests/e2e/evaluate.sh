@@ -62,6 +62,20 @@ cmp "$WORK/model.safetensors" "$WORK/from-checkpoint.safetensors" ||
   fail "--save-model after --evaluate did not write the weights evaluated"
 [ "$(ls -lA --time-style=full-iso "$ck" | sha256sum)" = "$before" ] || fail "--evaluate changed $ck"
 
+# With --init-from too (Note [Resuming or starting from --init-from]): the
+# weights a run with these options would train from, the newest checkpoint
+# while there is one, else --init-from's.
+cp "$WORK/model.safetensors" "$WORK/other.safetensors"
+run 1 "${c[@]}" --evaluate --checkpoint-dir "$ck" --resume --init-from "$WORK/other.safetensors" \
+  > "$WORK/both.log"
+grep -q "evaluated $ck/checkpoint-$(printf %09d "$step").safetensors " "$WORK/both.log" ||
+  fail "with a checkpoint, --init-from was evaluated: $(tail -1 "$WORK/both.log")"
+mkdir "$WORK/none-yet"
+run 1 "${c[@]}" --evaluate --checkpoint-dir "$WORK/none-yet" --resume \
+  --init-from "$WORK/other.safetensors" > "$WORK/none-yet.log"
+grep -q "evaluated $WORK/other.safetensors: " "$WORK/none-yet.log" ||
+  fail "with no checkpoint, --init-from was not evaluated: $(tail -1 "$WORK/none-yet.log")"
+
 # 3. Errors: nothing to evaluate (a usage error, before MPI starts), an empty
 # directory, a directory given as the file, weights of another shape.
 exits_with 2 "$WORK/none.log" run 2 "${c[@]}" --evaluate

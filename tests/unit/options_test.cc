@@ -93,7 +93,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "so give the unit"},
         Invalid{{"--evaluate"}, "--evaluate needs the weights to evaluate"},
         Invalid{{"--evaluate", "--init-from", "a", "--resume", "b"},
-                "--resume and --init-from both set the weights"},
+                "--resume FILE and --init-from both set the weights: give one of them (--resume "
+                "without a FILE goes with --init-from"},
+        Invalid{{"--init-from", "a", "--resume=b"}, "--resume FILE and --init-from"},
         Invalid{{"--time-limit", "0s"}, "--time-limit must be a positive duration"},
         Invalid{{"--time-limit", "1:3x:00"}, "--time-limit must be a positive duration"},
         Invalid{{"--time-limit", "soon"}, "(got 'soon')"},
@@ -553,6 +555,15 @@ TEST(Options, TimeLimitTakesSbatchForms) {
   EXPECT_EQ(parse({}).timeLimitSeconds, 0.0);  // none
   EXPECT_EQ(parse({"--time-limit", "90m"}).timeLimitSeconds, 5400.0);
   EXPECT_EQ(parse({"--time-limit=1:30:00"}).timeLimitSeconds, 5400.0);
+}
+
+// Note [Resuming or starting from --init-from] in launcher/resume.h: the
+// Slurm template's --resume (DDP_RESUME=latest) goes with --init-from.
+TEST(Options, ResumeWithoutAFileGoesWithInitFrom) {
+  const Options o =
+      parse({"--init-from", "pretrained.safetensors", "--checkpoint-dir", "ck", "--resume"});
+  EXPECT_EQ(o.resume, "latest");
+  EXPECT_EQ(o.initFrom, "pretrained.safetensors");
 }
 
 // Note [Evaluating without training] in launcher/evaluate.h: every rank
