@@ -42,6 +42,24 @@ state=$(scontrol show job "$job" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head
 [ "$state" = JobState=COMPLETED ] || fail "job $job ended in $state"
 echo "slurm: job $job $state; $(grep -c 'epoch ' "$out") epoch lines"
 
+# Fine-tuning through the template (Note [Resuming or starting from
+# --init-from]): its --resume goes with --init-from, so the first job starts
+# from the given weights and the job run again (as a requeue runs it)
+# continues its own checkpoint; --evaluate then evaluates that checkpoint.
+pretrained=$(ls "$WORK"/checkpoints/ddp_train/checkpoint-*.safetensors | tail -1)
+tune=(--job-name=tune --ntasks-per-node=2 "$root/launcher/slurm/ddp_train.sbatch" --dataset synthetic
+  --synthetic-samples 2048 --hidden 64,32 --init-from "$pretrained")
+sbatch_wait tune "${tune[@]}" --epochs 1
+grep -q "resume: no checkpoint in $WORK/checkpoints/tune yet; starting from the weights of --init-from $pretrained$" \
+  "$out" || fail "the template's first fine-tuning job: $(grep -E 'resume|init|error' "$out")"
+sbatch_wait tune-again "${tune[@]}" --epochs 2
+grep -q "resume: from $WORK/checkpoints/tune/checkpoint-" "$out" &&
+  grep -q "resume: --init-from $pretrained is not read" "$out" ||
+  fail "the template's fine-tuning job run again: $(grep -E 'resume|init|error' "$out")"
+sbatch_wait tune-evaluate "${tune[@]}" --evaluate
+grep -q "evaluated $WORK/checkpoints/tune/checkpoint-.* (the weights of step [0-9]*): test_loss" "$out" ||
+  fail "--evaluate through the template: $(grep -E 'evaluated|error' "$out")"
+
 # mpirun inside an allocation: Open MPI takes the job's slots from Slurm
 # (no -np), and World reports mpirun as the launcher.
 sbatch_wait mpirun --ntasks=2 --wrap \
