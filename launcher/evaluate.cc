@@ -1,29 +1,16 @@
 #include "launcher/evaluate.h"
 
-#include <filesystem>
 #include <nlohmann/json.hpp>
-#include <vector>
 
+#include "launcher/resume.h"
 #include "runtime/error.h"
 #include "runtime/str.h"
-#include "trainer/checkpoint.h"
 
 namespace ddp::launcher {
 
 std::string weightsToEvaluate(const Options& o) {
-  if (o.resume.empty()) return o.initFrom;
-  if (o.resume != "latest") {
-    if (std::filesystem::is_directory(o.resume)) {
-      throw DataError(str("--evaluate --resume ", o.resume,
-                          ": is a directory; to evaluate the newest checkpoint in it, give "
-                          "--checkpoint-dir ",
-                          o.resume, " --resume (without a FILE)"));
-    }
-    return o.resume;
-  }
   // Note [Resuming or starting from --init-from] in launcher/resume.h.
-  const std::vector<std::string> all = trainer::completeCheckpoints(o.checkpointDir);
-  if (!all.empty()) return all.back();
+  if (std::string checkpoint = checkpointToResume(o); !checkpoint.empty()) return checkpoint;
   if (!o.initFrom.empty()) return o.initFrom;
   throw DataError(str("--evaluate --resume: no complete checkpoint in --checkpoint-dir ",
                       o.checkpointDir, " to evaluate"));

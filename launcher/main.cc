@@ -218,7 +218,7 @@ int train(Options o) {
       if (world.rank() == 0 && o.evaluate) {  // Note [Evaluating without training]
         evaluation.file = weightsToEvaluate(o);
         evaluation.checkpointStep = trainer::loadWeights(evaluation.file, *model).checkpointStep;
-      } else if (world.rank() == 0 && !o.initFrom.empty() && !resumesACheckpoint(o)) {
+      } else if (world.rank() == 0 && !o.initFrom.empty() && checkpointToResume(o).empty()) {
         // Note [Resuming or starting from --init-from] in launcher/resume.h.
         reportInitFrom(o.initFrom, trainer::loadWeights(o.initFrom, *model));
       }

@@ -15,42 +15,43 @@
 
 namespace ddp::launcher {
 
-bool resumesACheckpoint(const Options& o) {
-  if (o.resume.empty()) return false;
-  return o.resume != "latest" || !trainer::completeCheckpoints(o.checkpointDir).empty();
+std::string checkpointToResume(const Options& o) {
+  if (o.resume.empty()) return "";
+  if (o.resume != "latest") {
+    if (std::filesystem::is_directory(o.resume)) {
+      throw DataError(str("--resume ", o.resume,
+                          ": is a directory; to use the newest checkpoint in it, give "
+                          "--checkpoint-dir ",
+                          o.resume, " --resume (without a FILE)"));
+    }
+    return o.resume;
+  }
+  const std::vector<std::string> all = trainer::completeCheckpoints(o.checkpointDir);
+  return all.empty() ? std::string() : all.back();
 }
 
 trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const World& world,
                                             const Options& o, trainer::Sequential& model,
                                             trainer::Optimizer& optimizer,
                                             const trainer::CheckpointOptions& options) {
-  std::string file, previous;
+  std::string file;
   // Rank 0's alone (Note [Restoring a checkpoint from one rank]).
   trainer::SafetensorsFile parsed;
   trainer::CheckedCheckpoint checked;
   comm::agree(comm, [&] {
     if (world.rank() != 0) return;
-    if (o.resume != "latest") {
-      file = o.resume;
-      if (std::filesystem::is_directory(file)) {
-        throw DataError(str("--resume ", file,
-                            ": is a directory; to resume from the newest "
-                            "checkpoint in it, give --checkpoint-dir ",
-                            file, " --resume (without a FILE)"));
-      }
-    } else if (const auto all = trainer::completeCheckpoints(o.checkpointDir); !all.empty()) {
-      file = all.back();
-      if (all.size() > 1) previous = all[all.size() - 2];
-    }
+    file = checkpointToResume(o);
     if (file.empty()) return;
     try {
       parsed = trainer::loadSafetensors(file);
     } catch (const DataError& e) {
-      if (previous.empty()) throw;
+      const auto all = o.resume == "latest" ? trainer::completeCheckpoints(o.checkpointDir)
+                                            : std::vector<std::string>{};
+      if (all.size() < 2) throw;
       // A damaged newest checkpoint: say how to fall back, but do not do it
       // unasked (damage means a disk or a copy to look at).
-      throw DataError(str(e.what(), "; to resume from the checkpoint before it, ", previous,
-                          ", move ", file, " out of ", o.checkpointDir));
+      throw DataError(str(e.what(), "; to resume from the checkpoint before it, ",
+                          all[all.size() - 2], ", move ", file, " out of ", o.checkpointDir));
     }
     checked = trainer::checkCheckpoint(file, parsed, model, optimizer, options);
   });

@@ -32,9 +32,11 @@ namespace ddp::launcher {
 // --evaluate reads the weights the same options would train from
 // (weightsToEvaluate in launcher/evaluate.h).
 
-// Rank 0: whether the run continues a checkpoint, by the Note above: --resume
-// names one, or without a FILE --checkpoint-dir holds a complete one.
-bool resumesACheckpoint(const Options& o);
+// Rank 0: the checkpoint the run continues: the FILE --resume names, or
+// without one the newest complete checkpoint in --checkpoint-dir; "" when
+// there is none or no --resume (then --init-from's weights, if given, start
+// the run: the Note above). Throws DataError when FILE is a directory.
+std::string checkpointToResume(const Options& o);
 
 // Restores `model` and `optimizer` from the checkpoint `o.resume` asks for and
 // returns where training continues; a default position (start fresh) when

@@ -38,10 +38,6 @@ bool named(std::string_view name, const std::array<const char*, N>& cores) {
   return false;
 }
 
-bool belowAvx2(std::string_view name) {
-  return named(name, kBelowAvx2);
-}
-
 // AVX-512 with or without BF16 counts as one width: their sgemm is the same.
 int width(VectorLevel level) {
   return level == VectorLevel::kAvx512Bf16 ? static_cast<int>(VectorLevel::kAvx512)
@@ -83,7 +79,7 @@ VectorLevel cpuVectorLevel() {
 }
 
 std::string betterBlasCore(std::string_view chosen, VectorLevel cpu) {
-  if (!belowAvx2(chosen)) return "";
+  if (coreVectorLevel(chosen) != VectorLevel::kBelowAvx2) return "";
   // The order of OpenBLAS's own fallback for a CPU it cannot name.
   switch (cpu) {
     case VectorLevel::kAvx512Bf16:

@@ -135,7 +135,7 @@ expect_error "was written with ddp.option.hidden = '64,32' but this run has '128
   "${base[@]}" --hidden 128,32 --epochs 3 --resume "$ck/checkpoint-000000070.safetensors"
 expect_error "not a ddp checkpoint" "${c[@]}" --resume "$WORK/full.safetensors"
 expect_error "no-such-file" "${c[@]}" --resume "$WORK/no-such-file.safetensors"
-expect_error "is a directory; to resume from the newest checkpoint in it, give --checkpoint-dir $ck --resume" \
+expect_error "is a directory; to use the newest checkpoint in it, give --checkpoint-dir $ck --resume" \
   "${c[@]}" --resume "$ck"
 expect_error "$ck: is a directory, not a file" "${c[@]}" --init-from "$ck"
 [ "$sums" = "$(sha256sum "$ck"/*.safetensors)" ] || fail "a failed resume changed a checkpoint"

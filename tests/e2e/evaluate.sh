@@ -86,7 +86,7 @@ exits_with 1 "$WORK/empty.log" run 2 "${c[@]}" --evaluate --checkpoint-dir "$WOR
 grep -q "error: --evaluate --resume: no complete checkpoint in --checkpoint-dir $WORK/empty to evaluate" \
   "$WORK/empty.log" || fail "empty directory: $(cat "$WORK/empty.log")"
 exits_with 1 "$WORK/dir.log" run 2 "${c[@]}" --evaluate --resume "$ck"
-grep -q "error: --evaluate --resume $ck: is a directory; to evaluate the newest checkpoint in it, give --checkpoint-dir $ck --resume (without a FILE)" \
+grep -q "error: --resume $ck: is a directory; to use the newest checkpoint in it, give --checkpoint-dir $ck --resume (without a FILE)" \
   "$WORK/dir.log" || fail "a directory as the file: $(cat "$WORK/dir.log")"
 exits_with 1 "$WORK/shape.log" run 2 "${c[@]/64,32/128,32}" --evaluate --init-from "$WORK/model.safetensors"
 grep -q "model.safetensors.*has shape" "$WORK/shape.log" || fail "another shape: $(cat "$WORK/shape.log")"
