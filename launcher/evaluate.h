@@ -12,7 +12,12 @@
 // own share of the test set (trainer::evaluationShard: every sample once,
 // whatever the world size) and one all-reduce sums the loss and the hits,
 // which is what the run printed at the end of the epoch it wrote the weights
-// in. Nothing is written to --checkpoint-dir, which may be read-only or in
+// in (trainer::evaluate, the Trainer's own evaluation). Nothing else of a
+// training run is built: no training set is read, no optimizer, Reducer or
+// Trainer made, and the memory check counts the weights and an evaluation
+// batch alone (for the default MLP at np=2, 0.69x the wall time and 0.62x
+// the peak memory of an evaluation that built them: benchmarks/RESULTS.md,
+// "What --evaluate costs"). Nothing is written to --checkpoint-dir, which may be read-only or in
 // use by a run still training (its checkpoints are renamed into place whole,
 // so the newest one is always complete); --save-model writes the weights
 // evaluated, which turns a checkpoint into a model file.

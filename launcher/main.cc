@@ -88,15 +88,16 @@ trainer::CheckpointStaging rankZeroStaging(comm::Communicator& comm,
 }
 
 // --evaluate, once the weights are on rank 0 and the model on its device
-// (Note [Evaluating without training] in launcher/evaluate.h). Collective.
+// (Note [Evaluating without training] in launcher/evaluate.h): no optimizer,
+// no Reducer, no Trainer. `threads`: a GPU's batch-gathering threads.
+// Collective.
 int evaluateWeights(comm::Communicator& comm, const World& world, const Options& o,
-                    trainer::Sequential& model, trainer::Optimizer& optimizer, const Data& data,
-                    const trainer::TrainOptions& trainOptions, ProgressPrinter& progress,
-                    EvaluationReport report) {
-  trainer::Trainer trainer(comm, model, optimizer, *data.train, *data.test, trainOptions);
-  trainer.broadcastParameters();
+                    trainer::Sequential& model, const Data& data, unsigned threads,
+                    ProgressPrinter& progress, EvaluationReport report) {
+  trainer::broadcastParameters(comm, model);
+  trainer::BatchLoader batches(model.device(), threads);
   const auto start = std::chrono::steady_clock::now();
-  report.result = trainer.evaluate();
+  report.result = trainer::evaluate(comm, model, *data.test, trainer::kEvalBatchSize, batches);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.testSet = data.test->name();
   report.ranks = world.size();
@@ -209,8 +210,8 @@ int train(Options o) {
       data = loadData(o);
       if (world.rank() == 0 && !o.evaluate)
         checkEveryRankTrains(o, data.train->size(), world.size());
-      model =
-          trainer::buildMlp(data.train->featureDim(), o.hidden, data.train->numClasses(), o.seed);
+      // Both sets have the model's shape, and --evaluate loads the test set alone.
+      model = trainer::buildMlp(data.test->featureDim(), o.hidden, data.test->numClasses(), o.seed);
       for (std::size_t layer : o.freezeLayers) {
         for (trainer::Parameter* p : model->layer(layer).parameters())
           p->trainable = false;
@@ -243,6 +244,10 @@ int train(Options o) {
     }
     comm.setContext("start-up: moving the model to its device");
     model->to(placement.device);  // rank 0's --init-from weights go with it, then broadcast
+    if (o.evaluate) {
+      return evaluateWeights(comm, world, o, *model, data, static_cast<unsigned>(threads),
+                             *progress, std::move(evaluation));
+    }
 
     const std::unique_ptr<trainer::Optimizer> optimizer =
         buildOptimizer(o, model->parameters(), &comm);
@@ -252,10 +257,6 @@ int train(Options o) {
     trainOptions.expectedCpuShare = expectedCpuShare(cpus, threads);
     trainOptions.quotaCgroup = cpus.quotaCgroup;
     trainOptions.rankHosts = hosts;
-    if (o.evaluate) {
-      return evaluateWeights(comm, world, o, *model, *optimizer, data, trainOptions, *progress,
-                             std::move(evaluation));
-    }
     // Rank 0 writes checkpoints in the background (Note [Checkpoints written
     // in the background]); agree() makes a failed write stop every rank cleanly.
     std::optional<TimeLimit> timeLimit;
@@ -325,7 +326,7 @@ int train(Options o) {
       checkDiskRoom(
           o, outputFiles(o, start.globalStep, trainer.plannedSteps(), trainer.stepsPerEpoch()));
     });
-    trainer.broadcastParameters();
+    trainer::broadcastParameters(comm, *model);
     if (start.globalStep > 0 || start.epoch > 1) trainer.resumeFrom(start);
     // Steps 6 to 15: past the first, slower steps, and few enough to read.
     constexpr std::size_t kTraceFirstStep = 5, kTraceSteps = 10;

@@ -6,6 +6,7 @@
 #include "launcher/run_config.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
+#include "trainer/evaluation.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/mlp.h"
 
@@ -19,22 +20,30 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool ran
   need.parameters = count.total;
   need.weights = need.parameters * sizeof(float);
   if (device == trainer::Device::kCpu) {
-    need.gradients = count.trainable * sizeof(float);
-    need.optimizerState = optimizerStateBytesPerRank(o, world);
+    // --evaluate builds no optimizer and no Reducer (Note [Evaluating
+    // without training] in launcher/evaluate.h).
+    if (!o.evaluate) {
+      need.gradients = count.trainable * sizeof(float);
+      need.optimizerState = optimizerStateBytesPerRank(o, world);
+    }
     const std::size_t widths =
         std::accumulate(o.hidden.begin(), o.hidden.end(), std::size_t{0}) + classes;
-    need.outputs = o.batchSize * widths * sizeof(float);
+    // For the largest batch a forward takes: the test set's at each epoch's
+    // end (and all of --evaluate's), or a training micro-batch.
+    const std::size_t rows =
+        o.evaluate ? trainer::kEvalBatchSize : std::max(o.batchSize, trainer::kEvalBatchSize);
+    need.outputs = rows * widths * sizeof(float);
   }
   // The copy checkpoints are written from; sharded, the state gathered from
   // every rank is that copy's state (Note [Checkpoints written in the
   // background]). The file resumed from holds the same bytes.
-  if (rankZero && !o.checkpointDir.empty()) {
+  if (rankZero && !o.checkpointDir.empty() && !o.evaluate) {
     need.checkpointCopy = need.weights + optimizerStateBytes(o);
   }
   if (rankZero && !o.resume.empty()) need.resumedFile = need.weights + optimizerStateBytes(o);
   if (o.dataset == "synthetic") {
-    need.data = (o.syntheticSamples + syntheticTestSamples(o)) *
-                (inputDim * sizeof(float) + sizeof(std::int32_t));
+    const std::size_t samples = (o.evaluate ? 0 : o.syntheticSamples) + syntheticTestSamples(o);
+    need.data = samples * (inputDim * sizeof(float) + sizeof(std::int32_t));
   }
   return need;
 }

@@ -61,7 +61,7 @@ struct HostMemoryNeed {
   std::size_t weights = 0;         // bytes
   std::size_t gradients = 0;       // bytes: the Reducer's buckets (CPU runs)
   std::size_t optimizerState = 0;  // bytes: SGD's momentum, AdamW's moments (CPU runs)
-  std::size_t outputs = 0;         // bytes: each layer's output for one batch (CPU runs)
+  std::size_t outputs = 0;         // bytes: each layer's output for the largest batch (CPU runs)
   std::size_t data = 0;            // bytes: --dataset synthetic's features and labels
   // What every rank needs.
   std::size_t total() const { return weights + gradients + optimizerState + outputs + data; }

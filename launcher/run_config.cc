@@ -111,12 +111,13 @@ Data loadData(const Options& o) {
     // Fashion-MNIST's shape, so either set trains the same model.
     const std::size_t features = trainer::kFashionMnistFeatures;
     const std::size_t classes = trainer::kFashionMnistClasses;
-    return {std::make_unique<trainer::SyntheticDataset>(o.syntheticSamples, features, classes,
-                                                        o.seed, 0),
+    return {o.evaluate ? nullptr
+                       : std::make_unique<trainer::SyntheticDataset>(o.syntheticSamples, features,
+                                                                     classes, o.seed, 0),
             std::make_unique<trainer::SyntheticDataset>(syntheticTestSamples(o), features, classes,
                                                         o.seed, 1)};
   }
-  return {trainer::loadFashionMnist(o.dataDir, trainer::Split::kTrain),
+  return {o.evaluate ? nullptr : trainer::loadFashionMnist(o.dataDir, trainer::Split::kTrain),
           trainer::loadFashionMnist(o.dataDir, trainer::Split::kTest)};
 }
 
@@ -158,6 +159,7 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
                                         const Data& data) {
   comm::ConsistencyItems items = {{"ddp_train version", ddpVersion()}};
   for (const trainer::Dataset* set : {data.train.get(), data.test.get()}) {
+    if (set == nullptr) continue;  // --evaluate's training set
     items.emplace_back(
         str("data ", set->name(), o.dataset == "synthetic" ? "" : " (the files in --data-dir)"),
         set->fingerprint());

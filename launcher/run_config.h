@@ -20,7 +20,7 @@
 namespace ddp::launcher {
 
 struct Data {
-  std::unique_ptr<trainer::Dataset> train;
+  std::unique_ptr<trainer::Dataset> train;  // null under --evaluate, which never reads it
   std::unique_ptr<trainer::Dataset> test;
 };
 
@@ -52,7 +52,8 @@ std::size_t optimizerStateBytesPerRank(const Options& o, int world);
 std::size_t syntheticTestSamples(const Options& o);
 
 // The training and test sets --dataset names (both of Fashion-MNIST's shape:
-// trainer::kFashionMnistFeatures, kFashionMnistClasses). Throws DataError.
+// trainer::kFashionMnistFeatures, kFashionMnistClasses); under --evaluate
+// the test set alone. Throws DataError.
 Data loadData(const Options& o);
 
 // --drop-last with more ranks than training samples leaves every rank an

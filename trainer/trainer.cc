@@ -121,12 +121,12 @@ Trainer::Trainer(comm::Communicator& comm, Sequential& model, Optimizer& optimiz
       sampler_(train.size(), comm.size(), comm.rank(), options.sampler),
       device_(model.device()),
       trainTotals_(device_),
+      batches_(device_, options.hostThreads),
       baseLr_(optimizer.learningRate()) {
   DDP_CHECK(options_.batchSize > 0 && options_.evalBatchSize > 0, "batch sizes must be positive");
   DDP_CHECK(options_.lossReadEvery > 0, "lossReadEvery must be positive");
   if (device_ == Device::kCuda) {
-    gpu_ = std::make_unique<Gpu>(options_.hostThreads,
-                                 options_.skipNonFinite ? options_.lossReadEvery : 0,
+    gpu_ = std::make_unique<Gpu>(options_.skipNonFinite ? options_.lossReadEvery : 0,
                                  options_.clipGradNorm > 0 ? options_.lossReadEvery : 0,
                                  static_cast<std::size_t>(comm.size()));
   }
@@ -200,14 +200,6 @@ void Trainer::tuneBucketCap(std::chrono::steady_clock::time_point stepStart) {
   }
 }
 
-void Trainer::broadcastParameters() {
-  std::vector<comm::WorkPtr> pending;
-  for (Parameter* p : model_.parameters())
-    pending.push_back(comm_.broadcast(p->value.span(), 0));
-  for (auto& work : pending)
-    work->wait(comm_.options().timeout);
-}
-
 double Trainer::step(std::span<const std::size_t> batchIndices) {
   runStep(batchIndices);
 #if DDP_WITH_CUDA
@@ -222,28 +214,15 @@ double Trainer::step(std::span<const std::size_t> batchIndices) {
 }
 
 const Tensor& Trainer::forwardBatch(const Dataset& data, std::span<const std::size_t> indices,
-                                    double weight, LossTotals& totals, SoftmaxCrossEntropy& loss,
-                                    bool training) {
-#if DDP_WITH_CUDA
+                                    double weight, LossTotals& totals, SoftmaxCrossEntropy& loss) {
+  const BatchLoader::Batch batch = batches_.load(data, indices);
   if (gpu_) {
-    const cuda::DeviceBatches::Batch batch = gpu_->batches.load(data, indices);
-    if (training) gpu_->mark(kDataPhase);
-    const Tensor& logits = model_.forward(batch.features);
-    loss.forward(logits, batch.labels, weight, totals);
-    return logits;
-  }
-#endif
-  features_.resize({indices.size(), data.featureDim()});
-  labels_.resize(indices.size());
-  data.gather(indices, features_.data(), labels_.data());
-  if (training) {
+    gpu_->mark(kDataPhase);
+  } else {
     lastTimes_.data += secondsSince(phaseMark_);
     phaseMark_ = Clock::now();
   }
-  const Tensor& logits = model_.forward(features_);
-  const LossResult result = loss.forward(logits, labels_);
-  totals.add(weight * result.loss, static_cast<double>(result.correct));
-  return logits;
+  return forwardWithLoss(model_, loss, batch, weight, totals);
 }
 
 // Note [Averaging by pre-scaling]
@@ -292,7 +271,7 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
     const bool last = begin + size == total;
     const float share = static_cast<float>(size) / static_cast<float>(total);
     const auto forwardStart = Clock::now();
-    forwardBatch(train_, batchIndices.subspan(begin, size), share, trainTotals_, loss_, true);
+    forwardBatch(train_, batchIndices.subspan(begin, size), share, trainTotals_, loss_);
     lastTimes_.forward += lap();
     gpuMark(kForwardPhase);
     if (tracing) trace_->span("forward", "forward", Trace::kCompute, forwardStart, phaseMark_);
@@ -607,29 +586,7 @@ void Trainer::run(TrainObserver& observer) {
 }
 
 EvalResult Trainer::evaluate() {
-  const std::vector<std::size_t> shard = evaluationShard(test_.size(), comm_.size(), comm_.rank());
-  SoftmaxCrossEntropy loss;
-  LossTotals sums(device_);
-  const std::size_t batches = (shard.size() + options_.evalBatchSize - 1) / options_.evalBatchSize;
-  for (std::size_t begin = 0; begin < shard.size(); begin += options_.evalBatchSize) {
-    const std::size_t end = std::min(shard.size(), begin + options_.evalBatchSize);
-    const auto indices = std::span(shard).subspan(begin, end - begin);
-    // Progress for the watchdog too: evaluation issues no collective until
-    // its end (Note [Where a stuck rank is] in comm/watchdog.h).
-    comm_.setContext(
-        str("evaluation, batch ", begin / options_.evalBatchSize + 1, " of ", batches));
-    forwardBatch(test_, indices, static_cast<double>(indices.size()), sums, loss, false);
-  }
-  const auto [lossSum, correct] = sums.take();  // waits for the device
-  double totals[3] = {lossSum, correct, static_cast<double>(shard.size())};
-  comm_.allreduceSync(std::span<double>(totals), comm::ReduceOp::kSum);
-  EvalResult result;
-  result.samples = static_cast<std::size_t>(totals[2]);
-  if (totals[2] > 0) {
-    result.loss = totals[0] / totals[2];
-    result.accuracy = totals[1] / totals[2];
-  }
-  return result;
+  return trainer::evaluate(comm_, model_, test_, options_.evalBatchSize, batches_);
 }
 
 }  // namespace ddp::trainer

@@ -24,10 +24,12 @@
 #include "comm/communicator.h"
 #include "comm/reducer.h"
 #include "runtime/trace.h"
+#include "trainer/batch_loader.h"
 #include "trainer/checkpoint.h"
 #include "trainer/cross_entropy.h"
 #include "trainer/dataset.h"
 #include "trainer/distributed_sampler.h"
+#include "trainer/evaluation.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
 #include "trainer/sequential.h"
@@ -51,7 +53,7 @@ struct TrainOptions {
                      const std::vector<double>& medians, std::size_t steps)>
       onBucketCapChosen;
   comm::GradCompression compression = comm::GradCompression::kNone;
-  std::size_t evalBatchSize = 1000;
+  std::size_t evalBatchSize = kEvalBatchSize;
   LrSchedule lrSchedule = LrSchedule::kConstant;  // from the optimizer's initial lr
   std::size_t warmupSteps = 0;                    // a linear ramp first (trainer/lr_schedule.h)
   SamplerOptions sampler;
@@ -172,12 +174,6 @@ struct GradNormSummary {
   double mean() const { return steps > 0 ? sum / static_cast<double>(steps) : 0.0; }
 };
 
-struct EvalResult {
-  double loss = 0.0;
-  double accuracy = 0.0;  // fraction in [0, 1]
-  std::size_t samples = 0;
-};
-
 // Each rank's pace over a stretch of steps (an epoch, or a window of one),
 // gathered from every rank: its mean compute per step, in ms (every phase but
 // the wait for the all-reduce, which is where the others wait for the
@@ -256,8 +252,6 @@ class Trainer {
           const Dataset& test, TrainOptions options);
   ~Trainer();
 
-  // Makes every rank's parameters equal to rank 0's.
-  void broadcastParameters();
   // Trains for options.epochs (or until maxSteps), evaluating after each epoch.
   void run(TrainObserver& observer);
   // Makes run() continue from `position` (a checkpoint's; parameters and
@@ -270,7 +264,8 @@ class Trainer {
   int stoppedBy() const { return stoppedBy_; }
   // Whether TrainOptions::timeUp stopped run() early.
   bool stoppedByTimeLimit() const { return stoppedByTimeLimit_; }
-  // Loss and accuracy on the test set, summed over ranks.
+  // Loss and accuracy on the test set, over every rank (trainer::evaluate).
+  // Collective.
   EvalResult evaluate();
   // The Reducer that owns the gradients (its buckets, its last launches).
   const comm::Reducer& reducer() const { return *reducer_; }
@@ -297,12 +292,10 @@ class Trainer {
   // Issues one step; its loss goes into trainTotals_, its times into
   // lastTimes_ (CPU) or the GPU's step timer.
   void runStep(std::span<const std::size_t> batchIndices);
-  // Forward and loss of one micro-batch (or evaluation batch), into `totals`
-  // with `weight` x its mean loss.
-  // `training`: time it as a step's data phase.
+  // Forward and loss of one micro-batch, into `totals` with `weight` x its
+  // mean loss; the load is timed as the step's data phase.
   const Tensor& forwardBatch(const Dataset& data, std::span<const std::size_t> indices,
-                             double weight, LossTotals& totals, SoftmaxCrossEntropy& loss,
-                             bool training);
+                             double weight, LossTotals& totals, SoftmaxCrossEntropy& loss);
   // (Re)builds the Reducer with buckets of at most `capBytes` and points
   // every trainable parameter's gradient into its storage. Collective.
   void buildReducer(std::size_t capBytes);
@@ -323,8 +316,7 @@ class Trainer {
   std::unique_ptr<comm::Reducer> reducer_;
   std::unique_ptr<comm::BucketCapTuner> tuner_;           // --bucket-cap-mb auto, while it decides
   std::vector<std::vector<std::size_t>> layerGradients_;  // per layer: its trainable gradients
-  Tensor features_;
-  std::vector<std::int32_t> labels_;
+  BatchLoader batches_;                                   // training and evaluation batches
   std::size_t globalStep_ = 0;
   PhaseTimes lastTimes_;
   std::chrono::steady_clock::time_point phaseMark_;  // end of the last timed phase (CPU)

@@ -1,7 +1,6 @@
-// Trainer::Gpu: what the GPU path keeps across a step (the device batches,
-// the phase timer, the per-step flags and norms the host reads back with
-// the loss). trainer.cc's only; without CUDA an empty shell whose mark()
-// does nothing.
+// Trainer::Gpu: what the GPU path keeps across a step (the phase timer, the per-step flags and
+// norms the host reads back with the loss). trainer.cc's only; without CUDA an empty shell whose
+// mark() does nothing.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +21,6 @@
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/memory.h"
-#include "trainer/cuda/device_batches.h"
 #include "trainer/cuda/kernels.h"
 #include "trainer/cuda/step_timer.h"
 #endif
@@ -69,14 +67,13 @@ struct Trainer::Gpu {
   // slots: steps whose loss may be unread at once; the skip flags
   // (--skip-nonfinite) and norms (--clip-grad-norm) need one each per step.
   // world: the ranks whose sums of squares a reduce-scattering step gathers.
-  Gpu(unsigned gatherThreads, std::size_t skipSlots, std::size_t normSlots, std::size_t world)
-      : batches(gatherThreads), skipFlags(skipSlots), gradNorms(normSlots), world(world) {
+  Gpu(std::size_t skipSlots, std::size_t normSlots, std::size_t world)
+      : skipFlags(skipSlots), gradNorms(normSlots), world(world) {
     if (normSlots > 0) {
       clipScratch =
           ddp::cuda::allocateDevice((cuda::kNormPartials + world) * sizeof(double) + sizeof(float));
     }
   }
-  cuda::DeviceBatches batches;
   cuda::StepTimer timer;
   void mark(Phase phase) { timer.mark(phase); }
 
@@ -146,7 +143,7 @@ struct Trainer::Gpu {
 static_assert(cuda::StepTimer::kPhases == kOptimizerPhase + 1);
 #else
 struct Trainer::Gpu {
-  Gpu(unsigned, std::size_t, std::size_t, std::size_t) {}
+  Gpu(std::size_t, std::size_t, std::size_t) {}
   void mark(Phase) {}
 };
 #endif

@@ -76,7 +76,20 @@ run 1 "${c[@]}" --evaluate --checkpoint-dir "$WORK/none-yet" --resume \
 grep -q "evaluated $WORK/other.safetensors: " "$WORK/none-yet.log" ||
   fail "with no checkpoint, --init-from was not evaluated: $(tail -1 "$WORK/none-yet.log")"
 
-# 3. Errors: nothing to evaluate (a usage error, before MPI starts), an empty
+# 3. The test set alone is read: Fashion-MNIST's test files, without the
+# training files beside them, are enough (a model of the same shape, trained
+# on synthetic data).
+if [ -f "$FMNIST/t10k-images-idx3-ubyte.gz" ]; then
+  mkdir "$WORK/test-only"
+  ln -s "$FMNIST"/t10k-*.gz "$WORK/test-only/"
+  run 2 --hidden 64,32 --threads 1 --data-dir "$WORK/test-only" --evaluate \
+    --init-from "$WORK/model.safetensors" > "$WORK/test-only.log" 2>&1 ||
+    fail "the test files alone: $(tail -3 "$WORK/test-only.log")"
+  grep -q "(fashion-mnist/test: 10000 samples over 2 ranks, " "$WORK/test-only.log" ||
+    fail "the test files alone: $(tail -3 "$WORK/test-only.log")"
+fi
+
+# 4. Errors: nothing to evaluate (a usage error, before MPI starts), an empty
 # directory, a directory given as the file, weights of another shape.
 exits_with 2 "$WORK/none.log" run 2 "${c[@]}" --evaluate
 grep -q "ddp_train: --evaluate needs the weights to evaluate: --init-from FILE, --resume FILE, or --checkpoint-dir DIR --resume for the newest checkpoint in DIR (see ddp_train --help)" \

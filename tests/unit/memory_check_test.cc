@@ -50,9 +50,32 @@ TEST(MemoryCheck, CpuRankHoldsWeightsGradientsOptimizerStateAndOutputs) {
   EXPECT_EQ(need.weights, 4 * kParameters);
   EXPECT_EQ(need.gradients, 4 * kParameters);
   EXPECT_EQ(need.optimizerState, 4 * kParameters);  // SGD's momentum
-  EXPECT_EQ(need.outputs, 4u * 64 * (1024 + 1024 + 10));
+  // Each layer's output for an evaluation batch of 1000 rows, larger than
+  // the training batch of 64.
+  EXPECT_EQ(need.outputs, 4u * 1000 * (1024 + 1024 + 10));
   EXPECT_EQ(need.data, 0u);  // Fashion-MNIST's 55 MB are not counted
-  EXPECT_EQ(need.total(), 12 * kParameters + 4u * 64 * 2058);
+  EXPECT_EQ(need.total(), 12 * kParameters + 4u * 1000 * 2058);
+  EXPECT_EQ(hostMemoryNeed(parseArgs({"--batch-size", "4000"}), trainer::Device::kCpu).outputs,
+            4u * 4000 * 2058);
+}
+
+// Note [Evaluating without training]: the weights and an evaluation batch's
+// outputs, no gradients, optimizer state or checkpoint copy, and of
+// synthetic data the test set alone.
+TEST(MemoryCheck, AnEvaluationHoldsTheWeightsAndOneEvaluationBatch) {
+  const Options o = parseArgs({"--evaluate", "--init-from", "w.safetensors", "--batch-size", "4000",
+                               "--optimizer", "adamw", "--checkpoint-dir", "ck"});
+  const HostMemoryNeed need = hostMemoryNeed(o, trainer::Device::kCpu, true);
+  EXPECT_EQ(need.gradients, 0u);
+  EXPECT_EQ(need.optimizerState, 0u);
+  EXPECT_EQ(need.outputs, 4u * 1000 * 2058);
+  EXPECT_EQ(need.checkpointCopy, 0u);
+  EXPECT_EQ(need.total(), 4 * kParameters + 4u * 1000 * 2058);
+  const HostMemoryNeed synthetic =
+      hostMemoryNeed(parseArgs({"--evaluate", "--init-from", "w.safetensors", "--dataset",
+                                "synthetic", "--synthetic-samples", "1000"}),
+                     trainer::Device::kCuda);
+  EXPECT_EQ(synthetic.data, 250u * (784 * 4 + 4));
 }
 
 TEST(MemoryCheck, FrozenLayersAndNoMomentumNeedLess) {
@@ -102,11 +125,11 @@ TEST(MemoryCheck, ShortfallOnlyWhenTheNodeCannotHoldItsRanks) {
   EXPECT_FALSE(memoryShortfall(need, 4, 4 * need.total(), "a"));
   const auto refusal = memoryShortfall(need, 4, 4 * need.total() - 1, "a");
   ASSERT_TRUE(refusal);
-  EXPECT_NE(refusal->find("host a cannot hold this run: each of its 4 ranks needs at least 21.8 "
+  EXPECT_NE(refusal->find("host a cannot hold this run: each of its 4 ranks needs at least 29.2 "
                           "MiB (1.86 M parameters: 7.1 MiB of weights, 7.1 MiB of gradients"),
             std::string::npos)
       << *refusal;
-  EXPECT_NE(refusal->find("87.3 MiB in all"), std::string::npos) << *refusal;
+  EXPECT_NE(refusal->find("116.7 MiB in all"), std::string::npos) << *refusal;
 }
 
 // With --checkpoint-dir, rank 0 also holds the copy checkpoints are written
@@ -233,7 +256,7 @@ TEST(MemoryCheck, RankZeroMapsTheFileItResumesFrom) {
   limit.used = limit.limit - (rankZero.total() + kBlasBufferBytes);
   const auto refusal = processLimitShortfall(rankZero, trainer::Device::kCpu, limit, "a");
   ASSERT_TRUE(refusal);
-  EXPECT_NE(refusal->find("(50.3 MiB for the run, of which 21.3 MiB is rank 0's mapping of the "
+  EXPECT_NE(refusal->find("(57.6 MiB for the run, of which 21.3 MiB is rank 0's mapping of the "
                           "checkpoint it resumes from, and 128.0 MiB for OpenBLAS's work buffer)"),
             std::string::npos)
       << *refusal;
@@ -357,8 +380,8 @@ TEST(ProcessLimitShortfall, OneRankAndABlasBufferAgainstTheRoom) {
                            0),
             0u)
       << *refusal;
-  EXPECT_NE(refusal->find("a rank needs at least 149.8 MiB more (21.8 MiB for the run and 128.0 "
-                          "MiB for OpenBLAS's work buffer), but 149.8 MiB is left"),
+  EXPECT_NE(refusal->find("a rank needs at least 157.2 MiB more (29.2 MiB for the run and 128.0 "
+                          "MiB for OpenBLAS's work buffer), but 157.2 MiB is left"),
             std::string::npos)
       << *refusal;
   EXPECT_NE(refusal->find("raise the limit (ulimit -v unlimited"), std::string::npos) << *refusal;

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# What `ddp_train --evaluate` costs: the wall time of a whole evaluation run
+# (start-up, reading the weights, the test set over every rank) and each
+# rank's peak resident set, for each ddp_train given (e.g. builds of two
+# commits), taking turns, ROUNDS times; then the medians. The weights are
+# the default MLP's after one step, saved by the first ddp_train given.
+# Needs /usr/bin/time (Debian's `time` package) for the peak resident set.
+#
+#   bash benchmarks/evaluate_cost.sh ROUNDS DDP_TRAIN [DDP_TRAIN ...]
+#
+# NP sets the world size (default 2); EXTRA_ARGS adds ddp_train options to
+# both runs, e.g. EXTRA_ARGS="--hidden 4096,4096,4096" for the large MLP.
+set -euo pipefail
+rounds=$1; shift
+. "$(dirname "$0")/bench_env.sh"
+median() { tr ' ' '\n' <<< "$1" | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+read -ra more <<< "${EXTRA_ARGS:-}"
+np=${NP:-2}
+
+mpirun -q -np "$np" "$1" --max-steps 1 --epochs 1 --save-model "$tmp/weights.safetensors" \
+  "${more[@]}" > "$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
+declare -A walls peaks
+for r in $(seq "$rounds"); do
+  for train in "$@"; do
+    start=$(date +%s.%N)
+    # Each rank's peak resident set, in KiB, one line per rank.
+    mpirun -q -np "$np" /usr/bin/time -f 'peak %M' "$train" --evaluate \
+      --init-from "$tmp/weights.safetensors" "${more[@]}" > "$tmp/log" 2>&1 ||
+      { cat "$tmp/log"; exit 1; }
+    wall=$(echo "$(date +%s.%N) - $start" | bc)
+    peak=$(awk '$1 == "peak" {if ($2 > m) m = $2} END {printf "%.1f", m / 1024}' "$tmp/log")
+    grep -q '^\[r0\] evaluated ' "$tmp/log" || { cat "$tmp/log"; exit 1; }
+    printf 'round %s %s: wall %.3f s, largest rank peak %s MiB\n' "$r" "$train" "$wall" "$peak"
+    walls[$train]+="$wall " peaks[$train]+="$peak "
+  done
+done
+for train in "$@"; do
+  printf '%s, np=%s: median wall %.3f s, largest rank peak resident %s MiB\n' "$train" "$np" \
+    "$(median "${walls[$train]}")" "$(median "${peaks[$train]}")"
+done

@@ -1,0 +1,42 @@
+// A model's loss and accuracy on a data set, over every rank: the Trainer's
+// evaluation at each epoch's end, and ddp_train --evaluate's, which builds no
+// training set, optimizer or Reducer (Note [Evaluating without training] in
+// launcher/evaluate.h).
+#pragma once
+
+#include <cstddef>
+
+#include "comm/communicator.h"
+#include "trainer/batch_loader.h"
+#include "trainer/dataset.h"
+#include "trainer/sequential.h"
+
+namespace ddp::trainer {
+
+// Samples per evaluation batch: ddp_train's, at the end of each epoch and
+// under --evaluate.
+inline constexpr std::size_t kEvalBatchSize = 1000;
+
+struct EvalResult {
+  double loss = 0.0;      // mean over the samples
+  double accuracy = 0.0;  // fraction in [0, 1]
+  std::size_t samples = 0;
+};
+
+// Collective: every rank calls it with the same data set, whose samples are
+// shared out without padding (evaluationShard: rank r takes r, r + world,
+// ...), so each sample counts once at any world size. Each rank forwards its
+// share in batches of `batchSize` through `batches` (on the model's device)
+// and one all-reduce sums the loss, the correct rows and the samples. Sets
+// `comm`'s context to each batch, as progress for the watchdog: there is no
+// collective until the end (Note [Where a stuck rank is] in
+// comm/watchdog.h).
+EvalResult evaluate(comm::Communicator& comm, Sequential& model, const Dataset& data,
+                    std::size_t batchSize, BatchLoader& batches);
+
+// Makes every rank's parameters equal to rank 0's: the start-up broadcast,
+// after which every rank holds the same replica (Note [Checking that the
+// replicas agree] in trainer/replica_check.h). Collective.
+void broadcastParameters(comm::Communicator& comm, Sequential& model);
+
+}  // namespace ddp::trainer
