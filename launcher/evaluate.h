@@ -15,7 +15,7 @@
 // in (trainer::evaluate, the Trainer's own evaluation). Nothing else of a
 // training run is built: no training set is read, no optimizer, Reducer or
 // Trainer made, and the memory check counts the weights and an evaluation
-// batch alone (for the default MLP at np=2, 0.69x the wall time and 0.62x
+// batch alone (for the default MLP at np=2, 0.66x the wall time and 0.62x
 // the peak memory of an evaluation that built them: benchmarks/RESULTS.md,
 // "What --evaluate costs"). Nothing is written to --checkpoint-dir, which may be read-only or in
 // use by a run still training (its checkpoints are renamed into place whole,
