@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -32,6 +33,7 @@
 #include "launcher/run_report.h"
 #include "launcher/time_limit.h"
 #include "launcher/version.h"
+#include "launcher/write_probe.h"
 #include "runtime/cpu_share.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -110,6 +112,36 @@ int evaluateWeights(comm::Communicator& comm, const World& world, const Options&
     }
   });
   return kExitOk;
+}
+
+// Rank 0, with --time-limit: a write timed where the run writes, which the
+// limit keeps time for until a checkpoint has been timed (Note [The first
+// write's time] in launcher/write_probe.h). What the start-up line says of
+// it; nullopt when the run writes no file, or when the write failed (warned
+// of here).
+std::optional<std::string> timeFirstWrites(TimeLimit& limit, const Options& o,
+                                           const OutputFiles& files) {
+  if (o.checkpointDir.empty() && o.saveModel.empty()) return std::nullopt;
+  const std::string dir = !o.checkpointDir.empty()
+                              ? o.checkpointDir
+                              : std::filesystem::path(o.saveModel).parent_path().string();
+  const std::uint64_t largest =
+      std::max(o.checkpointDir.empty() ? 0 : files.checkpointBytes, files.modelBytes);
+  std::string whyNot;
+  const std::optional<WriteTime> probe = timeWrite(dir.empty() ? "." : dir, largest, &whyNot);
+  if (!probe) {
+    log::warn(str("--time-limit: a write could not be timed at start-up (", whyNot,
+                  "), so nothing is kept for the last writes until a checkpoint has been timed"));
+    return std::nullopt;
+  }
+  const double checkpoint = probe->secondsFor(files.checkpointBytes);
+  const double model = probe->secondsFor(files.modelBytes);
+  limit.expectWrites(checkpoint, model);
+  return str("until a checkpoint has been timed, it keeps ",
+             fixed(!o.checkpointDir.empty() ? checkpoint : model, 2), " s for ",
+             !o.checkpointDir.empty() ? "each checkpoint" : "--save-model's weights",
+             " (a write of ", bytesString(static_cast<double>(probe->bytes)), " there took ",
+             fixed(probe->seconds, 2), " s)");
 }
 
 // `o` by value: --global-batch completes it once the world size is known.
@@ -310,21 +342,22 @@ int train(Options o) {
     printBuckets(trainer.reducer(), o);
     if (world.rank() == 0) {
       if (const auto warning = warmupWarning(o, trainer.plannedSteps())) log::warn(*warning);
-      if (o.timeLimitSeconds > 0) {
-        log::info(str("time limit: ", durationText(o.timeLimitSeconds),
-                      " from ddp_train's start (--time-limit): the run stops before it, its last "
-                      "writes done"));
-        if (o.checkpointDir.empty()) {
-          log::warn(
-              "--time-limit without --checkpoint-dir: a run it stops leaves nothing to resume "
-              "from");
-        }
-      }
     }
     comm::agree(comm, [&] {  // Note [Refusing files the disk cannot hold]
       if (world.rank() != 0) return;
-      checkDiskRoom(
-          o, outputFiles(o, start.globalStep, trainer.plannedSteps(), trainer.stepsPerEpoch()));
+      const OutputFiles files =
+          outputFiles(o, start.globalStep, trainer.plannedSteps(), trainer.stepsPerEpoch());
+      checkDiskRoom(o, files);
+      if (!timeLimit) return;
+      const std::optional<std::string> writes = timeFirstWrites(*timeLimit, o, files);
+      log::info(str("time limit: ", durationText(o.timeLimitSeconds),
+                    " from ddp_train's start (--time-limit): the run stops before it, its last "
+                    "writes done",
+                    writes ? str("; ", *writes) : std::string()));
+      if (o.checkpointDir.empty()) {
+        log::warn(
+            "--time-limit without --checkpoint-dir: a run it stops leaves nothing to resume from");
+      }
     });
     trainer::broadcastParameters(comm, *model);
     if (start.globalStep > 0 || start.epoch > 1) trainer.resumeFrom(start);

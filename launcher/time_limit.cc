@@ -109,10 +109,21 @@ void TimeLimit::writeDone(Clock::time_point now) {
   writeStart_.reset();
 }
 
+void TimeLimit::expectWrites(double checkpointSeconds, double modelSeconds) {
+  std::lock_guard lock(mutex_);
+  expectedCheckpoint_ = checkpointSeconds;
+  expectedModel_ = modelSeconds;
+}
+
 double TimeLimit::reserveSeconds() const {
+  // A timed checkpoint stands for --save-model's weights too, which it holds
+  // with more.
+  const bool timed = longestWrite_ > 0;
+  const double checkpoint = timed ? longestWrite_ : expectedCheckpoint_.value_or(0.0);
+  const double model = timed ? longestWrite_ : expectedModel_.value_or(0.0);
   // The stop's checkpoint waits for one still being written.
-  const double checkpoints = writeStart_ ? 2.0 : 1.0;
-  return longestWrite_ * (checkpoints + (savesModel_ ? 1.0 : 0.0));
+  const double checkpoints = !writesCheckpoints_ ? 0.0 : writeStart_ ? 2.0 : 1.0;
+  return checkpoint * checkpoints + (savesModel_ ? model : 0.0);
 }
 
 bool TimeLimit::timeUp(double secondsToNextCheck, Clock::time_point now) {
@@ -123,14 +134,21 @@ bool TimeLimit::timeUp(double secondsToNextCheck, Clock::time_point now) {
   stoppedAt_ = elapsed;
   keptForStretch_ = secondsToNextCheck;
   keptForWrites_ = writes;
+  writesCounted_ = longestWrite_ > 0     ? WritesCounted::kTimed
+                   : expectedCheckpoint_ ? WritesCounted::kExpected
+                                         : WritesCounted::kNone;
   return true;
 }
 
 std::string TimeLimit::stopText() const {
   std::lock_guard lock(mutex_);
   std::string writes;
-  if (longestWrite_ > 0) {
+  if (writesCounted_ == WritesCounted::kTimed) {
     writes = str(" and the last writes ", fixed(keptForWrites_, 2), " s");
+  } else if (writesCounted_ == WritesCounted::kExpected) {
+    writes = str(" and the last writes ", fixed(keptForWrites_, 2),
+                 " s (at the rate of a write timed at start-up: no checkpoint had been written "
+                 "yet)");
   } else if (writesCheckpoints_ || savesModel_) {
     writes = " (and nothing was kept for the last writes: no checkpoint had been written to time)";
   }

@@ -24,8 +24,9 @@
 //     --save-model's weights, counted the same again (a checkpoint holds the
 //     weights and the optimizer state, so it takes longer).
 // Measured, so they follow the run: a slower file system reserves more.
-// Before the first checkpoint has been written its time is not known, and
-// nothing is kept for it. The clock is rank 0's, from ddp_train's start;
+// Before the first checkpoint has been written, a write timed at start-up
+// stands in for it (Note [The first write's time] in
+// launcher/write_probe.h). The clock is rank 0's, from ddp_train's start;
 // the job's own start (the scheduler's prolog, mpirun's launch) came a
 // little earlier, so a limit a few seconds under the job's is the one to
 // give. Every rank stops after the same step (the stop check is a
@@ -71,6 +72,10 @@ class TimeLimit {
   // such write is what the stop keeps for its own.
   void writeStarted(Clock::time_point now = Clock::now());
   void writeDone(Clock::time_point now = Clock::now());
+  // Rank 0 at start-up, from a write it timed (Note [The first write's
+  // time] in launcher/write_probe.h): what a checkpoint and --save-model's
+  // weights are expected to take, kept until a checkpoint has been timed.
+  void expectWrites(double checkpointSeconds, double modelSeconds);
 
   // Rank 0 at a stop check: whether stopping after the next check would end
   // the run past the limit (TrainOptions::timeUp). Records what it counted
@@ -95,9 +100,12 @@ class TimeLimit {
   const bool savesModel_;
   mutable std::mutex mutex_;  // the writes are timed on two threads
   std::optional<Clock::time_point> writeStart_;
-  double longestWrite_ = 0.0;  // 0 until a write has been timed
-  // At the check that stopped the run.
+  double longestWrite_ = 0.0;                                 // 0 until a write has been timed
+  std::optional<double> expectedCheckpoint_, expectedModel_;  // expectWrites
+  // At the check that stopped the run, and what its writes were counted as
+  // (stopText() comes once they are done, and timed).
   double stoppedAt_ = 0.0, keptForStretch_ = 0.0, keptForWrites_ = 0.0;
+  enum class WritesCounted { kTimed, kExpected, kNone } writesCounted_ = WritesCounted::kNone;
 };
 
 }  // namespace ddp::launcher

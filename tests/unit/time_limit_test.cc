@@ -1,8 +1,16 @@
 // --time-limit: its durations, and when rank 0 stops (Note [Stopping before
-// a time limit] in launcher/time_limit.h), on a clock the test sets.
+// a time limit] in launcher/time_limit.h), on a clock the test sets; and the
+// write it times at start-up (Note [The first write's time] in
+// launcher/write_probe.h).
 #include "launcher/time_limit.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "launcher/write_probe.h"
+#include "test_files.h"
 
 namespace ddp::launcher {
 namespace {
@@ -89,6 +97,10 @@ TEST(TimeLimit, WithoutATimedWriteKeepsTimeForTheStepsAndSaysSo) {
   TimeLimit checkpoints(60, start, true, false);
   EXPECT_FALSE(checkpoints.timeUp(2, at(start, 57.9)));
   EXPECT_TRUE(checkpoints.timeUp(2, at(start, 58)));
+  // Said once the stop's checkpoint is written, and timed: what the check
+  // counted, not what is known by then.
+  checkpoints.writeStarted(at(start, 58.5));
+  checkpoints.writeDone(at(start, 59));
   EXPECT_EQ(checkpoints.stopText(),
             "at 58.00 s of 0:01:00, the steps to the next stop check could take up to 2.00 s (and "
             "nothing was kept for the last writes: no checkpoint had been written to time)");
@@ -98,6 +110,73 @@ TEST(TimeLimit, WithoutATimedWriteKeepsTimeForTheStepsAndSaysSo) {
   EXPECT_TRUE(none.timeUp(2, at(start, 58)));
   EXPECT_EQ(none.stopText(),
             "at 58.00 s of 0:01:00, the steps to the next stop check could take up to 2.00 s");
+}
+
+// Note [The first write's time]: until a checkpoint is timed, the writes
+// timed at start-up are kept for; once one is, it counts for both files.
+TEST(TimeLimit, BeforeACheckpointIsTimedTheWriteTimedAtStartUpStandsIn) {
+  const Clock::time_point start = Clock::now();
+  TimeLimit limit(100, start, true, /*savesModel=*/true);
+  limit.expectWrites(/*checkpointSeconds=*/4, /*modelSeconds=*/1);
+  EXPECT_FALSE(limit.timeUp(10, at(start, 84.9)));  // 84.9 + 10 + 4 + 1 < 100
+  EXPECT_TRUE(limit.timeUp(10, at(start, 85)));
+  EXPECT_EQ(limit.stopText(),
+            "at 0:01:25 of 0:01:40, the steps to the next stop check could take up to 10.00 s "
+            "and the last writes 5.00 s (at the rate of a write timed at start-up: no checkpoint "
+            "had been written yet)");
+  limit.writeStarted(at(start, 86));  // the first checkpoint, still being written: counts twice
+  EXPECT_FALSE(limit.timeUp(10, at(start, 80.9)));  // 80.9 + 10 + 2 x 4 + 1 < 100
+  EXPECT_TRUE(limit.timeUp(10, at(start, 81)));
+  limit.writeDone(at(start, 88));                   // it took 2 s: the estimate is dropped
+  EXPECT_FALSE(limit.timeUp(10, at(start, 85.9)));  // 85.9 + 10 + 2 x 2 < 100
+  EXPECT_TRUE(limit.timeUp(10, at(start, 86)));
+  EXPECT_EQ(limit.stopText(),
+            "at 0:01:26 of 0:01:40, the steps to the next stop check could take up to 10.00 s "
+            "and the last writes 4.00 s");
+}
+
+// --save-model alone: no checkpoint is ever timed, so the estimate stays.
+TEST(TimeLimit, SavingTheModelAloneKeepsItsEstimatedWrite) {
+  const Clock::time_point start = Clock::now();
+  TimeLimit limit(100, start, /*writesCheckpoints=*/false, /*savesModel=*/true);
+  limit.expectWrites(6, 3);
+  EXPECT_FALSE(limit.timeUp(10, at(start, 86.9)));  // 86.9 + 10 + 3 < 100
+  EXPECT_TRUE(limit.timeUp(10, at(start, 87)));
+}
+
+TEST(WriteProbe, WritesUpToItsCapAndLeavesNothingBehind) {
+  ddp::testing::TempDir dir;
+  std::string whyNot;
+  const auto small = timeWrite(dir.path(), 3 << 20, &whyNot);
+  ASSERT_TRUE(small) << whyNot;
+  EXPECT_EQ(small->bytes, 3u << 20);
+  EXPECT_GT(small->seconds, 0.0);
+  const auto capped = timeWrite(dir.path(), kWriteProbeBytes * 4);
+  ASSERT_TRUE(capped);
+  EXPECT_EQ(capped->bytes, kWriteProbeBytes);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  EXPECT_FALSE(timeWrite(dir.path(), 0));
+}
+
+TEST(WriteProbe, ScalesItsRateUpButNotDown) {
+  const WriteTime probe{1000, 0.5};
+  EXPECT_DOUBLE_EQ(probe.secondsFor(4000), 2.0);
+  EXPECT_DOUBLE_EQ(probe.secondsFor(10), 0.5);  // a smaller file: no faster than the probe
+  EXPECT_DOUBLE_EQ(WriteTime{}.secondsFor(10), 0.0);
+}
+
+TEST(WriteProbe, AFailureIsNamedAndLeavesNothingBehind) {
+  ddp::testing::TempDir dir;
+  std::string whyNot;
+  EXPECT_FALSE(timeWrite(dir.file("missing"), 1 << 20, &whyNot));
+  EXPECT_NE(whyNot.find("missing/.ddp_train-write-probe-"), std::string::npos) << whyNot;
+  EXPECT_NE(whyNot.find(": open failed (No such file or directory)"), std::string::npos) << whyNot;
+  if (::geteuid() != 0) {  // root writes anywhere
+    ::chmod(dir.path().c_str(), 0500);
+    EXPECT_FALSE(timeWrite(dir.path(), 1 << 20));
+    ::chmod(dir.path().c_str(), 0700);
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
 }  // namespace

@@ -1,0 +1,50 @@
+// A write timed at start-up, for --time-limit's reserve before the run has
+// written a checkpoint.
+//
+// Note [The first write's time]
+// --time-limit keeps time for the stop's own writes, as long as the longest
+// checkpoint so far took (Note [Stopping before a time limit] in
+// launcher/time_limit.h). Before the first checkpoint there was no such
+// time, and nothing was kept: a job whose limit came before its first
+// checkpoint (an epoch longer than the job, a resumed job of a chain, whose
+// process has timed nothing yet) wrote that checkpoint after the limit,
+// where the scheduler kills it and every step of the job is lost. So rank 0
+// times one write at start-up, as a checkpoint is written: a temporary file
+// in the checkpoint directory (else --save-model's) of as many bytes as a
+// checkpoint, up to kWriteProbeBytes, fsynced, removed, and the directory
+// fsynced. Until a checkpoint has been timed, the reserve takes a
+// checkpoint, and --save-model's weights, to write at that rate. A probe
+// smaller than the checkpoint spreads the fsyncs' fixed cost over fewer
+// bytes, so the estimate errs long, the safe side. The bytes are
+// pseudo-random, so a compressing file system cannot shorten the write.
+// It runs only with --time-limit and a file to write, before the first
+// step: 64 MiB took 0.3-0.5 s here (benchmarks/RESULTS.md, "Stopping before
+// a time limit").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ddp::launcher {
+
+// The most a probe writes (Note [The first write's time]).
+inline constexpr std::uint64_t kWriteProbeBytes = std::uint64_t{64} << 20;
+
+struct WriteTime {
+  std::uint64_t bytes = 0;
+  double seconds = 0.0;
+  // Seconds to write `n` bytes at the probe's rate (its own time when `n`
+  // is no larger than the probe).
+  double secondsFor(std::uint64_t n) const;
+};
+
+// Rank 0, at start-up: writes min(bytes, kWriteProbeBytes) bytes to a
+// temporary file in `dir` as a checkpoint is written (fsynced, and the
+// directory after it is removed), and times it. nullopt, with nothing left
+// behind, when any step fails (the directory's own errors come from the
+// checks that own it); `whyNot` then says what failed.
+std::optional<WriteTime> timeWrite(const std::string& dir, std::uint64_t bytes,
+                                   std::string* whyNot = nullptr);
+
+}  // namespace ddp::launcher
