@@ -9,9 +9,9 @@
 
 extern "C" int fsync(int fd) {
   using Fsync = int (*)(int);
-  static const auto real = reinterpret_cast<Fsync>(dlsym(RTLD_NEXT, "fsync"));
+  static const auto kReal = reinterpret_cast<Fsync>(dlsym(RTLD_NEXT, "fsync"));
   if (const char* seconds = std::getenv("SLOW_FSYNC_SECONDS")) {
     std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(seconds)));
   }
-  return real(fd);
+  return kReal(fd);
 }
