@@ -30,12 +30,15 @@ namespace ddp::launcher {
 
 // The most a probe writes (Note [The first write's time]).
 inline constexpr std::uint64_t kWriteProbeBytes = std::uint64_t{64} << 20;
+// How many times the probe's time per byte a file is taken to need (Note
+// [The first write's time]).
+inline constexpr double kWriteProbeMargin = 2.0;
 
 struct WriteTime {
   std::uint64_t bytes = 0;
   double seconds = 0.0;
-  // Seconds to write `n` bytes at the probe's rate (its own time when `n`
-  // is no larger than the probe).
+  // Seconds to write `n` bytes: kWriteProbeMargin times as long as at the
+  // probe's rate, and never less than kWriteProbeMargin times the probe.
   double secondsFor(std::uint64_t n) const;
 };
 

@@ -59,7 +59,7 @@ stopped=$(stop_step "$slow.log" "$slow" 15 "SIGTERM with slow steps")
   fail "slow steps: SIGTERM at step $at stopped the ranks only after step $stopped"
 
 # 5. A limit before the first checkpoint, on a slow file system (every
-# fsync 1 s, so a checkpoint, two fsyncs, takes 2 s; steps of 0.1 s, so the
+# fsync 1 s, so a checkpoint, two fsyncs, takes 2 s; steps of 0.2 s, so the
 # first epoch would end after the limit): the write timed at start-up
 # stands in for the checkpoint's (Note [The first write's time]), and the
 # stop keeps time for it and ends before the limit. Without it the stop
@@ -68,7 +68,7 @@ if [ -n "${SLOW_FSYNC:-}" ] && [ -z "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ]; then
   first=$WORK/first
   exits_with 3 "$first.log" timeout "$((60 * TIME_SCALE))" mpirun -q -np 2 \
     -x LD_PRELOAD="$SLOW_FSYNC" -x SLOW_FSYNC_SECONDS=1 "$DDP_TRAIN" "${c[@]}" --epochs 1000 \
-    --inject-fault slow:0:1:0.1 --time-limit "$((8 * TIME_SCALE))s" --checkpoint-dir "$first"
+    --inject-fault slow:0:1:0.2 --time-limit "$((10 * TIME_SCALE))s" --checkpoint-dir "$first"
   grep -q "\[r0\] time limit: .*; until a checkpoint has been timed, it keeps [0-9.]* s for each checkpoint (a write of [0-9.]* [KM]iB there took [0-9.]* s)$" \
     "$first.log" || fail "first write: no start-up line: $(grep "time limit" "$first.log")"
   grep -q "stopped by --time-limit after step [0-9]* of [0-9]*: at .* and the last writes [0-9.]* s (at the rate of a write timed at start-up: no checkpoint had been written yet); resume with" \
