@@ -10,7 +10,10 @@
 #
 # MODELS: "name:hidden:synthetic-samples:limit-seconds ..." (default: the
 # default MLP, 10 s, and the large MLP, 36.8M parameters with 281 MiB
-# checkpoints, 30 s).
+# checkpoints, 30 s). With enough samples the limit comes before the first
+# epoch's checkpoint (Note [The first write's time]). NP sets the world size
+# (default 2), MPIRUN_ARGS adds mpirun options (--bind-to none: np=1 on both
+# CPUs, so rank 0 stages checkpoints in a copy).
 set -euo pipefail
 train=$1
 rounds=${2:-3}
@@ -27,7 +30,8 @@ for spec in $MODELS; do
     rm -rf "$dir/ck" "$dir/model.safetensors"
     start=$(date +%s.%N)
     set +e
-    mpirun -q -np 2 "$train" --dataset synthetic --synthetic-samples "$samples" \
+    # shellcheck disable=SC2086
+    mpirun -q -np "${NP:-2}" ${MPIRUN_ARGS:-} "$train" --dataset synthetic --synthetic-samples "$samples" \
       --hidden "$hidden" --epochs 100000 --threads 1 --time-limit "${limit}s" \
       --checkpoint-dir "$dir/ck" --keep-checkpoints 2 --save-model "$dir/model.safetensors" \
       > "$dir/log" 2>&1

@@ -120,7 +120,8 @@ int evaluateWeights(comm::Communicator& comm, const World& world, const Options&
 // it; nullopt when the run writes no file, or when the write failed (warned
 // of here).
 std::optional<std::string> timeFirstWrites(TimeLimit& limit, const Options& o,
-                                           const OutputFiles& files) {
+                                           const OutputFiles& files,
+                                           trainer::CheckpointStaging staging) {
   if (o.checkpointDir.empty() && o.saveModel.empty()) return std::nullopt;
   const std::string dir = !o.checkpointDir.empty()
                               ? o.checkpointDir
@@ -134,14 +135,24 @@ std::optional<std::string> timeFirstWrites(TimeLimit& limit, const Options& o,
                   "), so nothing is kept for the last writes until a checkpoint has been timed"));
     return std::nullopt;
   }
-  const double checkpoint = probe->secondsFor(files.checkpointBytes);
+  // The first checkpoint staged in a copy allocates it.
+  const std::optional<WriteTime> copy =
+      !o.checkpointDir.empty() && staging == trainer::CheckpointStaging::kCopy
+          ? std::optional(timeFreshMemory(files.checkpointBytes))
+          : std::nullopt;
+  const double checkpoint = probe->secondsFor(files.checkpointBytes) +
+                            (copy ? copy->secondsFor(files.checkpointBytes) : 0);
   const double model = probe->secondsFor(files.modelBytes);
   limit.expectWrites(checkpoint, model);
   return str("until a checkpoint has been timed, it keeps ",
              fixed(!o.checkpointDir.empty() ? checkpoint : model, 2), " s for ",
-             !o.checkpointDir.empty() ? "each checkpoint" : "--save-model's weights",
-             " (a write of ", bytesString(static_cast<double>(probe->bytes)), " there took ",
-             fixed(probe->seconds, 2), " s)");
+             !o.checkpointDir.empty() ? "a checkpoint" : "--save-model's weights", " (a write of ",
+             bytesString(static_cast<double>(probe->bytes)), " there took ",
+             fixed(probe->seconds, 2), " s",
+             copy ? str(", and ", bytesString(static_cast<double>(copy->bytes)),
+                        " of fresh memory for its copy ", fixed(copy->seconds, 2), " s")
+                  : std::string(),
+             ")");
 }
 
 // `o` by value: --global-batch completes it once the world size is known.
@@ -349,7 +360,7 @@ int train(Options o) {
           outputFiles(o, start.globalStep, trainer.plannedSteps(), trainer.stepsPerEpoch());
       checkDiskRoom(o, files);
       if (!timeLimit) return;
-      const std::optional<std::string> writes = timeFirstWrites(*timeLimit, o, files);
+      const std::optional<std::string> writes = timeFirstWrites(*timeLimit, o, files, staging);
       log::info(str("time limit: ", durationText(o.timeLimitSeconds),
                     " from ddp_train's start (--time-limit): the run stops before it, its last "
                     "writes done",

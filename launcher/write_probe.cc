@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "runtime/memory.h"
 #include "runtime/str.h"
 #include "trainer/safetensors.h"
 
@@ -34,6 +35,17 @@ double WriteTime::secondsFor(std::uint64_t n) const {
   if (bytes == 0) return 0.0;
   return kWriteProbeMargin * seconds *
          std::max(1.0, static_cast<double>(n) / static_cast<double>(bytes));
+}
+
+WriteTime timeFreshMemory(std::uint64_t bytes) {
+  const std::uint64_t total = std::min(bytes, kWriteProbeBytes);
+  if (total == 0) return {};
+  const auto start = std::chrono::steady_clock::now();
+  const std::shared_ptr<void> memory = allocateZeroedHost(static_cast<std::size_t>(total));
+  // Read back, so that the zeroing cannot be skipped.
+  volatile unsigned char sink = static_cast<const unsigned char*>(memory.get())[total / 2];
+  (void)sink;
+  return {total, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
 
 std::optional<WriteTime> timeWrite(const std::string& dir, std::uint64_t bytes,

@@ -17,9 +17,17 @@
 // smaller than the checkpoint spreads the fsyncs' fixed cost over fewer
 // bytes, so the estimate errs long, the safe side. The bytes are
 // pseudo-random, so a compressing file system cannot shorten the write.
-// It runs only with --time-limit and a file to write, before the first
-// step: 64 MiB took 0.3-0.5 s here (benchmarks/RESULTS.md, "Stopping before
-// a time limit").
+// Checkpoints staged in a copy (--checkpoint-staging) allocate that copy at
+// the first one, whose fresh pages cost as much again on some machines (19
+// us per 4 KiB page here): rank 0 times touching as many fresh bytes too,
+// and adds it to that first checkpoint. The estimate is taken at half the
+// probe's rate (kWriteProbeMargin): in benchmarks/write_probe_bench the
+// checkpoint took 1.0x to 1.5x the probe's prediction (medians; single
+// writes up to 4x, the first with its copy) and --save-model's weights
+// 0.5x to 1.4x. It runs only with --time-limit and a file to write, before
+// the first step: 0.03 s for the default MLP, 0.1 s for the large MLP's
+// 64 MiB here (benchmarks/RESULTS.md, "--time-limit before the first
+// checkpoint").
 #pragma once
 
 #include <cstdint>
@@ -42,12 +50,17 @@ struct WriteTime {
   double secondsFor(std::uint64_t n) const;
 };
 
-// Rank 0, at start-up: writes min(bytes, kWriteProbeBytes) bytes to a
-// temporary file in `dir` as a checkpoint is written (fsynced, and the
-// directory after it is removed), and times it. nullopt, with nothing left
-// behind, when any step fails (the directory's own errors come from the
-// checks that own it); `whyNot` then says what failed.
+// Rank 0, at start-up: writes min(bytes, kWriteProbeBytes) bytes (whole
+// 4 MiB tensors, at least one) to a temporary file in `dir` as a checkpoint
+// is written (trainer::SafetensorsWriter: checksums, fsync, rename, the
+// directory's fsync), times it and removes the file. nullopt, with nothing
+// left behind, when any step fails (the directory's own errors come from
+// the checks that own it); `whyNot` then says what failed.
 std::optional<WriteTime> timeWrite(const std::string& dir, std::uint64_t bytes,
                                    std::string* whyNot = nullptr);
+
+// Rank 0, at start-up: allocates min(bytes, kWriteProbeBytes) bytes of
+// fresh memory, zeroed as a checkpoint's copy is, and times it.
+WriteTime timeFreshMemory(std::uint64_t bytes);
 
 }  // namespace ddp::launcher

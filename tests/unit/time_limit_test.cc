@@ -166,6 +166,14 @@ TEST(WriteProbe, TakesFilesToWriteAtItsRateWithAMarginNoFasterThanItself) {
   EXPECT_DOUBLE_EQ(WriteTime{}.secondsFor(10), 0.0);
 }
 
+TEST(WriteProbe, TimesFreshMemoryUpToItsCap) {
+  const WriteTime fresh = timeFreshMemory(3 << 20);
+  EXPECT_EQ(fresh.bytes, 3u << 20);
+  EXPECT_GT(fresh.seconds, 0.0);
+  EXPECT_EQ(timeFreshMemory(kWriteProbeBytes * 2).bytes, kWriteProbeBytes);
+  EXPECT_EQ(timeFreshMemory(0).bytes, 0u);
+}
+
 TEST(WriteProbe, AFailureIsNamedAndLeavesNothingBehind) {
   ddp::testing::TempDir dir;
   std::string whyNot;
