@@ -18,9 +18,9 @@
 // bytes, so the estimate errs long, the safe side. The bytes are
 // pseudo-random, so a compressing file system cannot shorten the write.
 // Checkpoints staged in a copy (--checkpoint-staging) allocate that copy at
-// the first one, whose fresh pages cost as much again on some machines (19
-// us per 4 KiB page here): rank 0 times touching as many fresh bytes too,
-// and adds it to that first checkpoint. The estimate is taken at half the
+// the first one, whose fresh pages can cost more than the write (12-19 us
+// per 4 KiB page on these VMs): rank 0 times zeroing as many fresh bytes
+// too, and adds it to that first checkpoint. The estimate is taken at half the
 // probe's rate (kWriteProbeMargin): in benchmarks/write_probe_bench the
 // checkpoint took 1.0x to 1.5x the probe's prediction (medians; single
 // writes up to 4x, the first with its copy) and --save-model's weights
