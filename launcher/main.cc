@@ -138,7 +138,7 @@ std::optional<std::string> timeFirstWrites(TimeLimit& limit, const Options& o,
   // The first checkpoint staged in a copy allocates it.
   const std::optional<WriteTime> copy =
       !o.checkpointDir.empty() && staging == trainer::CheckpointStaging::kCopy
-          ? std::optional(timeFreshMemory(files.checkpointBytes))
+          ? timeFreshMemory(files.checkpointBytes)
           : std::nullopt;
   const double checkpoint = probe->secondsFor(files.checkpointBytes) +
                             (copy ? copy->secondsFor(files.checkpointBytes) : 0);

@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
+#include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/str.h"
 #include "trainer/safetensors.h"
@@ -37,25 +39,31 @@ double WriteTime::secondsFor(std::uint64_t n) const {
          std::max(1.0, static_cast<double>(n) / static_cast<double>(bytes));
 }
 
-WriteTime timeFreshMemory(std::uint64_t bytes) {
+std::optional<WriteTime> timeFreshMemory(std::uint64_t bytes) {
   const std::uint64_t total = std::min(bytes, kWriteProbeBytes);
-  if (total == 0) return {};
+  if (total == 0) return WriteTime{};
   const auto start = std::chrono::steady_clock::now();
-  const std::shared_ptr<void> memory = allocateZeroedHost(static_cast<std::size_t>(total));
+  std::shared_ptr<void> memory;
+  try {
+    memory = allocateZeroedHost(static_cast<std::size_t>(total));
+  } catch (const OutOfMemoryError&) {
+    return std::nullopt;
+  }
   // Read back, so that the zeroing cannot be skipped.
   volatile unsigned char sink = static_cast<const unsigned char*>(memory.get())[total / 2];
   (void)sink;
-  return {total, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  return WriteTime{total,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
 
 std::optional<WriteTime> timeWrite(const std::string& dir, std::uint64_t bytes,
                                    std::string* whyNot) {
   constexpr std::size_t kChunkFloats = std::size_t{1} << 20;  // 4 MiB
   constexpr std::uint64_t kChunkBytes = kChunkFloats * sizeof(float);
+  if (bytes == 0) return std::nullopt;
   // Whole chunks, at least one: a checkpoint's size within 4 MiB.
   const std::uint64_t chunks =
       std::max<std::uint64_t>(1, std::min(bytes, kWriteProbeBytes) / kChunkBytes);
-  if (bytes == 0) return std::nullopt;
   const std::string path =
       (std::filesystem::path(dir) / str(".ddp_train-write-probe-", ::getpid(), ".safetensors"))
           .string();

@@ -60,7 +60,8 @@ std::optional<WriteTime> timeWrite(const std::string& dir, std::uint64_t bytes,
                                    std::string* whyNot = nullptr);
 
 // Rank 0, at start-up: allocates min(bytes, kWriteProbeBytes) bytes of
-// fresh memory, zeroed as a checkpoint's copy is, and times it.
-WriteTime timeFreshMemory(std::uint64_t bytes);
+// fresh memory, zeroed as a checkpoint's copy is, and times it; nullopt
+// when there is no room for it.
+std::optional<WriteTime> timeFreshMemory(std::uint64_t bytes);
 
 }  // namespace ddp::launcher

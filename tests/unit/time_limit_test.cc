@@ -167,11 +167,12 @@ TEST(WriteProbe, TakesFilesToWriteAtItsRateWithAMarginNoFasterThanItself) {
 }
 
 TEST(WriteProbe, TimesFreshMemoryUpToItsCap) {
-  const WriteTime fresh = timeFreshMemory(3 << 20);
-  EXPECT_EQ(fresh.bytes, 3u << 20);
-  EXPECT_GT(fresh.seconds, 0.0);
-  EXPECT_EQ(timeFreshMemory(kWriteProbeBytes * 2).bytes, kWriteProbeBytes);
-  EXPECT_EQ(timeFreshMemory(0).bytes, 0u);
+  const std::optional<WriteTime> fresh = timeFreshMemory(3 << 20);
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(fresh->bytes, 3u << 20);
+  EXPECT_GT(fresh->seconds, 0.0);
+  EXPECT_EQ(timeFreshMemory(kWriteProbeBytes * 2)->bytes, kWriteProbeBytes);
+  EXPECT_EQ(timeFreshMemory(0)->bytes, 0u);
 }
 
 TEST(WriteProbe, AFailureIsNamedAndLeavesNothingBehind) {
