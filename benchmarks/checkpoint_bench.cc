@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/checkpoint_state.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_writer.h"
 #include "trainer/mlp.h"
@@ -45,11 +46,9 @@ double median(std::vector<double> values) {
 
 void measure(const std::string& dir, const char* name, const std::vector<std::size_t>& hidden) {
   using namespace ddp::trainer;
-  auto model = buildMlp(784, hidden, 10, 1);
-  Sgd sgd(model->parameters(), {0.1f, 0.9f, 0.0f, false});
-  for (Parameter* p : model->parameters())
-    std::fill(p->grad.data(), p->grad.data() + p->grad.numel(), 0.5f);
-  sgd.step();  // creates the momentum buffers
+  ddp::benchmarks::CheckpointState state(hidden);
+  auto& model = state.model;
+  Sgd& sgd = state.sgd;
   std::vector<const Tensor*> tensors;
   std::size_t bytes = 0;
   for (std::size_t i = 0; i < model->parameters().size(); ++i) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/checkpoint_state.h"
 #include "launcher/write_probe.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_writer.h"
@@ -39,11 +40,9 @@ double median(std::vector<double> values) {
 void measure(const std::string& dir, int rounds, ddp::trainer::CheckpointStaging staging,
              const char* name, const std::vector<std::size_t>& hidden) {
   using namespace ddp::trainer;
-  auto model = buildMlp(784, hidden, 10, 1);
-  Sgd sgd(model->parameters(), {0.1f, 0.9f, 0.0f, false});
-  for (Parameter* p : model->parameters())
-    std::fill(p->grad.data(), p->grad.data() + p->grad.numel(), 0.5f);
-  sgd.step();  // creates the momentum buffers
+  ddp::benchmarks::CheckpointState state(hidden);
+  auto& model = state.model;
+  Sgd& sgd = state.sgd;
   std::uint64_t weights = 0;
   for (Parameter* p : model->parameters())
     weights += p->value.numel() * sizeof(float);
