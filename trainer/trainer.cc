@@ -213,16 +213,15 @@ double Trainer::step(std::span<const std::size_t> batchIndices) {
   return trainTotals_.take().first;
 }
 
-const Tensor& Trainer::forwardBatch(const Dataset& data, std::span<const std::size_t> indices,
-                                    double weight, LossTotals& totals, SoftmaxCrossEntropy& loss) {
-  const BatchLoader::Batch batch = batches_.load(data, indices);
+void Trainer::forwardMicroBatch(std::span<const std::size_t> indices, double weight) {
+  const BatchLoader::Batch batch = batches_.load(train_, indices);
   if (gpu_) {
     gpu_->mark(kDataPhase);
   } else {
     lastTimes_.data += secondsSince(phaseMark_);
     phaseMark_ = Clock::now();
   }
-  return forwardWithLoss(model_, loss, batch, weight, totals);
+  forwardWithLoss(model_, loss_, batch, weight, trainTotals_);
 }
 
 // Note [Averaging by pre-scaling]
@@ -271,7 +270,7 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
     const bool last = begin + size == total;
     const float share = static_cast<float>(size) / static_cast<float>(total);
     const auto forwardStart = Clock::now();
-    forwardBatch(train_, batchIndices.subspan(begin, size), share, trainTotals_, loss_);
+    forwardMicroBatch(batchIndices.subspan(begin, size), share);
     lastTimes_.forward += lap();
     gpuMark(kForwardPhase);
     if (tracing) trace_->span("forward", "forward", Trace::kCompute, forwardStart, phaseMark_);

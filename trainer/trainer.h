@@ -292,10 +292,10 @@ class Trainer {
   // Issues one step; its loss goes into trainTotals_, its times into
   // lastTimes_ (CPU) or the GPU's step timer.
   void runStep(std::span<const std::size_t> batchIndices);
-  // Forward and loss of one micro-batch, into `totals` with `weight` x its
-  // mean loss; the load is timed as the step's data phase.
-  const Tensor& forwardBatch(const Dataset& data, std::span<const std::size_t> indices,
-                             double weight, LossTotals& totals, SoftmaxCrossEntropy& loss);
+  // Forward and loss of one micro-batch of the training set, into
+  // trainTotals_ with `weight` x its mean loss; the load is timed as the
+  // step's data phase.
+  void forwardMicroBatch(std::span<const std::size_t> indices, double weight);
   // (Re)builds the Reducer with buckets of at most `capBytes` and points
   // every trainable parameter's gradient into its storage. Collective.
   void buildReducer(std::size_t capBytes);
