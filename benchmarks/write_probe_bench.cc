@@ -2,9 +2,10 @@
 // (Note [The first write's time] in launcher/write_probe.h) predicts the
 // writes it stands in for. For the default MLP and the large one
 // (784-4096-4096-4096-10), each round times the probe for a checkpoint's
-// bytes, then the checkpoint itself as a stop writes it (CheckpointWriter,
-// staged as given, from write() until the file is in place) and
-// --save-model's weights (saveModel). Prints each round's times and the
+// bytes (and, before the first checkpoint staged in a copy, the copy's fresh
+// memory, as ddp_train does), then the checkpoint itself as a stop writes
+// it (CheckpointWriter, staged as given, from write() until the file is in
+// place) and --save-model's weights (saveModel). Prints each round's times and the
 // writes over the probe's prediction at its own rate (without
 // kWriteProbeMargin); medians last.
 //
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,9 +55,14 @@ void measure(const std::string& dir, int rounds, ddp::trainer::CheckpointStaging
   for (int round = 0; round < rounds; ++round) {
     const auto probe = ddp::launcher::timeWrite(dir, checkpoint);
     if (!probe) std::exit(1);
-    // At the probe's own rate: secondsFor() holds the margin.
+    // At the probe's own rate: secondsFor() holds the margin. The first
+    // checkpoint staged in a copy allocates it, which ddp_train times apart.
     const double rate = ddp::launcher::kWriteProbeMargin;
-    const double predictCheckpoint = probe->secondsFor(checkpoint) / rate;
+    const auto copy = round == 0 && staging == CheckpointStaging::kCopy
+                          ? ddp::launcher::timeFreshMemory(checkpoint)
+                          : std::nullopt;
+    const double predictCheckpoint =
+        (probe->secondsFor(checkpoint) + (copy ? copy->secondsFor(checkpoint) : 0.0)) / rate;
     const double predictModel = probe->secondsFor(weights) / rate;
     auto start = Clock::now();
     writer.write(path, *model, sgd, TrainPosition{}, {});

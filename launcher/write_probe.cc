@@ -13,25 +13,10 @@
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/str.h"
+#include "trainer/random.h"
 #include "trainer/safetensors.h"
 
 namespace ddp::launcher {
-namespace {
-
-// Pseudo-random bytes (xorshift64): incompressible, cheap to make.
-std::vector<std::uint64_t> noise(std::size_t words) {
-  std::vector<std::uint64_t> data(words);
-  std::uint64_t x = 0x9e3779b97f4a7c15ull;
-  for (std::uint64_t& word : data) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    word = x;
-  }
-  return data;
-}
-
-}  // namespace
 
 double WriteTime::secondsFor(std::uint64_t n) const {
   if (bytes == 0) return 0.0;
@@ -67,9 +52,12 @@ std::optional<WriteTime> timeWrite(const std::string& dir, std::uint64_t bytes,
   const std::string path =
       (std::filesystem::path(dir) / str(".ddp_train-write-probe-", ::getpid(), ".safetensors"))
           .string();
+  // Random values, as weights are: a compressing file system cannot make
+  // the probe faster than a checkpoint.
   std::vector<float> chunk(kChunkFloats);
-  const std::vector<std::uint64_t> bits = noise(kChunkFloats / 2);
-  std::memcpy(chunk.data(), bits.data(), kChunkBytes);
+  trainer::Random random(kChunkFloats);
+  for (float& value : chunk)
+    value = random.uniform(-1.0f, 1.0f);
   std::vector<trainer::SafetensorsWriter::Entry> entries;
   for (std::uint64_t i = 0; i < chunks; ++i)
     entries.push_back({str("probe.", i), {kChunkFloats}});

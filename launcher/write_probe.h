@@ -9,22 +9,22 @@
 // checkpoint (an epoch longer than the job, a resumed job of a chain, whose
 // process has timed nothing yet) wrote that checkpoint after the limit,
 // where the scheduler kills it and every step of the job is lost. So rank 0
-// times one write at start-up, as a checkpoint is written: a temporary file
-// in the checkpoint directory (else --save-model's) of as many bytes as a
-// checkpoint, up to kWriteProbeBytes, fsynced, removed, and the directory
-// fsynced. Until a checkpoint has been timed, the reserve takes a
-// checkpoint, and --save-model's weights, to write at that rate. A probe
-// smaller than the checkpoint spreads the fsyncs' fixed cost over fewer
-// bytes, so the estimate errs long, the safe side. The bytes are
-// pseudo-random, so a compressing file system cannot shorten the write.
+// times one write at start-up through the checkpoint's own writer
+// (trainer::SafetensorsWriter: checksums, fsync, rename, the directory's
+// fsync): a file in the checkpoint directory (else --save-model's) of as
+// many bytes as a checkpoint, up to kWriteProbeBytes, of random floats
+// (no more compressible than weights, for a compressing file system),
+// removed afterwards. Until a checkpoint has been timed, the reserve takes a
+// checkpoint, and --save-model's weights, to write at half that rate.
 // Checkpoints staged in a copy (--checkpoint-staging) allocate that copy at
 // the first one, whose fresh pages can cost more than the write (12-19 us
 // per 4 KiB page on these VMs): rank 0 times zeroing as many fresh bytes
-// too, and adds it to that first checkpoint. The estimate is taken at half the
-// probe's rate (kWriteProbeMargin): in benchmarks/write_probe_bench the
-// checkpoint took 1.0x to 1.5x the probe's prediction (medians; single
-// writes up to 4x, the first with its copy) and --save-model's weights
-// 0.5x to 1.4x. It runs only with --time-limit and a file to write, before
+// too, and adds it to that first checkpoint. Why half the rate
+// (kWriteProbeMargin): in benchmarks/write_probe_bench a checkpoint took
+// 1.34x to 1.41x its prediction at the probe's own rate (medians; single
+// writes up to 2.1x), and --save-model's weights 0.80x to 1.27x (up to
+// 3.2x right after a large checkpoint): the probe does not err long by
+// itself. It runs only with --time-limit and a file to write, before
 // the first step: 0.03 s for the default MLP, 0.1 s for the large MLP's
 // 64 MiB here (benchmarks/RESULTS.md, "--time-limit before the first
 // checkpoint").
