@@ -105,7 +105,7 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "stop before DURATION of wall time has passed since ddp_train started, as a signal stops "
       "it (a checkpoint with --checkpoint-dir, exit code 3), keeping time for the steps to the "
       "next stop check and the last writes, as long as the longest so far took (before the "
-      "first checkpoint: twice a write timed at start-up): 5400s, 90m, 1.5h, or as sbatch "
+      "first checkpoint: 4x a write timed at start-up): 5400s, 90m, 1.5h, or as sbatch "
       "--time writes it, 1:30:00 or 1-00:00:00")(
       "batch-size", po::value(&raw.batchSize)->value_name("N")->default_value(raw.batchSize),
       "samples per rank per micro-batch (global batch = N x --grad-accum x ranks)")(

@@ -68,7 +68,7 @@ if [ -n "${SLOW_FSYNC:-}" ] && [ -z "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ]; then
   first=$WORK/first
   exits_with 3 "$first.log" timeout "$((60 * TIME_SCALE))" mpirun -q -np 2 \
     -x LD_PRELOAD="$SLOW_FSYNC" -x SLOW_FSYNC_SECONDS=1 "$DDP_TRAIN" "${c[@]}" --epochs 1000 \
-    --inject-fault slow:0:1:0.2 --time-limit "$((10 * TIME_SCALE))s" --checkpoint-dir "$first"
+    --inject-fault slow:0:1:0.2 --time-limit "$((14 * TIME_SCALE))s" --checkpoint-dir "$first"
   grep -q "\[r0\] time limit: .*; until a checkpoint has been timed, it keeps [0-9.]* s for a checkpoint (a write of [0-9.]* [KM]iB there took [0-9.]* s)$" \
     "$first.log" || fail "first write: no start-up line: $(grep "time limit" "$first.log")"
   grep -q "stopped by --time-limit after step [0-9]* of [0-9]*: at .* and the last writes [0-9.]* s (at the rate of a write timed at start-up: no checkpoint had been written yet); resume with" \
