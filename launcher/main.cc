@@ -99,7 +99,7 @@ int evaluateWeights(comm::Communicator& comm, const World& world, const Options&
   trainer::broadcastParameters(comm, model);
   trainer::BatchLoader batches(model.device(), threads);
   const auto start = std::chrono::steady_clock::now();
-  report.result = trainer::evaluate(comm, model, *data.test, trainer::kEvalBatchSize, batches);
+  report.result = trainer::evaluate(comm, model, *data.test, o.evalBatchSize, batches);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.testSet = data.test->name();
   report.ranks = world.size();

@@ -6,7 +6,6 @@
 #include "launcher/run_config.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
-#include "trainer/evaluation.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/mlp.h"
 
@@ -30,8 +29,7 @@ HostMemoryNeed hostMemoryNeed(const Options& o, trainer::Device device, bool ran
         std::accumulate(o.hidden.begin(), o.hidden.end(), std::size_t{0}) + classes;
     // For the largest batch a forward takes: the test set's at each epoch's
     // end (and all of --evaluate's), or a training micro-batch.
-    const std::size_t rows =
-        o.evaluate ? trainer::kEvalBatchSize : std::max(o.batchSize, trainer::kEvalBatchSize);
+    const std::size_t rows = o.evaluate ? o.evalBatchSize : std::max(o.batchSize, o.evalBatchSize);
     need.outputs = rows * widths * sizeof(float);
   }
   // The copy checkpoints are written from; sharded, the state gathered from

@@ -33,6 +33,7 @@ struct Raw {
   long long epochs = 5, maxSteps = 0, batchSize = 64, seed = 42, threads = 0, logEvery = 50;
   long long syntheticSamples = 8192;
   long long gradAccum = 1;
+  long long evalBatchSize = 1000;
   long long globalBatch = 0;
   long long checkpointEvery = 0;
   long long warmupSteps = 0;
@@ -109,6 +110,11 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "--time writes it, 1:30:00 or 1-00:00:00")(
       "batch-size", po::value(&raw.batchSize)->value_name("N")->default_value(raw.batchSize),
       "samples per rank per micro-batch (global batch = N x --grad-accum x ranks)")(
+      "eval-batch-size",
+      po::value(&raw.evalBatchSize)->value_name("N")->default_value(raw.evalBatchSize),
+      "samples per rank per batch of the test-set evaluation at each epoch's end and under "
+      "--evaluate, as the --test-batch-size of PyTorch's examples (the results "
+      "do not depend on it beyond rounding; memory and speed do)")(
       "lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"),
       "learning rate (adamw: 0.001 unless given, as torch.optim.AdamW)")(
       "lr-schedule", po::value(&o.lrSchedule)->value_name("NAME")->default_value(o.lrSchedule),
@@ -672,6 +678,7 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
   }
   o.warmupSteps = nonNegative(raw.warmupSteps, "warmup-steps");
   o.batchSize = positive(raw.batchSize, "batch-size", kMaxDimension);
+  o.evalBatchSize = positive(raw.evalBatchSize, "eval-batch-size", kMaxDimension);
   o.logEvery = positive(raw.logEvery, "log-every");
   o.syntheticSamples = positive(raw.syntheticSamples, "synthetic-samples", kMaxSamples);
   o.seed = nonNegative(raw.seed, "seed");

@@ -48,6 +48,7 @@ struct Options {
   std::size_t maxSteps = 0;
   double timeLimitSeconds = 0;  // 0: none (Note [Stopping before a time limit])
   std::size_t batchSize = 64;
+  std::size_t evalBatchSize = 1000;  // trainer::kEvalBatchSize, as options_test checks
   double lr = 0.1;
   std::string lrSchedule = "cosine";
   std::size_t warmupSteps = 0;                    // the learning rate's linear ramp

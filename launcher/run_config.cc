@@ -230,6 +230,7 @@ trainer::TrainOptions trainOptionsFrom(const Options& o) {
   t.epochs = o.epochs;
   t.maxSteps = o.maxSteps;
   t.batchSize = o.batchSize;
+  t.evalBatchSize = o.evalBatchSize;
   t.gradAccum = o.gradAccum;
   t.compression =
       o.gradCompression == "bf16" ? comm::GradCompression::kBf16 : comm::GradCompression::kNone;

@@ -17,7 +17,10 @@
 //     check for a stop] in trainer/trainer.h), and on a GPU those the host
 //     has issued ahead of the device, each as long as the longest mean step
 //     between two checks so far, plus the longest evaluation when an epoch
-//     ends before it (the Trainer's part, secondsToNextCheck);
+//     ends before it, plus the longest replica check so far, which the
+//     stop's checkpoint begins with (Note [Checking that the replicas
+//     agree] in trainer/replica_check.h) (the Trainer's part,
+//     secondsToNextCheck);
 //   - the stop's own writes: its checkpoint, as long as the longest
 //     checkpoint so far took from its first byte to on disk (twice, when
 //     one is still being written: the stop's waits for it), and

@@ -364,9 +364,10 @@ void Trainer::run(TrainObserver& observer) {
   Clock::time_point lastCheck = Clock::now();
   std::size_t lastCheckStep = globalStep_;
   std::size_t nextCheckStep = (globalStep_ / options_.stopCheckEvery + 1) * options_.stopCheckEvery;
-  // This run's longest mean step between two checks and longest
-  // evaluation, in seconds: what TrainOptions::timeUp is told to expect.
-  double longestStep = 0.0, longestEvaluation = 0.0;
+  // This run's longest mean step between two checks, longest evaluation
+  // and longest replica check, in seconds: what TrainOptions::timeUp is
+  // told to expect.
+  double longestStep = 0.0, longestEvaluation = 0.0, longestReplicaCheck = 0.0;
   for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
     Stretch epochSteps(globalStep_ + 1, options_.quotaCgroup);  // this run's part of the epoch
@@ -453,9 +454,11 @@ void Trainer::run(TrainObserver& observer) {
     // every checkpoint, once per step.
     auto verifyReplicas = [&] {
       if (agreedStep == globalStep_) return;
+      const Clock::time_point start = Clock::now();
       verifyReplicasAgree(comm_, model_, optimizer_, options_.rankHosts,
                           {epoch, globalStep_, agreedStep});
       agreedStep = globalStep_;
+      longestReplicaCheck = std::max(longestReplicaCheck, secondsSince(start));
     };
     auto checkpoint = [&](std::size_t atEpoch, std::size_t atConsumed) {
       if (!options_.onCheckpoint) return;
@@ -516,10 +519,11 @@ void Trainer::run(TrainObserver& observer) {
           if (options_.timeUp) {
             // On a GPU the host may have issued steps the device has yet
             // to run (their losses unread), and the stop's checkpoint
-            // waits for them.
+            // waits for them, and begins with a replica check.
             const bool epochEndsFirst = stepsThisEpoch - steps <= stepsAhead;
             timeUp = options_.timeUp(static_cast<double>(stepsAhead + unread.size()) * longestStep +
-                                     (epochEndsFirst ? longestEvaluation : 0.0));
+                                     (epochEndsFirst ? longestEvaluation : 0.0) +
+                                     (options_.onCheckpoint ? longestReplicaCheck : 0.0));
           }
         }
         std::int32_t agreed[4] = {options_.stopRequested ? options_.stopRequested() : 0,

@@ -81,7 +81,8 @@ struct TrainOptions {
   double stopCheckSeconds = 1.0;
   // A time limit (ddp_train --time-limit; Note [Stopping before a time
   // limit]): asked on rank 0 at every stop check with the seconds the
-  // trainer expects to pass before the next one; true stops run() there as
+  // trainer expects to pass before the next one (with a checkpoint to
+  // write, its replica check included); true stops run() there as
   // a signal does (a checkpoint, then it returns), with stoppedByTimeLimit()
   // set. Every rank must set it or none. Null: no time limit.
   std::function<bool(double secondsToNextCheck)> timeUp;

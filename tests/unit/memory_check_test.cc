@@ -57,6 +57,11 @@ TEST(MemoryCheck, CpuRankHoldsWeightsGradientsOptimizerStateAndOutputs) {
   EXPECT_EQ(need.total(), 12 * kParameters + 4u * 1000 * 2058);
   EXPECT_EQ(hostMemoryNeed(parseArgs({"--batch-size", "4000"}), trainer::Device::kCpu).outputs,
             4u * 4000 * 2058);
+  // --eval-batch-size sets the evaluation's rows; the larger batch counts.
+  EXPECT_EQ(hostMemoryNeed(parseArgs({"--eval-batch-size", "5000"}), trainer::Device::kCpu).outputs,
+            4u * 5000 * 2058);
+  EXPECT_EQ(hostMemoryNeed(parseArgs({"--eval-batch-size", "10"}), trainer::Device::kCpu).outputs,
+            4u * 64 * 2058);
 }
 
 // Note [Evaluating without training]: the weights and an evaluation batch's
@@ -71,6 +76,10 @@ TEST(MemoryCheck, AnEvaluationHoldsTheWeightsAndOneEvaluationBatch) {
   EXPECT_EQ(need.outputs, 4u * 1000 * 2058);
   EXPECT_EQ(need.checkpointCopy, 0u);
   EXPECT_EQ(need.total(), 4 * kParameters + 4u * 1000 * 2058);
+  // An evaluation's batch is --eval-batch-size, whatever --batch-size says.
+  Options smaller = o;
+  smaller.evalBatchSize = 100;
+  EXPECT_EQ(hostMemoryNeed(smaller, trainer::Device::kCpu, true).outputs, 4u * 100 * 2058);
   const HostMemoryNeed synthetic =
       hostMemoryNeed(parseArgs({"--evaluate", "--init-from", "w.safetensors", "--dataset",
                                 "synthetic", "--synthetic-samples", "1000"}),

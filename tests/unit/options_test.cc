@@ -18,6 +18,7 @@
 #include "runtime/error.h"
 #include "runtime/str.h"
 #include "test_files.h"
+#include "trainer/evaluation.h"
 #include "trainer/mlp.h"
 #include "trainer/synthetic_dataset.h"
 
@@ -47,6 +48,7 @@ TEST(Options, Defaults) {
   EXPECT_EQ(o.model, "mlp");
   EXPECT_EQ(o.hidden, (std::vector<std::size_t>{1024, 1024}));
   EXPECT_EQ(o.batchSize, 64u);
+  EXPECT_EQ(o.evalBatchSize, 1000u);
   EXPECT_EQ(o.maxSteps, 0u);
   EXPECT_EQ(o.twoLevelAllreduce, "auto");
   EXPECT_FALSE(o.help);
@@ -88,6 +90,8 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--batch-size", "-4"}, "--batch-size"},
         Invalid{{"--batch-size", "abc"}, "batch-size"},
         Invalid{{"--batch-size", "16777217"}, "--batch-size must be at most 16777216"},
+        Invalid{{"--eval-batch-size", "0"}, "--eval-batch-size must be a positive integer"},
+        Invalid{{"--eval-batch-size", "16777217"}, "--eval-batch-size must be at most 16777216"},
         Invalid{{"--hidden", "8,16777217"}, "--hidden"},
         Invalid{{"--synthetic-samples", "4294967297"}, "--synthetic-samples must be at most"},
         Invalid{{"--epochs", "0"}, "--epochs"}, Invalid{{"--lr", "0"}, "--lr"},
@@ -313,6 +317,15 @@ TEST(Options, WarmUpStepsAreParsedAndAWarmUpLongerThanTheRunIsWarnedAbout) {
   EXPECT_EQ(warmupWarning(o, 50),
             "--warmup-steps 100 covers the whole run of 50 steps: the learning rate never reaches "
             "--lr 0.2 (the last step runs at 0.1)");
+}
+
+// The Trainer's end-of-epoch evaluation takes --eval-batch-size, and
+// nothing else does: the training batch stays --batch-size.
+TEST(Options, EvalBatchSizeReachesTheTrainerAlone) {
+  const trainer::TrainOptions t = trainOptionsFrom(parse({"--eval-batch-size", "250"}));
+  EXPECT_EQ(t.evalBatchSize, 250u);
+  EXPECT_EQ(t.batchSize, 64u);
+  EXPECT_EQ(trainOptionsFrom(parse({})).evalBatchSize, trainer::kEvalBatchSize);
 }
 
 TEST(Options, GradientClippingIsOffUnlessAskedAndMayOnlyMeasure) {
