@@ -27,12 +27,16 @@ for r in $(seq "$rounds"); do
   for train in "$@"; do
     read -ra command <<< "$train"
     start=$(date +%s.%N)
-    # Each rank's peak resident set, in KiB, one line per rank.
-    mpirun -q -np "$np" /usr/bin/time -f 'peak %M' "${command[@]}" --evaluate \
+    # Each rank's peak resident set, in KiB, in a file of its own: mpirun
+    # interleaves the ranks' stderr byte by byte.
+    rm -f "$tmp"/peak.*
+    mpirun -q -np "$np" sh -c '/usr/bin/time -o "$0.$OMPI_COMM_WORLD_RANK" -f %M "$@"' \
+      "$tmp/peak" "${command[@]}" --evaluate \
       --init-from "$tmp/weights.safetensors" "${more[@]}" > "$tmp/log" 2>&1 ||
       { cat "$tmp/log"; exit 1; }
     wall=$(echo "$(date +%s.%N) - $start" | bc)
-    peak=$(awk '$1 == "peak" {if ($2 > m) m = $2} END {printf "%.1f", m / 1024}' "$tmp/log")
+    [ "$(cat "$tmp"/peak.* | wc -l)" = "$np" ] || { echo "not $np peaks"; cat "$tmp/log"; exit 1; }
+    peak=$(cat "$tmp"/peak.* | awk '{if ($1 > m) m = $1} END {printf "%.1f", m / 1024}')
     grep -q '^\[r0\] evaluated ' "$tmp/log" || { cat "$tmp/log"; exit 1; }
     # "... over 2 ranks, 0.32 s)": the evaluation alone, without start-up.
     eval=$(sed -n 's/^\[r0\] evaluated .*, \([0-9.]*\) s)$/\1/p' "$tmp/log")
