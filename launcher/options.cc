@@ -34,6 +34,7 @@ struct Raw {
   long long syntheticSamples = 8192;
   long long gradAccum = 1;
   long long evalBatchSize = 1000;
+  long long evalEvery = 0;
   long long globalBatch = 0;
   long long checkpointEvery = 0;
   long long warmupSteps = 0;
@@ -115,6 +116,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "samples per rank per batch of the test-set evaluation at each epoch's end and under "
       "--evaluate, as the --test-batch-size of PyTorch's examples (the results "
       "do not depend on it beyond rounding; memory and speed do)")(
+      "eval-every", po::value(&raw.evalEvery)->value_name("N")->default_value(raw.evalEvery),
+      "also evaluate on the test set after every N-th step of the run, as Megatron-Core's "
+      "--eval-interval (0: at each epoch's end only, which is always done)")(
       "lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"),
       "learning rate (adamw: 0.001 unless given, as torch.optim.AdamW)")(
       "lr-schedule", po::value(&o.lrSchedule)->value_name("NAME")->default_value(o.lrSchedule),
@@ -679,6 +683,7 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
   o.warmupSteps = nonNegative(raw.warmupSteps, "warmup-steps");
   o.batchSize = positive(raw.batchSize, "batch-size", kMaxDimension);
   o.evalBatchSize = positive(raw.evalBatchSize, "eval-batch-size", kMaxDimension);
+  o.evalEvery = nonNegative(raw.evalEvery, "eval-every");
   o.logEvery = positive(raw.logEvery, "log-every");
   o.syntheticSamples = positive(raw.syntheticSamples, "synthetic-samples", kMaxSamples);
   o.seed = nonNegative(raw.seed, "seed");

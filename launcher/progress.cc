@@ -265,26 +265,43 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
       line["grad_norm_max"] = r.gradNorms->max;
       if (r.gradNorms->clipping) line["clipped_steps"] = r.gradNorms->clipped;
     }
-    metrics_ << line.dump() << '\n';
-    metrics_.flush();
-    if (!metrics_) {  // a full disk: say so once, not at every epoch
-      log::warn(str("--metrics: cannot write to ", metricsPath_, " (", std::strerror(errno),
-                    "): epoch ", r.epoch, " and later are not recorded"));
-      metrics_.close();
-    }
+    writeMetrics(line.dump(), str("epoch ", r.epoch, " and later are"));
   }
+}
+
+void ProgressPrinter::writeMetrics(const std::string& line, const std::string& lost) {
+  if (!metrics_.is_open()) return;
+  metrics_ << line << '\n';
+  metrics_.flush();
+  if (!metrics_) {  // a full disk: say so once, not at every epoch
+    log::warn(str("--metrics: cannot write to ", metricsPath_, " (", std::strerror(errno), "): ",
+                  lost, " not recorded"));
+    metrics_.close();
+  }
+}
+
+void ProgressPrinter::onStepEvaluation(const trainer::StepEvaluation& r) {
+  if (!enabled_) return;
+  endLiveLine();
+  log::info(str("epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/", r.stepsInEpoch,
+                "  test_loss ", fixed(r.test.loss, 4), "  test_acc ",
+                fixed(100.0 * r.test.accuracy, 2), "%  (after step ", r.globalStep,
+                " of the run, evaluated in ", fixed(r.seconds, 2), " s)"));
+  if (!metrics_.is_open()) return;
+  const nlohmann::json line = {{"epoch", r.epoch},
+                               {"step_in_epoch", r.stepInEpoch},
+                               {"global_step", r.globalStep},
+                               {"test_loss", r.test.loss},
+                               {"test_accuracy", r.test.accuracy},
+                               {"test_samples", r.test.samples},
+                               {"eval_time_s", r.seconds}};
+  writeMetrics(line.dump(), str("the evaluation after step ", r.globalStep, " and later are"));
 }
 
 void ProgressPrinter::onEvaluation(const EvaluationReport& report) {
   if (!enabled_) return;
   log::info(evaluationText(report));
-  if (!metrics_.is_open()) return;
-  metrics_ << evaluationMetrics(report) << '\n';
-  metrics_.flush();
-  if (!metrics_) {
-    log::warn(str("--metrics: cannot write to ", metricsPath_, " (", std::strerror(errno),
-                  "): the evaluation is not recorded"));
-  }
+  writeMetrics(evaluationMetrics(report), "the evaluation is");
 }
 
 // Within an epoch: the same warnings, but only when the ranks they name

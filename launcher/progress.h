@@ -130,12 +130,19 @@ class ProgressPrinter final : public trainer::TrainObserver {
   void onStep(const trainer::StepReport& report) override;
   void onEpoch(const trainer::EpochReport& report) override;
   void onPace(const trainer::PaceReport& report) override;
+  // --eval-every: "epoch 2/5  step 31/469  test_loss 0.5123  test_acc
+  // 81.20%  (after step 500 of the run, evaluated in 0.05 s)", and a
+  // --metrics line with global_step.
+  void onStepEvaluation(const trainer::StepEvaluation& report) override;
   // --evaluate's result (launcher/evaluate.h): its line, and its --metrics line.
   void onEvaluation(const EvaluationReport& report);
 
  private:
   // Ends the live terminal line, if one is drawn, before a warning.
   void endLiveLine();
+  // Appends one JSON line to --metrics, if open; on a failed write warns
+  // once that `lost` (and what follows) is not recorded, and closes it.
+  void writeMetrics(const std::string& line, const std::string& lost);
 
   bool enabled_;
   bool terminal_;

@@ -231,6 +231,7 @@ trainer::TrainOptions trainOptionsFrom(const Options& o) {
   t.maxSteps = o.maxSteps;
   t.batchSize = o.batchSize;
   t.evalBatchSize = o.evalBatchSize;
+  t.evalEvery = o.evalEvery;
   t.gradAccum = o.gradAccum;
   t.compression =
       o.gradCompression == "bf16" ? comm::GradCompression::kBf16 : comm::GradCompression::kNone;

@@ -16,8 +16,9 @@
 //   - the time to the next check: its steps (Note [How often the ranks
 //     check for a stop] in trainer/trainer.h), and on a GPU those the host
 //     has issued ahead of the device, each as long as the longest mean step
-//     between two checks so far, plus the longest evaluation when an epoch
-//     ends before it, plus the longest replica check so far, which the
+//     between two checks so far, plus the longest evaluation when one comes
+//     before it (an epoch's end, --eval-every), plus the longest replica
+//     check so far, which the
 //     stop's checkpoint begins with (Note [Checking that the replicas
 //     agree] in trainer/replica_check.h) (the Trainer's part,
 //     secondsToNextCheck);

@@ -372,6 +372,8 @@ void Trainer::run(TrainObserver& observer) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
     Stretch epochSteps(globalStep_ + 1, options_.quotaCgroup);  // this run's part of the epoch
     const auto epochStart = epochSteps.start;
+    // --eval-every's evaluations within the epoch, left out of its samples/s.
+    double evaluatingSeconds = 0.0;
     sampler_.setEpoch(epoch - 1);
     // A resumed epoch continues after the samples its first part trained on.
     const bool resumed = epoch == resume_.epoch && resume_.consumed > 0;
@@ -443,7 +445,7 @@ void Trainer::run(TrainObserver& observer) {
         r.loss = loss / static_cast<double>(unread.size());
         r.secondsLeft = elapsed / static_cast<double>(r.stepInEpoch - stepsBefore) *
                         static_cast<double>(r.stepsLeft);
-        r.samplesPerSecond = world * static_cast<double>(samples) / elapsed;
+        r.samplesPerSecond = world * static_cast<double>(samples) / (elapsed - evaluatingSeconds);
         epochSteps.add(r.times);
         window.add(r.times);
         observer.onStep(r);
@@ -494,6 +496,19 @@ void Trainer::run(TrainObserver& observer) {
       skipped += skippedFor_.empty() ? 0 : 1;
       unread.push_back(step);
       if (!gpu_ || unread.size() >= options_.lossReadEvery) reportUnread();
+      const bool stopsHere = end >= shard.size() ||
+                             (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps);
+      if (options_.evalEvery > 0 && globalStep_ % options_.evalEvery == 0 && !stopsHere) {
+        // The epoch's end evaluates anyway, and so does the end --max-steps
+        // makes: not twice at one step.
+        reportUnread();
+        const Clock::time_point evaluationStart = Clock::now();
+        StepEvaluation report{epoch, steps, stepsThisEpoch, globalStep_, evaluate(), 0.0};
+        report.seconds = secondsSince(evaluationStart);
+        evaluatingSeconds += report.seconds;
+        longestEvaluation = std::max(longestEvaluation, report.seconds);
+        observer.onStepEvaluation(report);
+      }
       checkpointed = false;
       if (options_.checkpointEvery > 0 && globalStep_ % options_.checkpointEvery == 0 &&
           end < shard.size()) {
@@ -520,9 +535,13 @@ void Trainer::run(TrainObserver& observer) {
             // On a GPU the host may have issued steps the device has yet
             // to run (their losses unread), and the stop's checkpoint
             // waits for them, and begins with a replica check.
-            const bool epochEndsFirst = stepsThisEpoch - steps <= stepsAhead;
+            const bool evaluatesFirst =
+                stepsThisEpoch - steps <= stepsAhead ||
+                (options_.evalEvery > 0 &&
+                 (globalStep_ / options_.evalEvery + 1) * options_.evalEvery <=
+                     globalStep_ + stepsAhead);
             timeUp = options_.timeUp(static_cast<double>(stepsAhead + unread.size()) * longestStep +
-                                     (epochEndsFirst ? longestEvaluation : 0.0) +
+                                     (evaluatesFirst ? longestEvaluation : 0.0) +
                                      (options_.onCheckpoint ? longestReplicaCheck : 0.0));
           }
         }
@@ -553,7 +572,7 @@ void Trainer::run(TrainObserver& observer) {
     }
     reportUnread();
     const bool finished = samples >= shard.size();
-    const double trainSeconds = secondsSince(epochStart);
+    const double trainSeconds = secondsSince(epochStart) - evaluatingSeconds;
     double totals[2] = {lossSum, static_cast<double>(steps)};
     comm_.allreduceSync(std::span<double>(totals), comm::ReduceOp::kSum);
 

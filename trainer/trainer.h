@@ -54,6 +54,11 @@ struct TrainOptions {
       onBucketCapChosen;
   comm::GradCompression compression = comm::GradCompression::kNone;
   std::size_t evalBatchSize = kEvalBatchSize;
+  // Also evaluate after every evalEvery-th step of the run (global steps, so
+  // a resumed run evaluates where the uninterrupted one did), unless the
+  // epoch ends at that step and evaluates anyway; TrainObserver::
+  // onStepEvaluation is told. 0: at epoch ends only.
+  std::size_t evalEvery = 0;
   LrSchedule lrSchedule = LrSchedule::kConstant;  // from the optimizer's initial lr
   std::size_t warmupSteps = 0;                    // a linear ramp first (trainer/lr_schedule.h)
   SamplerOptions sampler;
@@ -216,6 +221,16 @@ struct EpochReport {
   std::optional<GradNormSummary> gradNorms;
 };
 
+// An evaluation within an epoch (TrainOptions::evalEvery), after globalStep.
+struct StepEvaluation {
+  std::size_t epoch = 0;
+  std::size_t stepInEpoch = 0;
+  std::size_t stepsInEpoch = 0;
+  std::size_t globalStep = 0;
+  EvalResult test;
+  double seconds = 0.0;  // the evaluation's wall time on this rank
+};
+
 // Note [How often the ranks check for a stop]
 // A stop (a signal, --time-limit) takes effect at the next stop check,
 // where the ranks agree to stop after the same step, so the checks' spacing
@@ -238,6 +253,8 @@ class TrainObserver {
   virtual ~TrainObserver() = default;
   virtual void onStep(const StepReport&) {}
   virtual void onEpoch(const EpochReport&) {}
+  // After every TrainOptions::evalEvery-th step within an epoch, on every rank.
+  virtual void onStepEvaluation(const StepEvaluation&) {}
   // Within a long epoch (TrainOptions::paceWindowSeconds), on every rank.
   virtual void onPace(const PaceReport&) {}
 };

@@ -91,6 +91,7 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--batch-size", "abc"}, "batch-size"},
         Invalid{{"--batch-size", "16777217"}, "--batch-size must be at most 16777216"},
         Invalid{{"--eval-batch-size", "0"}, "--eval-batch-size must be a positive integer"},
+        Invalid{{"--eval-every", "-1"}, "--eval-every"},
         Invalid{{"--eval-batch-size", "16777217"}, "--eval-batch-size must be at most 16777216"},
         Invalid{{"--hidden", "8,16777217"}, "--hidden"},
         Invalid{{"--synthetic-samples", "4294967297"}, "--synthetic-samples must be at most"},
@@ -326,6 +327,8 @@ TEST(Options, EvalBatchSizeReachesTheTrainerAlone) {
   EXPECT_EQ(t.evalBatchSize, 250u);
   EXPECT_EQ(t.batchSize, 64u);
   EXPECT_EQ(trainOptionsFrom(parse({})).evalBatchSize, trainer::kEvalBatchSize);
+  EXPECT_EQ(trainOptionsFrom(parse({})).evalEvery, 0u);  // epoch ends only
+  EXPECT_EQ(trainOptionsFrom(parse({"--eval-every", "200"})).evalEvery, 200u);
 }
 
 TEST(Options, GradientClippingIsOffUnlessAskedAndMayOnlyMeasure) {
