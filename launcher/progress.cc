@@ -274,8 +274,8 @@ void ProgressPrinter::writeMetrics(const std::string& line, const std::string& l
   metrics_ << line << '\n';
   metrics_.flush();
   if (!metrics_) {  // a full disk: say so once, not at every epoch
-    log::warn(str("--metrics: cannot write to ", metricsPath_, " (", std::strerror(errno), "): ",
-                  lost, " not recorded"));
+    log::warn(str("--metrics: cannot write to ", metricsPath_, " (", std::strerror(errno),
+                  "): ", lost, " not recorded"));
     metrics_.close();
   }
 }

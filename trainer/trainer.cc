@@ -496,8 +496,8 @@ void Trainer::run(TrainObserver& observer) {
       skipped += skippedFor_.empty() ? 0 : 1;
       unread.push_back(step);
       if (!gpu_ || unread.size() >= options_.lossReadEvery) reportUnread();
-      const bool stopsHere = end >= shard.size() ||
-                             (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps);
+      const bool stopsHere =
+          end >= shard.size() || (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps);
       if (options_.evalEvery > 0 && globalStep_ % options_.evalEvery == 0 && !stopsHere) {
         // The epoch's end evaluates anyway, and so does the end --max-steps
         // makes: not twice at one step.
