@@ -35,6 +35,7 @@ struct Raw {
   long long gradAccum = 1;
   long long evalBatchSize = 1000;
   long long evalEvery = 0;
+  long long metricsEvery = 0;
   long long globalBatch = 0;
   long long checkpointEvery = 0;
   long long warmupSteps = 0;
@@ -221,7 +222,11 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "write a Chrome trace of steps 6-15 per rank to PREFIX.rank<N>.json (forward, each layer's "
       "backward, each bucket's all-reduce); merge them with benchmarks/merge_traces.py")(
       "metrics", po::value(&o.metrics)->value_name("FILE"),
-      "append one JSON line per epoch to FILE");
+      "append one JSON line per epoch to FILE (and per --eval-every evaluation)")(
+      "metrics-every", po::value(&raw.metricsEvery)->value_name("N"),
+      "also append a JSON line to --metrics after every N-th step of the run, for a training "
+      "curve: over the steps since the previous one, rank 0's mean loss and step phases (and "
+      "the gradient norms, with --clip-grad-norm)");
   po::options_description testing("Testing", kHelpWidth, kHelpWidth / 2);
   testing.add_options()(
       "inject-fault", po::value(&o.injectFault)->value_name("FAULT"),
@@ -731,6 +736,9 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
   o.checkpointEvery = nonNegative(raw.checkpointEvery, "checkpoint-every");
   if (o.checkpointEvery > 0 && o.checkpointDir.empty())
     throw UsageError("--checkpoint-every needs --checkpoint-dir");
+  o.metricsEvery = nonNegative(raw.metricsEvery, "metrics-every");
+  if (o.metricsEvery > 0 && o.metrics.empty())
+    throw UsageError("--metrics-every needs --metrics FILE");
   o.keepCheckpoints = nonNegative(raw.keepCheckpoints, "keep-checkpoints");
   if (o.keepCheckpoints > 0 && o.checkpointDir.empty())
     throw UsageError("--keep-checkpoints needs --checkpoint-dir");

@@ -142,12 +142,14 @@ std::optional<std::string> contentionWarning(const std::string& when,
 }
 
 ProgressPrinter::ProgressPrinter(int rank, std::size_t epochs, std::size_t logEvery,
-                                 const std::string& metricsPath, std::vector<std::string> hosts)
+                                 const std::string& metricsPath, std::size_t metricsEvery,
+                                 std::vector<std::string> hosts)
     : enabled_(log::printsInfo()),
       terminal_(rank == 0 && stdoutIsTerminal()),
       epochs_(epochs),
       logEvery_(logEvery),
       metricsPath_(metricsPath),
+      metricsEvery_(metricsEvery),
       hosts_(std::move(hosts)) {
   if (rank == 0 && !metricsPath.empty()) {
     metrics_.open(metricsPath, std::ios::app);
@@ -170,6 +172,7 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
                   " holds a NaN or infinity after the all-reduce: update skipped on every rank "
                   "(--skip-nonfinite)"));
   }
+  if (metricsEvery_ > 0 && metrics_.is_open()) addToStepMetrics(r);
   sinceLine_ += r.times;
   ++stepsSinceLine_;
   clippedSinceLine_ += r.clipped ? 1 : 0;
@@ -278,6 +281,45 @@ void ProgressPrinter::writeMetrics(const std::string& line, const std::string& l
                   "): ", lost, " not recorded"));
     metrics_.close();
   }
+}
+
+void ProgressPrinter::addToStepMetrics(const trainer::StepReport& r) {
+  auto& since = sinceMetrics_;
+  since.loss += r.loss;
+  since.times += r.times;
+  ++since.steps;
+  since.clipped += r.clipped ? 1 : 0;
+  since.skipped += r.skippedFor.empty() ? 0 : 1;
+  if (r.gradNorm) {
+    since.gradNormSum += *r.gradNorm;
+    since.gradNormMax = std::max(since.gradNormMax, static_cast<double>(*r.gradNorm));
+    ++since.gradNorms;
+  }
+  if (r.globalStep % metricsEvery_ != 0) return;
+  const double n = static_cast<double>(since.steps);
+  const trainer::PhaseTimes& t = since.times;
+  nlohmann::json line = {{"epoch", r.epoch},
+                         {"step_in_epoch", r.stepInEpoch},
+                         {"global_step", r.globalStep},
+                         {"steps", since.steps},
+                         {"loss", since.loss / n},
+                         {"lr", r.learningRate},
+                         {"samples_per_s", r.samplesPerSecond},
+                         {"skipped_steps", since.skipped},
+                         {"step_ms",
+                          {{"total", t.total() / n * 1e3},
+                           {"data", t.data / n * 1e3},
+                           {"forward", t.forward / n * 1e3},
+                           {"backward", t.backward / n * 1e3},
+                           {"comm", t.comm / n * 1e3},
+                           {"optimizer", t.optimizer / n * 1e3}}}};
+  if (since.gradNorms > 0) {  // --clip-grad-norm, as the epoch line's
+    line["grad_norm_mean"] = since.gradNormSum / static_cast<double>(since.gradNorms);
+    line["grad_norm_max"] = since.gradNormMax;
+    line["clipped_steps"] = since.clipped;
+  }
+  since = {};
+  writeMetrics(line.dump(), str("step ", r.globalStep, " and later are"));
 }
 
 void ProgressPrinter::onStepEvaluation(const trainer::StepEvaluation& r) {

@@ -123,9 +123,12 @@ std::optional<std::string> contentionWarning(const std::string& when,
 class ProgressPrinter final : public trainer::TrainObserver {
  public:
   // `metricsPath` empty: no metrics file. Opening it throws DataError.
-  // `hosts[r]`: rank r's host, for naming a straggler.
+  // `metricsEvery` > 0: a --metrics line after every metricsEvery-th step
+  // of the run too (--metrics-every). `hosts[r]`: rank r's host, for naming
+  // a straggler.
   ProgressPrinter(int rank, std::size_t epochs, std::size_t logEvery,
-                  const std::string& metricsPath, std::vector<std::string> hosts);
+                  const std::string& metricsPath, std::size_t metricsEvery,
+                  std::vector<std::string> hosts);
 
   void onStep(const trainer::StepReport& report) override;
   void onEpoch(const trainer::EpochReport& report) override;
@@ -143,6 +146,9 @@ class ProgressPrinter final : public trainer::TrainObserver {
   // Appends one JSON line to --metrics, if open; on a failed write warns
   // once that `lost` (and what follows) is not recorded, and closes it.
   void writeMetrics(const std::string& line, const std::string& lost);
+  // --metrics-every: adds the step to the next step line, and writes it
+  // after every metricsEvery_-th step of the run.
+  void addToStepMetrics(const trainer::StepReport& report);
 
   bool enabled_;
   bool terminal_;
@@ -150,6 +156,15 @@ class ProgressPrinter final : public trainer::TrainObserver {
   std::size_t logEvery_;
   std::ofstream metrics_;
   std::string metricsPath_;
+  std::size_t metricsEvery_;
+  // Summed over the steps since the last --metrics-every line.
+  struct {
+    double loss = 0.0;
+    trainer::PhaseTimes times;
+    std::size_t steps = 0, clipped = 0, skipped = 0;
+    double gradNormSum = 0.0, gradNormMax = 0.0;
+    std::size_t gradNorms = 0;
+  } sinceMetrics_;
   std::vector<std::string> hosts_;
   std::chrono::steady_clock::time_point lastDraw_;
   bool lineOpen_ = false;

@@ -92,6 +92,8 @@ INSTANTIATE_TEST_SUITE_P(
         Invalid{{"--batch-size", "16777217"}, "--batch-size must be at most 16777216"},
         Invalid{{"--eval-batch-size", "0"}, "--eval-batch-size must be a positive integer"},
         Invalid{{"--eval-every", "-1"}, "--eval-every"},
+        Invalid{{"--metrics-every", "5"}, "--metrics-every needs --metrics FILE"},
+        Invalid{{"--metrics", "m.jsonl", "--metrics-every", "-5"}, "--metrics-every"},
         Invalid{{"--eval-batch-size", "16777217"}, "--eval-batch-size must be at most 16777216"},
         Invalid{{"--hidden", "8,16777217"}, "--hidden"},
         Invalid{{"--synthetic-samples", "4294967297"}, "--synthetic-samples must be at most"},
