@@ -60,7 +60,8 @@ run() {  # run NP ENV DDP_TRAIN OPTIONS...: prints "total comm optimizer peak", 
     { cat "$tmp/log"; exit 1; }
   python3 - "$tmp/m.jsonl" "$tmp/log" <<'PY'
 import json, re, sys
-m = json.loads(open(sys.argv[1]).readline())["step_ms"]
+# The epoch's line (--metrics-every and --eval-every add lines of their own).
+m = next(json.loads(l) for l in open(sys.argv[1]) if '"train_loss"' in l)["step_ms"]
 peak = re.search(r"memory: peak resident ([0-9.]+) MiB", open(sys.argv[2]).read())
 print(f"{m['total']:.3f} {m['comm']:.3f} {m['optimizer']:.3f} "
       f"{float(peak.group(1)) if peak else 0:.1f}")
