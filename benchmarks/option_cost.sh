@@ -3,8 +3,10 @@
 # commits), runs without it (OFF) and with it (ON), taking turns, ROUNDS
 # times, at each world size in NPS. Reads each run's mean step, its wait for
 # the gradients after backward (comm) and its optimizer phase from --metrics,
-# and rank 0's peak resident memory from its last line, and prints their
-# medians and the ON/OFF ratio of the step.
+# its wall time per step (the epoch's training time over its steps: what
+# happens between steps, such as printing, counts there, not in the step's
+# phases), and rank 0's peak resident memory from its last line, and prints
+# their medians and the ON/OFF ratios of the step and of the wall time.
 #
 #   ROUNDS=7 NPS="1 2" OFF="--clip-grad-norm 0" ON="--clip-grad-norm 1" \
 #       bash benchmarks/option_cost.sh DDP_TRAIN [DDP_TRAIN ...]
@@ -42,7 +44,7 @@ elif [ "$NODE_COUNT" != 1 ]; then
   echo "NODE_COUNT: 1 to ${#hosts[@]}" >&2
   exit 2
 fi
-run() {  # run NP ENV DDP_TRAIN OPTIONS...: prints "total comm optimizer peak", ms of its mean step, MiB
+run() {  # run NP ENV DDP_TRAIN OPTIONS...: prints "total comm optimizer peak wall": ms, MiB, ms
   local np=$1 env=$2; shift 2
   rm -f "$tmp/m.jsonl"
   local -a how=("${launch[@]}" -np "$np")
@@ -61,10 +63,11 @@ run() {  # run NP ENV DDP_TRAIN OPTIONS...: prints "total comm optimizer peak", 
   python3 - "$tmp/m.jsonl" "$tmp/log" <<'PY'
 import json, re, sys
 # The epoch's line (--metrics-every and --eval-every add lines of their own).
-m = next(json.loads(l) for l in open(sys.argv[1]) if '"train_loss"' in l)["step_ms"]
+epoch = next(json.loads(l) for l in open(sys.argv[1]) if '"train_loss"' in l)
+m = epoch["step_ms"]
 peak = re.search(r"memory: peak resident ([0-9.]+) MiB", open(sys.argv[2]).read())
 print(f"{m['total']:.3f} {m['comm']:.3f} {m['optimizer']:.3f} "
-      f"{float(peak.group(1)) if peak else 0:.1f}")
+      f"{float(peak.group(1)) if peak else 0:.1f} {epoch['train_time_s'] / epoch['steps'] * 1e3:.4f}")
 PY
 }
 for r in $(seq "$ROUNDS"); do
@@ -74,10 +77,10 @@ for r in $(seq "$ROUNDS"); do
         options=$OFF env=
         [ "$variant" = on ] && options=$ON env=$ON_ENV
         # shellcheck disable=SC2086
-        read -r total comm optimizer peak < <(run "$np" "$env" "$train" $options)
+        read -r total comm optimizer peak wall < <(run "$np" "$env" "$train" $options)
         echo "round $r np=$np $variant ($env $options) $train: step $total ms, comm $comm ms," \
-          "optimizer $optimizer ms, peak $peak MiB"
-        echo "$np $variant $train $total $comm $optimizer $peak" >> "$tmp/all"
+          "optimizer $optimizer ms, peak $peak MiB, wall $wall ms a step"
+        echo "$np $variant $train $total $comm $optimizer $peak $wall" >> "$tmp/all"
       done
     done
   done
@@ -89,13 +92,16 @@ nps, on, trains = sys.argv[2].split(), sys.argv[3], sys.argv[4:]
 def median(np_, variant, train, column):
     return statistics.median(float(r[column]) for r in rows if r[:3] == [np_, variant, train])
 print(f"| ddp_train | np | step (ms) | with {on} | ratio | comm wait (ms) | with {on} "
-      f"| optimizer phase (ms) | with {on} | rank 0's peak (MiB) | with {on} |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+      f"| optimizer phase (ms) | with {on} | rank 0's peak (MiB) | with {on} "
+      f"| wall a step (ms) | with {on} | ratio |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for np_ in nps:
     for train in trains:
         off, with_ = median(np_, "off", train, 3), median(np_, "on", train, 3)
         cells = [f"{median(np_, v, train, c):.{d}f}" for c, d in ((4, 2), (5, 2), (6, 0))
                  for v in ("off", "on")]
+        wall_off, wall_on = median(np_, "off", train, 7), median(np_, "on", train, 7)
         print(f"| {train} | {np_} | {off:.2f} | {with_:.2f} | {with_ / off:.3f}x | "
-              + " | ".join(cells) + " |")
+              + " | ".join(cells)
+              + f" | {wall_off:.3f} | {wall_on:.3f} | {wall_on / wall_off:.3f}x |")
 PY
