@@ -271,9 +271,8 @@ int train(Options o) {
         checkpointLock.emplace(o.checkpointDir);
         checkNoEarlierRun(o);
       }
-      progress =
-          std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics,
-                                            o.metricsEvery, hosts);
+      progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics,
+                                                   o.metricsEvery, hosts);
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model, data));
     printSummary(world, comm, o, threadCount, placement, *model, data);

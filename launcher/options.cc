@@ -222,7 +222,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "write a Chrome trace of steps 6-15 per rank to PREFIX.rank<N>.json (forward, each layer's "
       "backward, each bucket's all-reduce); merge them with benchmarks/merge_traces.py")(
       "metrics", po::value(&o.metrics)->value_name("FILE"),
-      "append one JSON line per epoch to FILE (and per --eval-every evaluation)")(
+      "append one JSON line per epoch to FILE (and per --eval-every evaluation and "
+      "--metrics-every steps)")(
       "metrics-every", po::value(&raw.metricsEvery)->value_name("N"),
       "also append a JSON line to --metrics after every N-th step of the run, for a training "
       "curve: over the steps since the previous one, rank 0's mean loss and step phases (and "

@@ -85,7 +85,7 @@ struct Options {
   bool logAllRanks = false;
   std::string metrics;
   std::size_t metricsEvery = 0;  // steps; 0: --metrics gets epoch (and evaluation) lines only
-  std::string trace;  // prefix: rank r writes <trace>.rank<r>.json
+  std::string trace;             // prefix: rank r writes <trace>.rank<r>.json
   // For rank 0 to print once the job has started: DDP_* variables that look
   // like misspelt options.
   std::vector<std::string> warnings;

@@ -18,10 +18,9 @@
 //     has issued ahead of the device, each as long as the longest mean step
 //     between two checks so far, plus the longest evaluation when one comes
 //     before it (an epoch's end, --eval-every), plus the longest replica
-//     check so far, which the
-//     stop's checkpoint begins with (Note [Checking that the replicas
-//     agree] in trainer/replica_check.h) (the Trainer's part,
-//     secondsToNextCheck);
+//     check so far, which the stop's checkpoint begins with (Note
+//     [Checking that the replicas agree] in trainer/replica_check.h) (the
+//     Trainer's part, secondsToNextCheck);
 //   - the stop's own writes: its checkpoint, as long as the longest
 //     checkpoint so far took from its first byte to on disk (twice, when
 //     one is still being written: the stop's waits for it), and
