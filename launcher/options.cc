@@ -39,6 +39,7 @@ struct Raw {
   long long globalBatch = 0;
   long long checkpointEvery = 0;
   long long warmupSteps = 0;
+  long long lrDecaySteps = 0;
   long long keepCheckpoints = 0;
   std::string freeze;
   std::string bucketCap = "25";
@@ -123,7 +124,16 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"),
       "learning rate (adamw: 0.001 unless given, as torch.optim.AdamW)")(
       "lr-schedule", po::value(&o.lrSchedule)->value_name("NAME")->default_value(o.lrSchedule),
-      "constant | cosine (from --lr down to 0 over the run, stepped every step)")(
+      "constant | cosine | linear (cosine: from --lr down to --min-lr over the run along a half "
+      "cosine, as PyTorch's CosineAnnealingLR; linear: along a straight line; both stepped "
+      "every step)")("min-lr", po::value(&o.minLr)->value_name("X")->default_value(o.minLr, "0"),
+                     "where cosine and linear end, in [0, --lr], as Megatron-Core's --min-lr and "
+                     "CosineAnnealingLR's eta_min")(
+      "lr-decay-steps",
+      po::value(&raw.lrDecaySteps)->value_name("N")->default_value(raw.lrDecaySteps),
+      "the steps of the run (warm-up included) over which cosine and linear fall to --min-lr, "
+      "to stay there after, as Megatron-Core's --lr-decay-iters: a short run (--max-steps) then "
+      "follows a long run's schedule (0: the whole run)")(
       "warmup-steps", po::value(&raw.warmupSteps)->value_name("N")->default_value(raw.warmupSteps),
       "raise the learning rate linearly to --lr over the first N steps, then follow "
       "--lr-schedule over the rest (for the large global batches of many ranks)")(
@@ -687,6 +697,7 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
     o.timeLimitSeconds = *seconds;
   }
   o.warmupSteps = nonNegative(raw.warmupSteps, "warmup-steps");
+  o.lrDecaySteps = nonNegative(raw.lrDecaySteps, "lr-decay-steps");
   o.batchSize = positive(raw.batchSize, "batch-size", kMaxDimension);
   o.evalBatchSize = positive(raw.evalBatchSize, "eval-batch-size", kMaxDimension);
   o.evalEvery = nonNegative(raw.evalEvery, "eval-every");
@@ -794,8 +805,27 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
             o.paceCheckSeconds, ")"));
   }
   if (std::isinf(o.paceCheckSeconds)) o.paceCheckSeconds = 0;
-  parseFaultInjection(o.injectFault);      // throws UsageError naming the option
-  trainer::parseLrSchedule(o.lrSchedule);  // throws UsageError naming the option
+  parseFaultInjection(o.injectFault);  // throws UsageError naming the option
+  const trainer::LrSchedule schedule =
+      trainer::parseLrSchedule(o.lrSchedule);  // throws UsageError naming the option
+  if (o.minLr != 0 && !trainer::decays(schedule)) {
+    throw UsageError(str("--min-lr is where a falling --lr-schedule (cosine, linear) ends; ",
+                         o.lrSchedule, " never falls"));
+  }
+  if (o.lrDecaySteps != 0 && !trainer::decays(schedule)) {
+    throw UsageError(
+        str("--lr-decay-steps is how long a falling --lr-schedule (cosine, linear) "
+            "falls; ",
+            o.lrSchedule, " never falls"));
+  }
+  if (o.lrDecaySteps != 0 && o.lrDecaySteps <= o.warmupSteps) {
+    throw UsageError(str("--lr-decay-steps ", o.lrDecaySteps,
+                         " counts the warm-up too: it must be more than --warmup-steps ",
+                         o.warmupSteps, ", or the rate would fall in no step"));
+  }
+  if (!(o.minLr >= 0 && o.minLr <= o.lr)) {
+    throw UsageError(str("--min-lr must be in [0, --lr ", o.lr, "] (got ", o.minLr, ")"));
+  }
   if (o.model != "mlp")
     throw UsageError(str("--model: unknown model '", o.model, "' (known: mlp)"));
   if (o.dataset != "fashion-mnist" && o.dataset != "synthetic") {

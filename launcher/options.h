@@ -52,9 +52,11 @@ struct Options {
   std::size_t evalEvery = 0;         // steps; 0: evaluate at each epoch's end only
   double lr = 0.1;
   std::string lrSchedule = "cosine";
-  std::size_t warmupSteps = 0;                    // the learning rate's linear ramp
-  std::string optimizer = "sgd";                  // sgd | adamw
-  double momentum = 0.9;                          // sgd
+  double minLr = 0.0;             // where cosine and linear end (trainer/lr_schedule.h)
+  std::size_t warmupSteps = 0;    // the learning rate's linear ramp
+  std::size_t lrDecaySteps = 0;   // the fall's length (0: the run's)
+  std::string optimizer = "sgd";  // sgd | adamw
+  double momentum = 0.9;          // sgd
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
   double weightDecay = 0.0;                       // adamw: kAdamWDefaultWeightDecay unless given
   bool noBiasDecay = false;                       // weight decay on the weight matrices only

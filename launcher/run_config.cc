@@ -34,6 +34,7 @@ std::vector<std::pair<std::string, std::string>> computationOptions(const Option
           {"grad-accum", str(o.gradAccum)},
           {"lr", str(o.lr)},
           {"lr-schedule", o.lrSchedule},
+          {"min-lr", str(o.minLr)},
           {"optimizer", o.optimizer == "adamw"
                             ? str("adamw betas ", o.beta1, ",", o.beta2, " eps ", o.eps)
                             : o.optimizer},
@@ -175,6 +176,7 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
                                  {"bucket-cap-mb", o.bucketCapAuto ? "auto" : str(o.bucketCapMb)},
                                  {"epochs", str(o.epochs)},
                                  {"warmup-steps", str(o.warmupSteps)},
+                                 {"lr-decay-steps", str(o.lrDecaySteps)},
                                  {"clip-grad-norm", str(o.clipGradNorm)},
                                  {"max-steps", str(o.maxSteps)},
                                  {"time-limit", str(o.timeLimitSeconds)},
@@ -242,6 +244,8 @@ trainer::TrainOptions trainOptionsFrom(const Options& o) {
   t.autoBucketCap = o.bucketCapAuto;
   t.lrSchedule = trainer::parseLrSchedule(o.lrSchedule);
   t.warmupSteps = o.warmupSteps;
+  t.minLr = o.minLr;
+  t.lrDecaySteps = o.lrDecaySteps;
   t.sampler = {!o.noShuffle, o.dropLast, o.seed};
   t.lossReadEvery = o.logEvery;
   t.paceWindowSeconds = o.paceCheckSeconds;

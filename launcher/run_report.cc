@@ -54,7 +54,8 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
   log::info(str(
       "data ", data.train->name(), " ", data.train->size(), " samples, ", data.test->name(), " ",
       data.test->size(), "; global batch ", describeGlobalBatch(o, world.size()), ", lr ", o.lr,
-      " (", o.lrSchedule,
+      " (", o.lrSchedule, o.minLr > 0 ? str(" to ", o.minLr) : std::string(),
+      o.lrDecaySteps > 0 ? str(" over ", o.lrDecaySteps, " steps") : std::string(),
       o.warmupSteps > 0 ? str(", ", o.warmupSteps, " warm-up steps") : std::string(), "), ",
       o.optimizer == "adamw" ? str("adamw (betas ", o.beta1, ", ", o.beta2, ", eps ", o.eps, ")")
                              : str("sgd (momentum ", o.momentum, ")"),

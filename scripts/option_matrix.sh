@@ -66,7 +66,8 @@ for i in $(seq "$cases"); do
     same "$work/$i.ref.st" "$work/$i.b.st" "resumed np=$a -> np=$b differs from one np=1 run"
   else
     read -ra length <<< "$(pick "--max-steps 40" "--epochs 2")"
-    read -ra schedule <<< "$(pick "" "--warmup-steps 5" "--lr-schedule constant")"
+    read -ra schedule <<< "$(pick "" "--warmup-steps 5" "--lr-schedule constant" \
+      "--lr-schedule linear --min-lr 0.0005")"
     read -ra buckets <<< "$(pick "--bucket-cap-mb 0" "--bucket-cap-mb 0.01" "--bucket-cap-mb 25" \
       "--bucket-cap-mb inf")"
     opts+=("${length[@]}" "${schedule[@]}" "${buckets[@]}")

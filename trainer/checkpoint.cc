@@ -42,8 +42,8 @@ std::size_t recordedGlobalBatch(const std::string& path,
 
 // Options that older checkpoints do not record, with the value they ran
 // with: such a file resumes under that value and no other.
-const std::map<std::string, std::string> kAddedOptions = {{"ddp.option.optimizer", "sgd"},
-                                                          {"ddp.option.no-bias-decay", "0"}};
+const std::map<std::string, std::string> kAddedOptions = {
+    {"ddp.option.optimizer", "sgd"}, {"ddp.option.no-bias-decay", "0"}, {"ddp.option.min-lr", "0"}};
 
 // Checks the optimizer's tensors in `file` against what `optimizer` keeps
 // (Note [Optimizer state in checkpoints]): each a known name with its

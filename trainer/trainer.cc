@@ -351,12 +351,14 @@ void Trainer::resumeFrom(const TrainPosition& position) {
 }
 
 void Trainer::run(TrainObserver& observer) {
-  const std::size_t totalSteps = plannedSteps();
+  // Over which steps cosine and linear fall (TrainOptions::lrDecaySteps).
+  const std::size_t decaySteps = options_.lrDecaySteps > 0 ? options_.lrDecaySteps : plannedSteps();
   const auto world = static_cast<double>(comm_.size());
   const std::size_t worldSize = static_cast<std::size_t>(comm_.size());
   std::size_t agreedStep = globalStep_;  // equal since broadcastParameters or the resume
   const auto learningRate = [&](std::size_t step) {  // 0-based
-    return learningRateAt(options_.lrSchedule, baseLr_, step, totalSteps, options_.warmupSteps);
+    return learningRateAt(options_.lrSchedule, baseLr_, step, decaySteps, options_.warmupSteps,
+                          options_.minLr);
   };
   // The last stop check and the next (Note [How often the ranks check for
   // a stop]): a stretch between two may span an epoch's end, its evaluation

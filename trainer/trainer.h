@@ -61,6 +61,10 @@ struct TrainOptions {
   std::size_t evalEvery = 0;
   LrSchedule lrSchedule = LrSchedule::kConstant;  // from the optimizer's initial lr
   std::size_t warmupSteps = 0;                    // a linear ramp first (trainer/lr_schedule.h)
+  double minLr = 0.0;                             // where cosine and linear end
+  // The steps (warm-up included) over which cosine and linear fall to minLr;
+  // 0: the run's planned steps.
+  std::size_t lrDecaySteps = 0;
   SamplerOptions sampler;
   // GPU: the host reads the loss (and the step timings) every this many
   // steps and at the end of each epoch; reading waits for the device, so a

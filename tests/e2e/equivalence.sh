@@ -30,6 +30,49 @@ grep -q "lr 0.05 (cosine, 10 warm-up steps)" "$WORK/warm1.log" || fail "warm-up 
 if "$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/warm1.safetensors" --rtol 1e-3 > /dev/null; then
   fail "--warmup-steps changed nothing"
 fi
+# --lr-schedule linear with a --min-lr floor after a warm-up: every step's
+# rate (--metrics-every 1: the step's own) is the closed form, the summary
+# names it, and np=2 trains as np=1.
+sched=(--warmup-steps 5 --lr-schedule linear --min-lr 0.01)
+run 1 "${common[@]}" --batch-size 64 "${sched[@]}" --save-model "$WORK/lin1.safetensors" \
+  --metrics "$WORK/lin1.json" --metrics-every 1 > "$WORK/lin1.log"
+grep -q "lr 0.05 (linear to 0.01, 5 warm-up steps)" "$WORK/lin1.log" ||
+  fail "the floor is not in the summary: $(head -5 "$WORK/lin1.log")"
+python3 -c "
+import json, sys
+rates = [m['lr'] for m in map(json.loads, open(sys.argv[1])) if 'global_step' in m]
+expected = [0.05 * (s + 1) / 5 if s < 5 else 0.01 + 0.04 * (1 - (s - 5) / 25) for s in range(30)]
+assert len(rates) == 30 and all(abs(a - b) < 1e-9 for a, b in zip(rates, expected)), (rates, expected)
+" "$WORK/lin1.json" || fail "--lr-schedule linear --min-lr: not the closed-form rates"
+# --lr-decay-steps 20 of a 30-step run: the cosine falls over steps 1-20
+# and stays at --min-lr after, whatever the run's length.
+run 1 "${common[@]}" --batch-size 64 --lr-decay-steps 20 --min-lr 0.005 --metrics "$WORK/decay.json" \
+  --metrics-every 1 > "$WORK/decay.log"
+grep -q "lr 0.05 (cosine to 0.005 over 20 steps)" "$WORK/decay.log" ||
+  fail "the fall's length is not in the summary: $(head -5 "$WORK/decay.log")"
+python3 -c "
+import json, math, sys
+rates = [m['lr'] for m in map(json.loads, open(sys.argv[1])) if 'global_step' in m]
+expected = [0.005 + 0.045 * (1 + math.cos(math.pi * min(s, 20) / 20)) / 2 for s in range(30)]
+assert len(rates) == 30 and all(abs(a - b) < 1e-9 for a, b in zip(rates, expected)), (rates, expected)
+" "$WORK/decay.json" || fail "--lr-decay-steps: not the closed-form rates"
+# A 12-step run that falls over 30 steps, resumed to 30: the uninterrupted
+# 30-step run (np1) bit for bit, where without --lr-decay-steps the first
+# part would have fallen to 0 by step 12.
+first=("${common[@]}")
+first[3]=12  # --max-steps
+[ "${first[2]}" = --max-steps ] || fail "common's --max-steps moved: ${common[*]}"
+run 1 "${first[@]}" --batch-size 64 --lr-decay-steps 30 --checkpoint-dir "$WORK/decay-ck" > /dev/null
+run 1 "${common[@]}" --batch-size 64 --lr-decay-steps 30 --checkpoint-dir "$WORK/decay-ck" --resume \
+  --save-model "$WORK/decay-resumed.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/np1.safetensors" "$WORK/decay-resumed.safetensors" --exact ||
+  fail "12 of 30 steps with --lr-decay-steps 30, resumed, differ from the 30-step run"
+run 2 "${common[@]}" --batch-size 32 "${sched[@]}" --save-model "$WORK/lin2.safetensors" > /dev/null
+"$COMPARE_WEIGHTS" "$WORK/lin1.safetensors" "$WORK/lin2.safetensors" --rtol 1e-5 ||
+  fail "np=2 differs from np=1 with --lr-schedule linear --min-lr"
+if "$COMPARE_WEIGHTS" "$WORK/warm1.safetensors" "$WORK/lin1.safetensors" --rtol 1e-3 > /dev/null; then
+  fail "--lr-schedule linear --min-lr changed nothing"
+fi
 # Gradient clipping (Note [Clipping the averaged gradient]): the norm is the
 # averaged gradient's, so np=1 and np=2 clip alike, and clipping changes the
 # run; a limit above every norm is the unclipped run bit for bit.

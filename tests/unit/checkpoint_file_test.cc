@@ -204,6 +204,18 @@ TEST(Checkpoint, AnOlderFileWithoutTheOptimizerOptionWasSgd) {
   }
 }
 
+// Files written before --min-lr existed ran every schedule down to 0.
+TEST(Checkpoint, AnOlderFileWithoutMinLrEndedAtZero) {
+  TempDir dir;
+  TrainedModel written(1), restored(2);
+  const std::string path = checkpointPath(dir.file(""), 70);
+  saveCheckpoint(path, *written.model, written.sgd, somePosition(), {});
+  loadCheckpoint(path, *restored.model, restored.sgd, {{"ddp.option.min-lr", "0"}});
+  EXPECT_THROW(
+      loadCheckpoint(path, *restored.model, restored.sgd, {{"ddp.option.min-lr", "0.001"}}),
+      DataError);
+}
+
 // A file from before ddp.global_batch: the product of the options that made
 // it, or 0 (not known) without them.
 TEST(Checkpoint, AnOlderFileWithoutTheGlobalBatchHasItsOptionsProduct) {

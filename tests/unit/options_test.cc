@@ -19,6 +19,7 @@
 #include "runtime/str.h"
 #include "test_files.h"
 #include "trainer/evaluation.h"
+#include "trainer/lr_schedule.h"
 #include "trainer/mlp.h"
 #include "trainer/synthetic_dataset.h"
 
@@ -320,6 +321,42 @@ TEST(Options, WarmUpStepsAreParsedAndAWarmUpLongerThanTheRunIsWarnedAbout) {
   EXPECT_EQ(warmupWarning(o, 50),
             "--warmup-steps 100 covers the whole run of 50 steps: the learning rate never reaches "
             "--lr 0.2 (the last step runs at 0.1)");
+}
+
+TEST(Options, MinLrEndsAFallingScheduleAndIsRecordedInCheckpoints) {
+  const Options o = parse({"--lr-schedule", "linear", "--min-lr", "0.01"});
+  EXPECT_EQ(o.minLr, 0.01);
+  EXPECT_EQ(trainOptionsFrom(o).minLr, 0.01);
+  EXPECT_EQ(trainOptionsFrom(o).lrSchedule, trainer::LrSchedule::kLinear);
+  EXPECT_EQ(parse({}).minLr, 0.0);
+  EXPECT_EQ(checkpointOptions(o).at("ddp.option.min-lr"), "0.01");
+  EXPECT_EQ(checkpointOptions(parse({})).at("ddp.option.min-lr"), "0");
+  EXPECT_EQ(parse({"--min-lr", "0.1"}).minLr, 0.1);  // as high as --lr: no fall
+  EXPECT_EQ(usageErrorOf({"--lr-schedule", "constant", "--min-lr", "0.01"}),
+            "--min-lr is where a falling --lr-schedule (cosine, linear) ends; constant never "
+            "falls");
+  EXPECT_EQ(usageErrorOf({"--min-lr", "0.2"}), "--min-lr must be in [0, --lr 0.1] (got 0.2)");
+  EXPECT_EQ(usageErrorOf({"--min-lr", "-0.01"}), "--min-lr must be in [0, --lr 0.1] (got -0.01)");
+  EXPECT_EQ(usageErrorOf({"--min-lr", "nan"}), "--min-lr must be in [0, --lr 0.1] (got nan)");
+  // AdamW's default rate is the bound when --lr is not given.
+  EXPECT_EQ(usageErrorOf({"--optimizer", "adamw", "--min-lr", "0.01"}),
+            "--min-lr must be in [0, --lr 0.001] (got 0.01)");
+}
+
+TEST(Options, LrDecayStepsSetsTheFallsLengthApartFromTheRuns) {
+  const Options o = parse({"--lr-decay-steps", "500", "--warmup-steps", "20"});
+  EXPECT_EQ(o.lrDecaySteps, 500u);
+  EXPECT_EQ(trainOptionsFrom(o).lrDecaySteps, 500u);
+  EXPECT_EQ(parse({}).lrDecaySteps, 0u);
+  // Like the run's length, it may change on resume: not recorded as a must-match.
+  EXPECT_FALSE(resumeOptions(o).contains("ddp.option.lr-decay-steps"));
+  EXPECT_EQ(usageErrorOf({"--lr-decay-steps", "-1"}).find("--lr-decay-steps"), 0u);
+  EXPECT_EQ(usageErrorOf({"--lr-schedule", "constant", "--lr-decay-steps", "100"}),
+            "--lr-decay-steps is how long a falling --lr-schedule (cosine, linear) falls; constant "
+            "never falls");
+  EXPECT_EQ(usageErrorOf({"--lr-decay-steps", "20", "--warmup-steps", "20"}),
+            "--lr-decay-steps 20 counts the warm-up too: it must be more than --warmup-steps 20, "
+            "or the rate would fall in no step");
 }
 
 // The Trainer's end-of-epoch evaluation takes --eval-batch-size, and
