@@ -9,9 +9,9 @@
 #
 # MODE=resume stops each case part-way (--max-steps) at one world size with
 # --checkpoint-dir, resumes it at another, and compares with one
-# uninterrupted np=1 run (constant learning rate, since --max-steps sets the
-# cosine's length). Weights are compared at rtol 2e-4, as equivalence.sh
-# compares AdamW. Each case prints its options; a failing or differing one
+# uninterrupted np=1 run (a falling learning rate with --lr-decay-steps,
+# since --max-steps would set the fall's length). Weights are compared at
+# rtol 2e-4, as equivalence.sh compares AdamW. Each case prints its options; a failing or differing one
 # says so, and the script exits 1 after all cases. About 6 s a case on 2
 # cores. Needs a build in build/ (scripts/test.sh makes one); BUILD=dir
 # picks another.
@@ -54,10 +54,14 @@ for i in $(seq "$cases"); do
     $(pick "" "--no-bias-decay --weight-decay 0.05") $(pick "" --drop-last --no-shuffle)"
   opts+=("${more[@]}")
   if [ "${MODE:-same}" = resume ]; then
-    opts+=(--epochs 2 --lr-schedule constant)
+    # --lr-decay-steps 50 (the two epochs' steps): the stopped part falls
+    # as the whole run does, whatever its --max-steps.
+    read -ra schedule <<< "$(pick "--lr-schedule constant" "--lr-decay-steps 50" \
+      "--lr-schedule linear --min-lr 0.0005 --lr-decay-steps 50 --warmup-steps 5")"
+    opts+=(--epochs 2 "${schedule[@]}")
     read -ra staging <<< "$(pick "" "--checkpoint-staging copy" "--checkpoint-staging direct")"
     a=$(pick 1 2 3) b=$(pick 1 2 3) stop=$(pick 7 25 31)
-    echo "case $i: np=$a to step $stop, then np=$b ${staging[*]}: ${more[*]}"
+    echo "case $i: np=$a to step $stop, then np=$b ${staging[*]}: ${more[*]} ${schedule[*]}"
     run "$i.ref" 1 "${opts[@]}" --batch-size 48 --save-model "$work/$i.ref.st" || continue
     run "$i.a" "$a" "${opts[@]}" --batch-size $((96 / a / (a == 1 ? 2 : 1))) "${staging[@]}" \
       --checkpoint-dir "$work/$i.ck" --max-steps "$stop" || continue
