@@ -236,7 +236,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "--metrics-every steps)")(
       "metrics-every", po::value(&raw.metricsEvery)->value_name("N"),
       "also append a JSON line to --metrics after every N-th step of the run, for a training "
-      "curve: over the steps since the previous one, rank 0's mean loss and step phases (and "
+      "curve: over the steps since the previous one, the mean loss over all ranks (as "
+      "Megatron-Core logs it; one all-reduce of one number a line), rank 0's step phases (and "
       "the gradient norms, with --clip-grad-norm)");
   po::options_description testing("Testing", kHelpWidth, kHelpWidth / 2);
   testing.add_options()(

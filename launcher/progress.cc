@@ -285,7 +285,6 @@ void ProgressPrinter::writeMetrics(const std::string& line, const std::string& l
 
 void ProgressPrinter::addToStepMetrics(const trainer::StepReport& r) {
   auto& since = sinceMetrics_;
-  since.loss += r.loss;
   since.times += r.times;
   ++since.steps;
   since.clipped += r.clipped ? 1 : 0;
@@ -296,13 +295,14 @@ void ProgressPrinter::addToStepMetrics(const trainer::StepReport& r) {
     ++since.gradNorms;
   }
   if (r.globalStep % metricsEvery_ != 0) return;
+  DDP_CHECK(r.windowLoss.has_value(), "a --metrics-every step without the ranks' mean loss");
   const double n = static_cast<double>(since.steps);
   const trainer::PhaseTimes& t = since.times;
   nlohmann::json line = {{"epoch", r.epoch},
                          {"step_in_epoch", r.stepInEpoch},
                          {"global_step", r.globalStep},
                          {"steps", since.steps},
-                         {"loss", since.loss / n},
+                         {"loss", *r.windowLoss},
                          {"lr", r.learningRate},
                          {"samples_per_s", r.samplesPerSecond},
                          {"skipped_steps", since.skipped},

@@ -159,7 +159,6 @@ class ProgressPrinter final : public trainer::TrainObserver {
   std::size_t metricsEvery_;
   // Summed over the steps since the last --metrics-every line.
   struct {
-    double loss = 0.0;
     trainer::PhaseTimes times;
     std::size_t steps = 0, clipped = 0, skipped = 0;
     double gradNormSum = 0.0, gradNormMax = 0.0;

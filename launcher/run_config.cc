@@ -177,6 +177,8 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
                                  {"epochs", str(o.epochs)},
                                  {"warmup-steps", str(o.warmupSteps)},
                                  {"lr-decay-steps", str(o.lrDecaySteps)},
+                                 // each --metrics-every line costs every rank an all-reduce
+                                 {"metrics-every", str(o.metricsEvery)},
                                  {"clip-grad-norm", str(o.clipGradNorm)},
                                  {"max-steps", str(o.maxSteps)},
                                  {"time-limit", str(o.timeLimitSeconds)},
@@ -248,6 +250,7 @@ trainer::TrainOptions trainOptionsFrom(const Options& o) {
   t.lrDecaySteps = o.lrDecaySteps;
   t.sampler = {!o.noShuffle, o.dropLast, o.seed};
   t.lossReadEvery = o.logEvery;
+  t.lossWindow = o.metricsEvery;
   t.paceWindowSeconds = o.paceCheckSeconds;
   t.checkpointEvery = o.checkpointEvery;
   t.skipNonFinite = o.skipNonFinite;

@@ -370,6 +370,10 @@ void Trainer::run(TrainObserver& observer) {
   // and longest replica check, in seconds: what TrainOptions::timeUp is
   // told to expect.
   double longestStep = 0.0, longestEvaluation = 0.0, longestReplicaCheck = 0.0;
+  // This rank's losses since the last TrainOptions::lossWindow step, which
+  // may lie in an earlier epoch.
+  double windowLossSum = 0.0;
+  std::size_t windowSteps = 0;
   for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
     Stretch epochSteps(globalStep_ + 1, options_.quotaCgroup);  // this run's part of the epoch
@@ -426,6 +430,16 @@ void Trainer::run(TrainObserver& observer) {
         }
       }
       lossSum += loss;
+      windowLossSum += loss;
+      windowSteps += unread.size();
+      // A window's last step is read where it is run (below), so it ends a group.
+      if (options_.lossWindow > 0 && unread.back().globalStep % options_.lossWindow == 0) {
+        double sum = windowLossSum;
+        comm_.allreduceSync(std::span<double>(&sum, 1), comm::ReduceOp::kSum);
+        unread.back().windowLoss = sum / (world * static_cast<double>(windowSteps));
+        windowLossSum = 0.0;
+        windowSteps = 0;
+      }
 #if DDP_WITH_CUDA
       if (gpu_) {
         const std::vector<cuda::StepTimer::Durations> times = gpu_->timer.take();
@@ -497,7 +511,9 @@ void Trainer::run(TrainObserver& observer) {
       step.gradNorm = gradNorm_;
       skipped += skippedFor_.empty() ? 0 : 1;
       unread.push_back(step);
-      if (!gpu_ || unread.size() >= options_.lossReadEvery) reportUnread();
+      if (!gpu_ || unread.size() >= options_.lossReadEvery ||
+          (options_.lossWindow > 0 && globalStep_ % options_.lossWindow == 0))
+        reportUnread();
       const bool stopsHere =
           end >= shard.size() || (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps);
       if (options_.evalEvery > 0 && globalStep_ % options_.evalEvery == 0 && !stopsHere) {

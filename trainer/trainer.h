@@ -70,6 +70,12 @@ struct TrainOptions {
   // steps and at the end of each epoch; reading waits for the device, so a
   // step never does. CPU steps always report their own loss.
   std::size_t lossReadEvery = 50;
+  // After every this many global steps, the ranks average their losses
+  // over the steps since the previous such step (one all-reduce of one
+  // number; on the GPU the loss is read there) into StepReport::windowLoss:
+  // --metrics-every's training curve, the same at any world size for one
+  // global batch. 0: never.
+  std::size_t lossWindow = 0;
   // GPU: host threads that gather each batch before it is copied to the device.
   unsigned hostThreads = 1;
   // Called on every rank with the position after every checkpointEvery-th
@@ -153,8 +159,11 @@ struct StepReport {
   std::size_t epoch = 0;        // 1-based
   std::size_t stepInEpoch = 0;  // 1-based
   std::size_t stepsInEpoch = 0;
-  std::size_t globalStep = 0;     // 1-based, over the whole run
-  double loss = 0.0;              // this rank's batch loss
+  std::size_t globalStep = 0;  // 1-based, over the whole run
+  double loss = 0.0;           // this rank's batch loss
+  // At every TrainOptions::lossWindow-th global step: the mean loss over all
+  // ranks and the steps since the previous one (or since this run began).
+  std::optional<double> windowLoss;
   double learningRate = 0.0;      // the rate this step's update used
   double samplesPerSecond = 0.0;  // global, since the epoch started
   // Steps this run still takes in the epoch (maxSteps may end it before the

@@ -359,6 +359,17 @@ TEST(Options, LrDecayStepsSetsTheFallsLengthApartFromTheRuns) {
             "or the rate would fall in no step");
 }
 
+// --metrics-every's lines carry every rank's mean loss: the Trainer averages
+// over the ranks at those steps, and every rank must agree on them.
+TEST(Options, MetricsEveryReachesTheTrainerAndIsCheckedAcrossRanks) {
+  EXPECT_EQ(trainOptionsFrom(parse({"--metrics", "m.jsonl", "--metrics-every", "7"})).lossWindow,
+            7u);
+  EXPECT_EQ(trainOptionsFrom(parse({})).lossWindow, 0u);
+  EXPECT_TRUE(ranksCompare(parse({"--hidden", "4", "--metrics", "m.jsonl", "--metrics-every", "7"}),
+                           "option --metrics-every", "7"));
+  EXPECT_TRUE(ranksCompare(parse({"--hidden", "4"}), "option --metrics-every", "0"));
+}
+
 // The Trainer's end-of-epoch evaluation takes --eval-batch-size, and
 // nothing else does: the training batch stays --batch-size.
 TEST(Options, EvalBatchSizeReachesTheTrainerAlone) {
