@@ -21,9 +21,11 @@ grep -q "local rank 0, GPU 0 " "$WORK/probe.out" || fail "no per-rank GPU line: 
 
 # One epoch of Fashion-MNIST: the GPU reaches the CPU's accuracy (same seed,
 # same batches; the arithmetic differs only in rounding), and so do the
-# evaluations within it (--eval-every).
+# evaluations within it (--eval-every). --metrics-every 67 (14 lines cover
+# the 938 steps) reads the loss at steps that --log-every's reads (every 50)
+# miss: the lines average to the epoch's train_loss, as on the CPU.
 one_epoch() {
-  epoch=(--epochs 1 --hidden 1024,1024 --batch-size 64 --seed 42 --eval-every 200)
+  epoch=(--epochs 1 --hidden 1024,1024 --batch-size 64 --seed 42 --eval-every 200 --metrics-every 67)
   run 1 "${epoch[@]}" --device cuda --metrics "$WORK/gpu.jsonl" \
     --save-model "$WORK/epoch.safetensors" > "$WORK/gpu.log"
   run 1 "${epoch[@]}" --device cpu --threads 4 --metrics "$WORK/cpu.jsonl" > "$WORK/cpu.log"
@@ -37,7 +39,14 @@ one_epoch() {
 import json, sys
 lines = [[json.loads(l) for l in open(p)] for p in sys.argv[1:5]]
 gpu, cpu, gpu_eval, cpu_eval = (ls[-1] for ls in lines)
-gpu_steps, cpu_steps = ([m for m in ls if "global_step" in m] for ls in lines[:2])
+gpu_steps, cpu_steps = ([m for m in ls if "test_accuracy" in m and "global_step" in m] for ls in lines[:2])
+gpu_curve, cpu_curve = ([m for m in ls if "loss" in m] for ls in lines[:2])
+for curve, end in ((gpu_curve, gpu), (cpu_curve, cpu)):
+    assert [m["global_step"] for m in curve] == list(range(67, 939, 67)), curve
+    mean = sum(m["loss"] for m in curve) / len(curve)
+    assert abs(mean - end["train_loss"]) <= 1e-9 * end["train_loss"], (mean, end["train_loss"])
+for g, c in zip(gpu_curve, cpu_curve):
+    assert abs(g["loss"] - c["loss"]) <= 0.05 * c["loss"], (g, c)
 print(f"1 epoch: GPU {gpu['test_accuracy']:.4f}, CPU {cpu['test_accuracy']:.4f}; "
       f"--evaluate: GPU {gpu_eval['test_accuracy']:.4f}, CPU {cpu_eval['test_accuracy']:.4f}; "
       f"--eval-every 200: GPU {[m['test_accuracy'] for m in gpu_steps]}, "
