@@ -353,6 +353,7 @@ int train(Options o) {
     printBuckets(trainer.reducer(), o);
     if (world.rank() == 0) {
       if (const auto warning = warmupWarning(o, trainer.plannedSteps())) log::warn(*warning);
+      if (const auto warning = lrDecayWarning(o, trainer.plannedSteps())) log::warn(*warning);
     }
     comm::agree(comm, [&] {  // Note [Refusing files the disk cannot hold]
       if (world.rank() != 0) return;

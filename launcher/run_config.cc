@@ -156,6 +156,15 @@ std::optional<std::string> warmupWarning(const Options& o, std::size_t plannedSt
       ")");
 }
 
+std::optional<std::string> lrDecayWarning(const Options& o, std::size_t plannedSteps) {
+  if (o.lrDecaySteps == 0 || o.lrDecaySteps >= plannedSteps || o.minLr > 0) return std::nullopt;
+  return str("--lr-decay-steps ", o.lrDecaySteps, " ends the fall to --min-lr 0 before the run's ",
+             plannedSteps, " steps: its last ", plannedSteps - o.lrDecaySteps,
+             " steps run at a learning rate of 0 and change nothing (give --min-lr, or "
+             "--max-steps ",
+             o.lrDecaySteps, ")");
+}
+
 comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& model,
                                         const Data& data) {
   comm::ConsistencyItems items = {{"ddp_train version", ddpVersion()}};

@@ -72,6 +72,11 @@ std::optional<std::string> batchWarning(const Options& o, std::size_t trainSampl
 // never reaches --lr: the warning, or nullopt.
 std::optional<std::string> warmupWarning(const Options& o, std::size_t plannedSteps);
 
+// A fall (--lr-decay-steps) that ends before the run's `plannedSteps` with
+// no --min-lr leaves the steps after it at a rate of 0, which change no
+// weight: the warning, or nullopt.
+std::optional<std::string> lrDecayWarning(const Options& o, std::size_t plannedSteps);
+
 // What every rank must agree on before the first step: the ddp_train build
 // (launcher/version.h), each parameter (name, dtype, shape, frozen), each
 // option that changes the computation, and the content of the data

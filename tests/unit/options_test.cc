@@ -354,6 +354,14 @@ TEST(Options, LrDecayStepsSetsTheFallsLengthApartFromTheRuns) {
   EXPECT_EQ(usageErrorOf({"--lr-schedule", "constant", "--lr-decay-steps", "100"}),
             "--lr-decay-steps is how long a falling --lr-schedule (cosine, linear) falls; constant "
             "never falls");
+  // A fall ending before the run leaves the rest at 0 unless --min-lr is given.
+  EXPECT_FALSE(lrDecayWarning(o, 500));
+  EXPECT_FALSE(lrDecayWarning(parse({}), 500));
+  EXPECT_FALSE(lrDecayWarning(parse({"--lr-decay-steps", "500", "--min-lr", "0.01"}), 900));
+  EXPECT_EQ(lrDecayWarning(o, 900),
+            "--lr-decay-steps 500 ends the fall to --min-lr 0 before the run's 900 steps: its "
+            "last 400 steps run at a learning rate of 0 and change nothing (give --min-lr, or "
+            "--max-steps 500)");
   EXPECT_EQ(usageErrorOf({"--lr-decay-steps", "20", "--warmup-steps", "20"}),
             "--lr-decay-steps 20 counts the warm-up too: it must be more than --warmup-steps 20, "
             "or the rate would fall in no step");
