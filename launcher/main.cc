@@ -99,7 +99,8 @@ int evaluateWeights(comm::Communicator& comm, const World& world, const Options&
   trainer::broadcastParameters(comm, model);
   trainer::BatchLoader batches(model.device(), threads);
   const auto start = std::chrono::steady_clock::now();
-  report.result = trainer::evaluate(comm, model, *data.test, o.evalBatchSize, batches);
+  report.result =
+      trainer::evaluate(comm, model, *data.test, o.evalBatchSize, batches, o.evalSamples);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.testSet = data.test->name();
   report.ranks = world.size();
@@ -253,6 +254,7 @@ int train(Options o) {
       data = loadData(o);
       if (world.rank() == 0 && !o.evaluate)
         checkEveryRankTrains(o, data.train->size(), world.size());
+      if (world.rank() == 0) checkEvalSamples(o, *data.test);
       // Both sets have the model's shape, and --evaluate loads the test set alone.
       model = trainer::buildMlp(data.test->featureDim(), o.hidden, data.test->numClasses(), o.seed);
       for (std::size_t layer : o.freezeLayers) {

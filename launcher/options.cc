@@ -34,6 +34,7 @@ struct Raw {
   long long syntheticSamples = 8192;
   long long gradAccum = 1;
   long long evalBatchSize = 1000;
+  long long evalSamples = 0;
   long long evalEvery = 0;
   long long metricsEvery = 0;
   long long globalBatch = 0;
@@ -121,6 +122,10 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "eval-every", po::value(&raw.evalEvery)->value_name("N")->default_value(raw.evalEvery),
       "also evaluate on the test set after every N-th step of the run, as Megatron-Core's "
       "--eval-interval (0: at each epoch's end only, which is always done)")(
+      "eval-samples", po::value(&raw.evalSamples)->value_name("N")->default_value(raw.evalSamples),
+      "evaluate on the test set's first N samples only (file order), at epoch ends, "
+      "--eval-every and --evaluate, as Hugging Face's max_eval_samples: quicker evaluations "
+      "of a large test set (0: all of it)")(
       "lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"),
       "learning rate (adamw: 0.001 unless given, as torch.optim.AdamW)")(
       "lr-schedule", po::value(&o.lrSchedule)->value_name("NAME")->default_value(o.lrSchedule),
@@ -701,6 +706,7 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
   o.lrDecaySteps = nonNegative(raw.lrDecaySteps, "lr-decay-steps");
   o.batchSize = positive(raw.batchSize, "batch-size", kMaxDimension);
   o.evalBatchSize = positive(raw.evalBatchSize, "eval-batch-size", kMaxDimension);
+  o.evalSamples = nonNegative(raw.evalSamples, "eval-samples");
   o.evalEvery = nonNegative(raw.evalEvery, "eval-every");
   o.logEvery = positive(raw.logEvery, "log-every");
   o.syntheticSamples = positive(raw.syntheticSamples, "synthetic-samples", kMaxSamples);

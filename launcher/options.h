@@ -49,6 +49,7 @@ struct Options {
   double timeLimitSeconds = 0;  // 0: none (Note [Stopping before a time limit])
   std::size_t batchSize = 64;
   std::size_t evalBatchSize = 1000;  // trainer::kEvalBatchSize, as options_test checks
+  std::size_t evalSamples = 0;       // the test set's first this many (0: all)
   std::size_t evalEvery = 0;         // steps; 0: evaluate at each epoch's end only
   double lr = 0.1;
   std::string lrSchedule = "cosine";

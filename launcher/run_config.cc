@@ -129,6 +129,12 @@ void checkEveryRankTrains(const Options& o, std::size_t trainSamples, int worldS
                        "--drop-last the last round is padded with repeats)"));
 }
 
+void checkEvalSamples(const Options& o, const trainer::Dataset& test) {
+  if (o.evalSamples <= test.size()) return;
+  throw UsageError(str("--eval-samples ", o.evalSamples, " is more than the ", test.size(),
+                       " samples of the test set ", test.name(), " (0: all of them)"));
+}
+
 std::optional<std::string> batchWarning(const Options& o, std::size_t trainSamples, int worldSize) {
   const std::size_t shard =
       trainer::DistributedSampler(trainSamples, worldSize, 0, {false, o.dropLast, 0})
@@ -188,6 +194,7 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
                                  {"lr-decay-steps", str(o.lrDecaySteps)},
                                  // each --metrics-every line costs every rank an all-reduce
                                  {"metrics-every", str(o.metricsEvery)},
+                                 {"eval-samples", str(o.evalSamples)},
                                  {"clip-grad-norm", str(o.clipGradNorm)},
                                  {"max-steps", str(o.maxSteps)},
                                  {"time-limit", str(o.timeLimitSeconds)},
@@ -244,6 +251,7 @@ trainer::TrainOptions trainOptionsFrom(const Options& o) {
   t.maxSteps = o.maxSteps;
   t.batchSize = o.batchSize;
   t.evalBatchSize = o.evalBatchSize;
+  t.evalSamples = o.evalSamples;
   t.evalEvery = o.evalEvery;
   t.gradAccum = o.gradAccum;
   t.compression =

@@ -61,6 +61,10 @@ Data loadData(const Options& o);
 // having trained nothing. Throws UsageError naming both counts.
 void checkEveryRankTrains(const Options& o, std::size_t trainSamples, int worldSize);
 
+// --eval-samples larger than the test set would quietly evaluate less than
+// asked: throws UsageError naming both counts.
+void checkEvalSamples(const Options& o, const trainer::Dataset& test);
+
 // A step that asks for more samples per rank (--batch-size x --grad-accum)
 // than a rank's shard of the training set holds takes the whole shard, so
 // the batch the learning rate was chosen for is not what trains: usually

@@ -46,15 +46,20 @@ void printSummary(const World& world, const comm::Communicator& comm, const Opti
   if (world.nodeCount() > 1) log::info(str("nodes: ", describeNodes(world.nodes())));
   log::info(str("model ", o.model, ": ", model.describe(), ": ", params, " parameters (",
                 fixed(static_cast<double>(params) * 4 / (1 << 20), 1), " MiB)"));
+  // --eval-samples: the part of the test set evaluated.
+  const std::string evaluated = o.evalSamples > 0 && o.evalSamples < data.test->size()
+                                    ? str(" (evaluated: the first ", o.evalSamples, ")")
+                                    : std::string();
   if (o.evaluate) {  // Note [Evaluating without training] in launcher/evaluate.h
-    log::info(str("data ", data.test->name(), " ", data.test->size(), " samples, shared by ",
-                  world.size(), " rank", world.size() > 1 ? "s" : "", "; --evaluate: no training"));
+    log::info(str("data ", data.test->name(), " ", data.test->size(), " samples", evaluated,
+                  ", shared by ", world.size(), " rank", world.size() > 1 ? "s" : "",
+                  "; --evaluate: no training"));
     return;
   }
   log::info(str(
       "data ", data.train->name(), " ", data.train->size(), " samples, ", data.test->name(), " ",
-      data.test->size(), "; global batch ", describeGlobalBatch(o, world.size()), ", lr ", o.lr,
-      " (", o.lrSchedule, o.minLr > 0 ? str(" to ", o.minLr) : std::string(),
+      data.test->size(), evaluated, "; global batch ", describeGlobalBatch(o, world.size()),
+      ", lr ", o.lr, " (", o.lrSchedule, o.minLr > 0 ? str(" to ", o.minLr) : std::string(),
       o.lrDecaySteps > 0 ? str(" over ", o.lrDecaySteps, " steps") : std::string(),
       o.warmupSteps > 0 ? str(", ", o.warmupSteps, " warm-up steps") : std::string(), "), ",
       o.optimizer == "adamw" ? str("adamw (betas ", o.beta1, ", ", o.beta2, ", eps ", o.eps, ")")

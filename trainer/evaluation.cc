@@ -12,9 +12,10 @@
 namespace ddp::trainer {
 
 EvalResult evaluate(comm::Communicator& comm, Sequential& model, const Dataset& data,
-                    std::size_t batchSize, BatchLoader& batches) {
+                    std::size_t batchSize, BatchLoader& batches, std::size_t samples) {
   DDP_CHECK(batchSize > 0, "an evaluation batch must hold a sample");
-  const std::vector<std::size_t> shard = evaluationShard(data.size(), comm.size(), comm.rank());
+  const std::size_t evaluated = samples == 0 ? data.size() : std::min(samples, data.size());
+  const std::vector<std::size_t> shard = evaluationShard(evaluated, comm.size(), comm.rank());
   SoftmaxCrossEntropy loss;
   LossTotals sums(batches.device());
   const std::size_t count = (shard.size() + batchSize - 1) / batchSize;

@@ -23,16 +23,17 @@ struct EvalResult {
   std::size_t samples = 0;
 };
 
-// Collective: every rank calls it with the same data set, whose samples are
-// shared out without padding (evaluationShard: rank r takes r, r + world,
-// ...), so each sample counts once at any world size. Each rank forwards its
+// Collective: every rank calls it with the same data set, whose first
+// `samples` samples (0: all; at most its size) are shared out without
+// padding (evaluationShard: rank r takes r, r + world, ...), so each sample
+// counts once at any world size. Each rank forwards its
 // share in batches of `batchSize` through `batches` (on the model's device)
 // and one all-reduce sums the loss, the correct rows and the samples. Sets
 // `comm`'s context to each batch, as progress for the watchdog: there is no
 // collective until the end (Note [Where a stuck rank is] in
 // comm/watchdog.h).
 EvalResult evaluate(comm::Communicator& comm, Sequential& model, const Dataset& data,
-                    std::size_t batchSize, BatchLoader& batches);
+                    std::size_t batchSize, BatchLoader& batches, std::size_t samples = 0);
 
 // Makes every rank's parameters equal to rank 0's: the start-up broadcast,
 // after which every rank holds the same replica (Note [Checking that the

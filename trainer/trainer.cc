@@ -626,7 +626,8 @@ void Trainer::run(TrainObserver& observer) {
 }
 
 EvalResult Trainer::evaluate() {
-  return trainer::evaluate(comm_, model_, test_, options_.evalBatchSize, batches_);
+  return trainer::evaluate(comm_, model_, test_, options_.evalBatchSize, batches_,
+                           options_.evalSamples);
 }
 
 }  // namespace ddp::trainer

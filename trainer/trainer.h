@@ -59,6 +59,8 @@ struct TrainOptions {
   // epoch ends at that step and evaluates anyway; TrainObserver::
   // onStepEvaluation is told. 0: at epoch ends only.
   std::size_t evalEvery = 0;
+  // Evaluate on the test set's first this many samples (0: all of them).
+  std::size_t evalSamples = 0;
   LrSchedule lrSchedule = LrSchedule::kConstant;  // from the optimizer's initial lr
   std::size_t warmupSteps = 0;                    // a linear ramp first (trainer/lr_schedule.h)
   double minLr = 0.0;                             // where cosine and linear end

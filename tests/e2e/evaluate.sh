@@ -91,6 +91,28 @@ if [ -f "$FMNIST/t10k-images-idx3-ubyte.gz" ]; then
     fail "the test files alone: $(tail -3 "$WORK/test-only.log")"
 fi
 
+# 3b. --eval-samples N: the test set's first N samples. The synthetic
+# test set of 4000 training samples (1000) begins with the 500 of 2000's,
+# so its first 500 at np=3 give the model file's figures above; a run
+# evaluates that many at every evaluation; more than the set is an error.
+run 3 "${c[@]/#2000/4000}" --evaluate --init-from "$WORK/model.safetensors" --eval-samples 500 \
+  --metrics "$WORK/part.jsonl" > "$WORK/part.log"
+grep -q "synthetic/test 1000 samples (evaluated: the first 500), shared by 3 ranks" "$WORK/part.log" ||
+  fail "--eval-samples not in the summary: $(head -4 "$WORK/part.log")"
+[ "$(metric "$WORK/part.jsonl" test_samples)" = 500 ] || fail "--eval-samples 500: $(cat "$WORK/part.jsonl")"
+[ "$(metric "$WORK/part.jsonl" test_accuracy)" = "$accuracy" ] || fail "--eval-samples 500: another accuracy"
+python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 1e-6 * abs(b))' \
+  "$(metric "$WORK/part.jsonl" test_loss)" "$loss" || fail "--eval-samples 500: loss differs from $loss"
+run 2 "${c[@]}" --max-steps 40 --eval-every 25 --eval-samples 100 --metrics "$WORK/part-train.jsonl" > /dev/null
+python3 - "$WORK/part-train.jsonl" <<'PY' || fail "a run with --eval-samples 100: $(cat "$WORK/part-train.jsonl")"
+import json, sys
+counts = [m["test_samples"] for m in map(json.loads, open(sys.argv[1])) if "test_samples" in m]
+assert counts == [100, 100], counts  # after step 25 and at the end
+PY
+exits_with 1 "$WORK/too-many.log" run 2 "${c[@]}" --evaluate --init-from "$WORK/model.safetensors" --eval-samples 501
+grep -q "error: --eval-samples 501 is more than the 500 samples of the test set synthetic/test (0: all of them)" \
+  "$WORK/too-many.log" || fail "too many: $(cat "$WORK/too-many.log")"
+
 # 4. Errors: nothing to evaluate (a usage error, before MPI starts), an empty
 # directory, a directory given as the file, weights of another shape.
 exits_with 2 "$WORK/none.log" run 2 "${c[@]}" --evaluate

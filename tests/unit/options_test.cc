@@ -378,6 +378,26 @@ TEST(Options, MetricsEveryReachesTheTrainerAndIsCheckedAcrossRanks) {
   EXPECT_TRUE(ranksCompare(parse({"--hidden", "4"}), "option --metrics-every", "0"));
 }
 
+TEST(Options, EvalSamplesReachesTheTrainerAndIsCheckedAgainstTheTestSet) {
+  const Options o = parse({"--hidden", "4", "--eval-samples", "300"});
+  EXPECT_EQ(o.evalSamples, 300u);
+  EXPECT_EQ(trainOptionsFrom(o).evalSamples, 300u);
+  EXPECT_EQ(parse({}).evalSamples, 0u);
+  EXPECT_EQ(usageErrorOf({"--eval-samples", "-1"}).find("--eval-samples"), 0u);
+  EXPECT_TRUE(ranksCompare(o, "option --eval-samples", "300"));
+  const trainer::SyntheticDataset test(300, 784, 10, 1, 1);
+  checkEvalSamples(o, test);          // all of it
+  checkEvalSamples(parse({}), test);  // 0: all
+  try {
+    checkEvalSamples(parse({"--eval-samples", "301"}), test);
+    FAIL() << "more than the test set was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--eval-samples 301 is more than the 300 samples of the test set synthetic/test "
+                 "(0: all of them)");
+  }
+}
+
 // The Trainer's end-of-epoch evaluation takes --eval-batch-size, and
 // nothing else does: the training batch stays --batch-size.
 TEST(Options, EvalBatchSizeReachesTheTrainerAlone) {
