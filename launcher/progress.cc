@@ -176,6 +176,7 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
   sinceLine_ += r.times;
   ++stepsSinceLine_;
   clippedSinceLine_ += r.clipped ? 1 : 0;
+  lossSinceLine_ += r.loss;
   // Decide first, format only what is printed: this runs every step, on the
   // rank the others wait for in the next all-reduce.
   const bool last = r.stepsLeft == 0;
@@ -186,22 +187,22 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
   } else if (r.stepInEpoch % logEvery_ != 0) {
     return;
   }
-  // The mean step since the previous line, split into its phases.
+  // The mean loss and step since the previous line (as Megatron-Core and
+  // Hugging Face log the loss over the logging interval): one batch's loss
+  // swings with the batch, a smaller one at more ranks.
   const double n = static_cast<double>(stepsSinceLine_);
   auto ms = [n](double seconds) { return fixed(seconds / n * 1e3, 2); };
   const trainer::PhaseTimes& t = sinceLine_;
   const std::string line =
       str("epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/", r.stepsInEpoch, "  loss ",
-          fixed(r.loss, 4), "  lr ", significant(r.learningRate, 3),
+          fixed(lossSinceLine_ / n, 4), "  lr ", significant(r.learningRate, 3),
           r.gradNorm ? str("  grad-norm ", significant(*r.gradNorm, 3),
                            clippedSinceLine_ > 0 ? str(" (", clippedSinceLine_, " clipped)") : "")
                      : std::string(),
           "  ", fixed(r.samplesPerSecond, 0), " samples/s  ETA ", duration(r.secondsLeft),
           "  | step ", ms(t.total()), " ms: fwd ", ms(t.forward), " bwd ", ms(t.backward), " comm ",
           ms(t.comm), " opt ", ms(t.optimizer));
-  sinceLine_ = {};
-  stepsSinceLine_ = 0;
-  clippedSinceLine_ = 0;
+  resetSinceLine();
   if (terminal_) {
     log::raw("\r\033[K" + line);
     lineOpen_ = true;
@@ -210,8 +211,16 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
   }
 }
 
+void ProgressPrinter::resetSinceLine() {
+  sinceLine_ = {};
+  stepsSinceLine_ = 0;
+  clippedSinceLine_ = 0;
+  lossSinceLine_ = 0.0;
+}
+
 void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
   if (!enabled_) return;
+  resetSinceLine();  // an epoch's first progress line covers its own steps
   if (lineOpen_) {
     log::raw("\r\033[K");
     lineOpen_ = false;

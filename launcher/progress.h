@@ -143,6 +143,8 @@ class ProgressPrinter final : public trainer::TrainObserver {
  private:
   // Ends the live terminal line, if one is drawn, before a warning.
   void endLiveLine();
+  // Starts the sums a progress line averages over afresh.
+  void resetSinceLine();
   // Appends one JSON line to --metrics, if open; on a failed write warns
   // once that `lost` (and what follows) is not recorded, and closes it.
   void writeMetrics(const std::string& line, const std::string& lost);
@@ -170,6 +172,7 @@ class ProgressPrinter final : public trainer::TrainObserver {
   trainer::PhaseTimes sinceLine_;  // summed over the steps since the last progress line
   std::size_t stepsSinceLine_ = 0;
   std::size_t clippedSinceLine_ = 0;  // steps whose gradient was clipped
+  double lossSinceLine_ = 0.0;        // rank 0's batch losses, summed
   // What the previous window within an epoch found (onPace).
   std::optional<std::size_t> windowStraggler_;
   std::vector<std::size_t> windowContended_;

@@ -374,6 +374,9 @@ void Trainer::run(TrainObserver& observer) {
   // may lie in an earlier epoch.
   double windowLossSum = 0.0;
   std::size_t windowSteps = 0;
+  auto endsLossWindow = [&](std::size_t step) {
+    return options_.lossWindow > 0 && step % options_.lossWindow == 0;
+  };
   for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
     Stretch epochSteps(globalStep_ + 1, options_.quotaCgroup);  // this run's part of the epoch
@@ -433,7 +436,7 @@ void Trainer::run(TrainObserver& observer) {
       windowLossSum += loss;
       windowSteps += unread.size();
       // A window's last step is read where it is run (below), so it ends a group.
-      if (options_.lossWindow > 0 && unread.back().globalStep % options_.lossWindow == 0) {
+      if (endsLossWindow(unread.back().globalStep)) {
         double sum = windowLossSum;
         comm_.allreduceSync(std::span<double>(&sum, 1), comm::ReduceOp::kSum);
         unread.back().windowLoss = sum / (world * static_cast<double>(windowSteps));
@@ -511,8 +514,7 @@ void Trainer::run(TrainObserver& observer) {
       step.gradNorm = gradNorm_;
       skipped += skippedFor_.empty() ? 0 : 1;
       unread.push_back(step);
-      if (!gpu_ || unread.size() >= options_.lossReadEvery ||
-          (options_.lossWindow > 0 && globalStep_ % options_.lossWindow == 0))
+      if (!gpu_ || unread.size() >= options_.lossReadEvery || endsLossWindow(globalStep_))
         reportUnread();
       const bool stopsHere =
           end >= shard.size() || (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps);

@@ -1,6 +1,7 @@
 // Note [Finding a straggler]: the slowest rank against the others' median,
 // by a ratio and by at least a millisecond.
 #include "launcher/progress.h"
+#include "runtime/log.h"
 
 #include <gtest/gtest.h>
 
@@ -116,6 +117,36 @@ TEST(Pace, AReportSaysWhatItCovers) {
   EXPECT_EQ(stragglerIn(pace)->rank, 1u);
   EXPECT_EQ(contendedRanks({{1.0, 1.0, 1.0}, {3.0, 0.1, 1.0}, {0.6, 1.4, 0.5}}),
             (std::vector<std::size_t>{0, 2}));
+}
+
+// The progress line's loss is the mean over the steps since the previous
+// line, and an epoch's first line covers only that epoch's steps.
+TEST(ProgressLine, ShowsTheMeanLossSinceThePreviousLine) {
+  log::setRank(0);
+  ProgressPrinter printer(0, 2, 2, "", 0, {"vm"});
+  auto step = [&](std::size_t epoch, std::size_t inEpoch, double loss) {
+    trainer::StepReport r;
+    r.epoch = epoch;
+    r.stepInEpoch = inEpoch;
+    r.stepsInEpoch = 3;
+    r.stepsLeft = 3 - inEpoch;
+    r.loss = loss;
+    printer.onStep(r);
+  };
+  testing::internal::CaptureStdout();
+  step(1, 1, 1.0);
+  step(1, 2, 3.0);  // a line: (1 + 3) / 2
+  step(1, 3, 100.0);
+  trainer::EpochReport epoch;
+  epoch.epoch = 1;
+  printer.onEpoch(epoch);
+  step(2, 1, 4.0);
+  step(2, 2, 6.5);  // a line: (4 + 6.5) / 2, without epoch 1's last step
+  const std::string out = testing::internal::GetCapturedStdout();
+  log::setRank(-1);
+  EXPECT_NE(out.find("[r0] epoch 1/2  step 2/3  loss 2.0000  lr "), std::string::npos) << out;
+  EXPECT_NE(out.find("[r0] epoch 2/2  step 2/3  loss 5.2500  lr "), std::string::npos) << out;
+  EXPECT_EQ(out.find("step 3/3"), std::string::npos) << out;
 }
 
 }  // namespace
