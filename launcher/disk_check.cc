@@ -136,6 +136,15 @@ void checkDiskRoom(const Options& o, const OutputFiles& files) {
       o.saveModel.empty() ? std::nullopt : diskRoomAt(directoryOf(o.saveModel));
   const DiskVerdict verdict = judgeDiskRoom(o, files, checkpointRoom, modelRoom);
   if (verdict.refusal) throw DataError(*verdict.refusal);
+  // --save-best writes a new file beside the one it replaces.
+  const std::optional<DiskRoom> bestRoom =
+      o.saveBest.empty() ? std::nullopt : diskRoomAt(directoryOf(o.saveBest));
+  if (bestRoom && bestRoom->freeBytes < files.modelBytes) {
+    throw DataError(str("--save-best ", o.saveBest, ": the weights take ",
+                        bytesString(static_cast<double>(files.modelBytes)),
+                        " but the file system has ",
+                        bytesString(static_cast<double>(bestRoom->freeBytes)), " free"));
+  }
   if (verdict.warning) log::warn(*verdict.warning);
 }
 

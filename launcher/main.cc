@@ -19,6 +19,7 @@
 
 #include "comm/agreement.h"
 #include "comm/watchdog.h"
+#include "launcher/best_weights.h"
 #include "launcher/checkpoint_lock.h"
 #include "launcher/disk_check.h"
 #include "launcher/evaluate.h"
@@ -322,8 +323,23 @@ int train(Options o) {
           },
           staging);
     }
+    // Note [Keeping the best weights] in launcher/best_weights.h; made once
+    // the resumed checkpoint's best is known.
+    std::optional<BestWeights> best;
+    if (!o.saveBest.empty()) {
+      trainOptions.onEvaluated = [&](const trainer::EvalResult& test, std::size_t step) {
+        if (!best->isBest(test.loss)) return;
+        comm::agree(comm, [&] {
+          if (world.rank() == 0) trainer::saveModel(best->path(), *model);
+        });
+        best->record(test.loss, step);
+        if (world.rank() == 0) log::info(best->savedText());
+      };
+    }
     if (!o.checkpointDir.empty()) {
-      trainOptions.onCheckpoint = [&](const trainer::TrainPosition& at) {
+      trainOptions.onCheckpoint = [&](const trainer::TrainPosition& reached) {
+        trainer::TrainPosition at = reached;
+        if (best) best->markIn(at);
         // Sharded: rank 0 gets everyone's part once the last checkpoint is
         // written and its snapshot gone (Note [Checkpoints written in the
         // background]): gathered for the copy, or, written directly,
@@ -351,6 +367,7 @@ int train(Options o) {
       comm.setContext("start-up: reading the checkpoint");
       start = resumeFromCheckpoint(comm, world, o, *model, *optimizer, resumeOptions(o));
     }
+    if (!o.saveBest.empty()) best.emplace(o.saveBest, start);
     trainer::Trainer trainer(comm, *model, *optimizer, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
     if (world.rank() == 0) {

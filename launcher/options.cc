@@ -79,6 +79,12 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "instead of a seeded init, or from a checkpoint's weights (a new run: --resume continues "
       "the old one)")("save-model", po::value(&o.saveModel)->value_name("FILE"),
                       "write the final weights to FILE (safetensors, loadable by PyTorch)")(
+      "save-best", po::value(&o.saveBest)->value_name("FILE"),
+      "after each evaluation (each epoch's end, --eval-every) whose test loss is the lowest of "
+      "the run so far, write the weights to FILE (as --save-model), as Hugging Face's "
+      "load_best_model_at_end and Lightning's ModelCheckpoint(monitor=\"val_loss\"): the best "
+      "weights kept whatever --keep-checkpoints deletes (a resumed run goes on from the best "
+      "its checkpoint records)")(
       "evaluate", po::bool_switch(&o.evaluate),
       "evaluate the weights a run with the same options would train from (--init-from FILE, or "
       "the checkpoint --resume names: FILE, or the newest in --checkpoint-dir) on the test set "
@@ -777,6 +783,11 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
         "a FILE goes with --init-from: the newest checkpoint in --checkpoint-dir when there is "
         "one, else --init-from's weights)");
   }
+  if (!o.saveBest.empty() && o.evaluate)
+    throw UsageError(
+        "--save-best keeps the best weights of a training run: --evaluate does not train");
+  if (!o.saveBest.empty() && o.saveBest == o.saveModel)
+    throw UsageError(str("--save-best and --save-model name the same file (", o.saveBest, ")"));
   if (o.evaluate && o.resume.empty() && o.initFrom.empty()) {
     throw UsageError(
         "--evaluate needs the weights to evaluate: --init-from FILE, --resume FILE, or "

@@ -34,6 +34,9 @@ struct Options {
   std::vector<std::size_t> hidden = {1024, 1024};
   std::string initFrom;
   std::string saveModel;
+  // --save-best: after each evaluation of the run whose test loss is the
+  // lowest so far, the weights are written here (launcher/best_weights.h).
+  std::string saveBest;
   // --evaluate: the weights of initFrom or of the checkpoint `resume` names,
   // evaluated on the test set, no training (launcher/evaluate.h).
   bool evaluate = false;

@@ -201,7 +201,9 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
                                  {"shard-optimizer", str(o.shardOptimizer)},
                                  {"keep-subnormals", str(o.keepSubnormals)},
                                  {"device", o.device},
-                                 {"evaluate", str(o.evaluate)}});
+                                 {"evaluate", str(o.evaluate)},
+                                 // each --save-best write is a collective
+                                 {"save-best", str(!o.saveBest.empty())}});
   for (const auto& [name, value] : options)
     items.emplace_back(str("option --", name), value);
   return items;
@@ -322,6 +324,13 @@ void checkOutputPaths(const Options& o, int rank) {
       trainer::checkCanSave(o.saveModel);
     } catch (const DataError& e) {
       throw DataError(str("--save-model: ", e.what()));
+    }
+  }
+  if (!o.saveBest.empty()) {
+    try {
+      trainer::checkCanSave(o.saveBest);
+    } catch (const DataError& e) {
+      throw DataError(str("--save-best: ", e.what()));
     }
   }
 }

@@ -126,6 +126,11 @@ std::map<std::string, std::string> checkpointMetadata(const TrainPosition& posit
   char loss[64];
   std::snprintf(loss, sizeof loss, "%.17g", position.epochLossSum);
   meta["ddp.epoch_loss_sum"] = loss;
+  if (position.bestStep > 0) {
+    std::snprintf(loss, sizeof loss, "%.17g", position.bestTestLoss);
+    meta["ddp.best_test_loss"] = loss;
+    meta["ddp.best_step"] = str(position.bestStep);
+  }
   return meta;
 }
 
@@ -188,6 +193,14 @@ CheckedCheckpoint checkCheckpoint(const std::string& path, const SafetensorsFile
     position.epochLossSum = std::stod(meta.at("ddp.epoch_loss_sum"));
   } catch (const std::exception&) {
     throw DataError(str(path, ": checkpoint has no valid 'ddp.epoch_loss_sum'"));
+  }
+  if (meta.contains("ddp.best_step")) {  // written with --save-best
+    position.bestStep = parseCount(path, meta, "ddp.best_step");
+    try {
+      position.bestTestLoss = std::stod(meta.at("ddp.best_test_loss"));
+    } catch (const std::exception&) {
+      throw DataError(str(path, ": checkpoint has no valid 'ddp.best_test_loss'"));
+    }
   }
   if (position.epoch == 0 || position.worldSize <= 0) {
     throw DataError(str(path, ": checkpoint position is invalid (epoch ", position.epoch,

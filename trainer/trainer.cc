@@ -525,9 +525,11 @@ void Trainer::run(TrainObserver& observer) {
         const Clock::time_point evaluationStart = Clock::now();
         StepEvaluation report{epoch, steps, stepsThisEpoch, globalStep_, evaluate(), 0.0};
         report.seconds = secondsSince(evaluationStart);
-        evaluatingSeconds += report.seconds;
-        longestEvaluation = std::max(longestEvaluation, report.seconds);
         observer.onStepEvaluation(report);
+        if (options_.onEvaluated) options_.onEvaluated(report.test, globalStep_);
+        const double seconds = secondsSince(evaluationStart);
+        evaluatingSeconds += seconds;
+        longestEvaluation = std::max(longestEvaluation, seconds);
       }
       checkpointed = false;
       if (options_.checkpointEvery > 0 && globalStep_ % options_.checkpointEvery == 0 &&
@@ -616,9 +618,12 @@ void Trainer::run(TrainObserver& observer) {
     verifyReplicas();
     const Clock::time_point evaluationStart = Clock::now();
     report.test = evaluate();
-    longestEvaluation = std::max(longestEvaluation, secondsSince(evaluationStart));
+    const double evaluationSeconds = secondsSince(evaluationStart);
     report.wallSeconds = secondsSince(epochStart);
     observer.onEpoch(report);
+    const Clock::time_point hookStart = Clock::now();
+    if (options_.onEvaluated) options_.onEvaluated(report.test, globalStep_);
+    longestEvaluation = std::max(longestEvaluation, evaluationSeconds + secondsSince(hookStart));
     if (finished) {
       checkpoint(epoch + 1, 0);
     } else if (!checkpointed) {

@@ -86,6 +86,12 @@ struct TrainOptions {
   // checkpoints. It must be collective-safe: every rank calls it at the same
   // point.
   std::function<void(const TrainPosition&)> onCheckpoint;
+  // Called on every rank after each evaluation of the run (each epoch's end,
+  // after the observer's onEpoch, and each evalEvery one), with its result
+  // and the global step it followed, before any checkpoint there: --save-best.
+  // Every rank calls it at the same point, so it may hold collectives; its
+  // time counts as the evaluation's for timeUp's reserve.
+  std::function<void(const EvalResult&, std::size_t globalStep)> onEvaluated;
   std::size_t checkpointEvery = 0;
   // A graceful stop: at each stop check the ranks agree (one small
   // all-reduce) whether any rank's stopRequested() returned a signal; if so,

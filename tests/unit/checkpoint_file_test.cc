@@ -218,6 +218,25 @@ TEST(Checkpoint, AnOlderFileWithoutMinLrEndedAtZero) {
 
 // A file from before ddp.global_batch: the product of the options that made
 // it, or 0 (not known) without them.
+// Note [Keeping the best weights] in launcher/best_weights.h: --save-best's
+// lowest test loss and its step come back bit for bit; a file without them
+// (older, or written without --save-best) has none.
+TEST(Checkpoint, RecordsTheBestEvaluationSoFarWhenThereIsOne) {
+  TempDir dir;
+  TrainedModel written(1), restored(2);
+  const std::string path = checkpointPath(dir.file(""), 70);
+  TrainPosition at = somePosition();
+  at.bestTestLoss = 0.3 + 0.01;
+  at.bestStep = 40;
+  saveCheckpoint(path, *written.model, written.sgd, at, {});
+  const TrainPosition back = loadCheckpoint(path, *restored.model, restored.sgd, {});
+  EXPECT_EQ(back.bestTestLoss, 0.3 + 0.01);
+  EXPECT_EQ(back.bestStep, 40u);
+  saveCheckpoint(path, *written.model, written.sgd, somePosition(), {});
+  EXPECT_EQ(loadCheckpoint(path, *restored.model, restored.sgd, {}).bestStep, 0u);
+  EXPECT_FALSE(checkpointMetadata(somePosition(), {}).contains("ddp.best_step"));
+}
+
 TEST(Checkpoint, AnOlderFileWithoutTheGlobalBatchHasItsOptionsProduct) {
   TempDir dir;
   TrainedModel written(1), restored(2);

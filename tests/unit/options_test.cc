@@ -398,6 +398,20 @@ TEST(Options, EvalSamplesReachesTheTrainerAndIsCheckedAgainstTheTestSet) {
   }
 }
 
+// --save-best trains and keeps; every rank must agree on it, since each of
+// its writes is a collective.
+TEST(Options, SaveBestNeedsATrainingRunAndAFileOfItsOwn) {
+  EXPECT_EQ(parse({"--save-best", "best.safetensors"}).saveBest, "best.safetensors");
+  EXPECT_EQ(parse({}).saveBest, "");
+  EXPECT_EQ(usageErrorOf({"--save-best", "b.st", "--evaluate", "--init-from", "m.st"}),
+            "--save-best keeps the best weights of a training run: --evaluate does not train");
+  EXPECT_EQ(usageErrorOf({"--save-best", "m.st", "--save-model", "m.st"}),
+            "--save-best and --save-model name the same file (m.st)");
+  EXPECT_TRUE(
+      ranksCompare(parse({"--hidden", "4", "--save-best", "b.st"}), "option --save-best", "1"));
+  EXPECT_TRUE(ranksCompare(parse({"--hidden", "4"}), "option --save-best", "0"));
+}
+
 // The Trainer's end-of-epoch evaluation takes --eval-batch-size, and
 // nothing else does: the training batch stays --batch-size.
 TEST(Options, EvalBatchSizeReachesTheTrainerAlone) {

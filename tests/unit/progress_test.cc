@@ -1,9 +1,10 @@
 // Note [Finding a straggler]: the slowest rank against the others' median,
 // by a ratio and by at least a millisecond.
 #include "launcher/progress.h"
-#include "runtime/log.h"
 
 #include <gtest/gtest.h>
+
+#include "runtime/log.h"
 
 namespace ddp::launcher {
 namespace {

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# --save-best FILE (Note [Keeping the best weights] in launcher/best_weights.h):
+# after each evaluation whose test loss is the lowest of the run so far, the
+# weights go to FILE; a resumed run goes on from the best its checkpoint
+# records, so it replaces FILE only with better weights.
+. "$(dirname "$0")/lib.sh"
+# A high constant rate on a small synthetic set overfits: the test loss
+# falls for some steps, then rises, so the last weights are not the best.
+c=(--dataset synthetic --synthetic-samples 2048 --hidden 64 --threads 1 --epochs 3 --eval-every 5
+  --lr-schedule constant --lr 0.5 --seed 1 --log-every 1000)
+# evaluations FILE: "global_step test_loss" of each evaluation of a --metrics
+# file (16 steps an epoch at np=2: the epoch lines' steps add up).
+evaluations() {
+  python3 -c '
+import json, sys
+step = 0
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if "train_loss" in m:
+        step += m["steps"]
+        print(step, repr(m["test_loss"]))
+    elif "test_loss" in m:
+        print(m["global_step"], repr(m["test_loss"]))' "$1"
+}
+
+# 1. FILE holds the weights of the evaluation with the lowest test loss
+# (evaluated again, they give that loss), written at each new lowest and at
+# no other evaluation.
+run 2 "${c[@]}" --metrics "$WORK/run.jsonl" --save-best "$WORK/best.st" \
+  --save-model "$WORK/last.st" > "$WORK/run.log"
+evaluations "$WORK/run.jsonl" > "$WORK/evaluations"
+read -r best_step best_loss lowest_steps last_step <<< "$(python3 -c '
+import sys
+best = None
+lowest = []
+for line in open(sys.argv[1]):
+    step, loss = line.split()
+    if best is None or float(loss) < best[1]:
+        best = (int(step), float(loss))
+        lowest.append(step)
+print(best[0], repr(best[1]), ",".join(lowest), step)' "$WORK/evaluations")"
+[ "$best_step" -lt "$last_step" ] ||
+  fail "the last evaluation was the best, which tests nothing: $(cat "$WORK/evaluations")"
+saved=$(sed -n 's/^\[r0\] saved the best weights so far (test_loss [0-9.]* after step \([0-9]*\)) to .*best.st (--save-best)$/\1/p' \
+  "$WORK/run.log" | paste -sd,)
+[ "$saved" = "$lowest_steps" ] ||
+  fail "written after steps '$saved', not after each new lowest '$lowest_steps': $(cat "$WORK/evaluations")"
+run 2 "${c[@]}" --evaluate --init-from "$WORK/best.st" --metrics "$WORK/eval.jsonl" > "$WORK/eval.log"
+python3 -c '
+import json, sys
+got = json.loads(open(sys.argv[1]).read().splitlines()[-1])["test_loss"]
+want = float(sys.argv[2])
+assert abs(got - want) <= 1e-9 * want, (got, want)' "$WORK/eval.jsonl" "$best_loss" ||
+  fail "the saved weights' test loss is not the lowest evaluation's $best_loss (step $best_step)"
+if "$COMPARE_WEIGHTS" "$WORK/best.st" "$WORK/last.st" > /dev/null 2>&1; then
+  fail "--save-best wrote the last weights, not the best"
+fi
+
+# 2. Stopped 10 steps after the best (a checkpoint records it), resumed at
+# np=1 to the end: the resumed run's worse evaluations leave FILE as the
+# stopped run wrote it, which is the uninterrupted run's FILE.
+stop=$((best_step + 10))
+run 2 "${c[@]}" --checkpoint-dir "$WORK/ck" --max-steps "$stop" --save-best "$WORK/resumed.st" \
+  > "$WORK/first.log"
+python3 -c '
+import json, struct, sys
+f = open(sys.argv[1], "rb")
+meta = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))["__metadata__"]
+assert meta["ddp.best_step"] == sys.argv[2], meta' "$(ls "$WORK"/ck/checkpoint-*.safetensors | tail -1)" \
+  "$best_step" || fail "the checkpoint does not record the best step $best_step"
+run 1 "${c[@]}" --batch-size 128 --checkpoint-dir "$WORK/ck" --resume --save-best "$WORK/resumed.st" \
+  > "$WORK/second.log"
+grep -q "saved the best weights" "$WORK/second.log" &&
+  fail "the resumed run replaced the best with worse weights: $(grep "saved the best" "$WORK/second.log")"
+"$COMPARE_WEIGHTS" "$WORK/best.st" "$WORK/resumed.st" --exact > "$WORK/compare.log" ||
+  fail "the resumed run's best weights differ: $(tail -3 "$WORK/compare.log")"
+echo "best after step $best_step (test_loss $best_loss), written after steps $saved"
