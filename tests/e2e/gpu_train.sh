@@ -24,10 +24,12 @@ grep -q "local rank 0, GPU 0 " "$WORK/probe.out" || fail "no per-rank GPU line: 
 # evaluations within it (--eval-every). --metrics-every 67 (14 lines cover
 # the 938 steps) reads the loss at steps that --log-every's reads (every 50)
 # miss: the lines average to the epoch's train_loss, as on the CPU.
+# --save-best writes device weights mid-run: evaluated again, the file gives
+# the lowest of the five evaluations' test losses.
 one_epoch() {
   epoch=(--epochs 1 --hidden 1024,1024 --batch-size 64 --seed 42 --eval-every 200 --metrics-every 67)
   run 1 "${epoch[@]}" --device cuda --metrics "$WORK/gpu.jsonl" \
-    --save-model "$WORK/epoch.safetensors" > "$WORK/gpu.log"
+    --save-model "$WORK/epoch.safetensors" --save-best "$WORK/best.safetensors" > "$WORK/gpu.log"
   run 1 "${epoch[@]}" --device cpu --threads 4 --metrics "$WORK/cpu.jsonl" > "$WORK/cpu.log"
   # --evaluate of the GPU's weights, on the GPU and on the CPU: the epoch's
   # own figure on the GPU, the same within rounding on the CPU.
@@ -35,7 +37,10 @@ one_epoch() {
     --metrics "$WORK/gpu_eval.jsonl" > /dev/null
   run 1 --evaluate --init-from "$WORK/epoch.safetensors" --device cpu --threads 4 \
     --metrics "$WORK/cpu_eval.jsonl" > /dev/null
-  python3 - "$WORK/gpu.jsonl" "$WORK/cpu.jsonl" "$WORK/gpu_eval.jsonl" "$WORK/cpu_eval.jsonl" <<'PY' ||
+  run 1 --evaluate --init-from "$WORK/best.safetensors" --device cuda \
+    --metrics "$WORK/best_eval.jsonl" > /dev/null
+  python3 - "$WORK/gpu.jsonl" "$WORK/cpu.jsonl" "$WORK/gpu_eval.jsonl" "$WORK/cpu_eval.jsonl" \
+    "$WORK/best_eval.jsonl" <<'PY' ||
 import json, sys
 lines = [[json.loads(l) for l in open(p)] for p in sys.argv[1:5]]
 gpu, cpu, gpu_eval, cpu_eval = (ls[-1] for ls in lines)
@@ -63,6 +68,10 @@ assert gpu["steps"] == cpu["steps"]
 assert gpu_eval["test_samples"] == gpu["test_samples"], (gpu_eval, gpu)
 assert abs(gpu_eval["test_accuracy"] - gpu["test_accuracy"]) < 1e-9, (gpu_eval, gpu)
 assert abs(cpu_eval["test_accuracy"] - gpu["test_accuracy"]) <= 0.002, (cpu_eval, gpu)
+best = json.loads(open(sys.argv[5]).read().splitlines()[-1])["test_loss"]
+lowest = min(m["test_loss"] for m in gpu_steps + [gpu])
+assert abs(best - lowest) <= 1e-6 * lowest, (best, lowest)
+print(f"--save-best: test_loss {best:.6f}, the lowest of {[m['test_loss'] for m in gpu_steps + [gpu]]}")
 PY
     fail "GPU accuracy differs from CPU, or --evaluate from the epoch's"
 }
