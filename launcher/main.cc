@@ -19,7 +19,7 @@
 
 #include "comm/agreement.h"
 #include "comm/watchdog.h"
-#include "launcher/best_weights.h"
+#include "launcher/best_evaluation.h"
 #include "launcher/checkpoint_lock.h"
 #include "launcher/disk_check.h"
 #include "launcher/evaluate.h"
@@ -323,17 +323,20 @@ int train(Options o) {
           },
           staging);
     }
-    // Note [Keeping the best weights] in launcher/best_weights.h; made once
-    // the resumed checkpoint's best is known.
-    std::optional<BestWeights> best;
-    if (!o.saveBest.empty()) {
+    // Note [Keeping the best weights] in launcher/best_evaluation.h; made
+    // once the resumed checkpoint's record is known.
+    std::optional<BestEvaluation> best;
+    if (!o.saveBest.empty() || o.earlyStop > 0) {
       trainOptions.onEvaluated = [&](const trainer::EvalResult& test, std::size_t step) {
-        if (!best->isBest(test.loss)) return;
-        comm::agree(comm, [&] {
-          if (world.rank() == 0) trainer::saveModel(best->path(), *model);
-        });
-        best->record(test.loss, step);
-        if (world.rank() == 0) log::info(best->savedText());
+        if (best->observe(test.loss, step) && !o.saveBest.empty()) {
+          comm::agree(comm, [&] {
+            if (world.rank() == 0) trainer::saveModel(o.saveBest, *model);
+          });
+          if (world.rank() == 0) log::info(best->savedText(o.saveBest));
+        }
+        const bool stop = o.earlyStop > 0 && best->sinceBest() >= o.earlyStop;
+        if (stop && world.rank() == 0) log::info(best->earlyStopText(o.earlyStop));
+        return stop;
       };
     }
     if (!o.checkpointDir.empty()) {
@@ -367,7 +370,7 @@ int train(Options o) {
       comm.setContext("start-up: reading the checkpoint");
       start = resumeFromCheckpoint(comm, world, o, *model, *optimizer, resumeOptions(o));
     }
-    if (!o.saveBest.empty()) best.emplace(o.saveBest, start);
+    if (trainOptions.onEvaluated) best.emplace(start);
     trainer::Trainer trainer(comm, *model, *optimizer, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
     if (world.rank() == 0) {
@@ -397,7 +400,14 @@ int train(Options o) {
     Trace trace(world.rank());
     if (!o.trace.empty()) trainer.setTrace(&trace, kTraceFirstStep, kTraceSteps);
     installStopHandlers();
-    trainer.run(*progress);
+    if (best && o.earlyStop > 0 && best->sinceBest() >= o.earlyStop) {
+      if (world.rank() == 0) {
+        log::info(str("resumed a run that had ", best->earlyStopText(o.earlyStop),
+                      ": nothing to train (a larger --early-stop goes on)"));
+      }
+    } else {
+      trainer.run(*progress);
+    }
     reportRunEnd(trainer, o, timeLimit ? &*timeLimit : nullptr);
     comm.setContext("end: writing the last checkpoint, the trace and --save-model");
 

@@ -35,6 +35,7 @@ struct Raw {
   long long gradAccum = 1;
   long long evalBatchSize = 1000;
   long long evalSamples = 0;
+  long long earlyStop = 0;
   long long evalEvery = 0;
   long long metricsEvery = 0;
   long long globalBatch = 0;
@@ -132,6 +133,11 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "evaluate on the test set's first N samples only (file order), at epoch ends, "
       "--eval-every and --evaluate, as Hugging Face's max_eval_samples: quicker evaluations "
       "of a large test set (0: all of it)")(
+      "early-stop", po::value(&raw.earlyStop)->value_name("N")->default_value(raw.earlyStop),
+      "end the run after N evaluations in a row (epoch ends, --eval-every) that did not lower the "
+      "test loss, as Lightning's EarlyStopping patience and Hugging Face's "
+      "early_stopping_patience: a checkpoint there, --save-model, exit code 0 (0: never; a "
+      "resumed run counts on from its checkpoint)")(
       "lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"),
       "learning rate (adamw: 0.001 unless given, as torch.optim.AdamW)")(
       "lr-schedule", po::value(&o.lrSchedule)->value_name("NAME")->default_value(o.lrSchedule),
@@ -709,6 +715,7 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
     o.timeLimitSeconds = *seconds;
   }
   o.warmupSteps = nonNegative(raw.warmupSteps, "warmup-steps");
+  o.earlyStop = nonNegative(raw.earlyStop, "early-stop");
   o.lrDecaySteps = nonNegative(raw.lrDecaySteps, "lr-decay-steps");
   o.batchSize = positive(raw.batchSize, "batch-size", kMaxDimension);
   o.evalBatchSize = positive(raw.evalBatchSize, "eval-batch-size", kMaxDimension);
@@ -783,6 +790,8 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
         "a FILE goes with --init-from: the newest checkpoint in --checkpoint-dir when there is "
         "one, else --init-from's weights)");
   }
+  if (o.earlyStop > 0 && o.evaluate)
+    throw UsageError("--early-stop ends a training run: --evaluate does not train");
   if (!o.saveBest.empty() && o.evaluate)
     throw UsageError(
         "--save-best keeps the best weights of a training run: --evaluate does not train");

@@ -203,7 +203,8 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
                                  {"device", o.device},
                                  {"evaluate", str(o.evaluate)},
                                  // each --save-best write is a collective
-                                 {"save-best", str(!o.saveBest.empty())}});
+                                 {"save-best", str(!o.saveBest.empty())},
+                                 {"early-stop", str(o.earlyStop)}});
   for (const auto& [name, value] : options)
     items.emplace_back(str("option --", name), value);
   return items;

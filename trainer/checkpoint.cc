@@ -131,6 +131,8 @@ std::map<std::string, std::string> checkpointMetadata(const TrainPosition& posit
     meta["ddp.best_test_loss"] = loss;
     meta["ddp.best_step"] = str(position.bestStep);
   }
+  if (position.evaluationsSinceBest > 0)
+    meta["ddp.evaluations_since_best"] = str(position.evaluationsSinceBest);
   return meta;
 }
 
@@ -194,7 +196,10 @@ CheckedCheckpoint checkCheckpoint(const std::string& path, const SafetensorsFile
   } catch (const std::exception&) {
     throw DataError(str(path, ": checkpoint has no valid 'ddp.epoch_loss_sum'"));
   }
-  if (meta.contains("ddp.best_step")) {  // written with --save-best
+  if (meta.contains("ddp.evaluations_since_best")) {
+    position.evaluationsSinceBest = parseCount(path, meta, "ddp.evaluations_since_best");
+  }
+  if (meta.contains("ddp.best_step")) {  // written with --save-best or --early-stop
     position.bestStep = parseCount(path, meta, "ddp.best_step");
     try {
       position.bestTestLoss = std::stod(meta.at("ddp.best_test_loss"));

@@ -43,10 +43,12 @@ struct TrainPosition {
   // run that wrote it; 0 where a file does not say. It may differ on resume
   // (Note [What may change on resume] in launcher/run_config.h).
   std::size_t globalBatch = 0;
-  // --save-best: the lowest test loss of the run's evaluations so far and
-  // the global step it was measured after (0: none yet, or not recorded).
+  // --save-best, --early-stop: the lowest test loss of the run's evaluations
+  // so far, the global step it was measured after (0: none yet, or not
+  // recorded), and the evaluations since (launcher/best_evaluation.h).
   double bestTestLoss = 0.0;
   std::size_t bestStep = 0;
+  std::size_t evaluationsSinceBest = 0;
 };
 
 // Options recorded with the position; on resume every key listed here must

@@ -52,7 +52,7 @@ std::string firstDifference(const std::string& mine, const std::string& roots, i
 // The position and whether state follows, from the root to every rank.
 CheckedCheckpoint sharePosition(comm::Communicator& comm, int root, CheckedCheckpoint checked) {
   TrainPosition& p = checked.position;
-  std::array<std::int64_t, 10> fields = {static_cast<std::int64_t>(p.epoch),
+  std::array<std::int64_t, 11> fields = {static_cast<std::int64_t>(p.epoch),
                                          static_cast<std::int64_t>(p.consumed),
                                          static_cast<std::int64_t>(p.globalStep),
                                          p.worldSize,
@@ -61,7 +61,8 @@ CheckedCheckpoint sharePosition(comm::Communicator& comm, int root, CheckedCheck
                                          checked.holdsState ? 1 : 0,
                                          static_cast<std::int64_t>(p.globalBatch),
                                          std::bit_cast<std::int64_t>(p.bestTestLoss),
-                                         static_cast<std::int64_t>(p.bestStep)};
+                                         static_cast<std::int64_t>(p.bestStep),
+                                         static_cast<std::int64_t>(p.evaluationsSinceBest)};
   comm.broadcastSync(std::span<std::int64_t>(fields), root);
   p.epoch = static_cast<std::size_t>(fields[0]);
   p.consumed = static_cast<std::size_t>(fields[1]);
@@ -73,6 +74,7 @@ CheckedCheckpoint sharePosition(comm::Communicator& comm, int root, CheckedCheck
   p.globalBatch = static_cast<std::size_t>(fields[7]);
   p.bestTestLoss = std::bit_cast<double>(fields[8]);
   p.bestStep = static_cast<std::size_t>(fields[9]);
+  p.evaluationsSinceBest = static_cast<std::size_t>(fields[10]);
   return checked;
 }
 

@@ -526,10 +526,15 @@ void Trainer::run(TrainObserver& observer) {
         StepEvaluation report{epoch, steps, stepsThisEpoch, globalStep_, evaluate(), 0.0};
         report.seconds = secondsSince(evaluationStart);
         observer.onStepEvaluation(report);
-        if (options_.onEvaluated) options_.onEvaluated(report.test, globalStep_);
+        const bool stop = options_.onEvaluated && options_.onEvaluated(report.test, globalStep_);
         const double seconds = secondsSince(evaluationStart);
         evaluatingSeconds += seconds;
         longestEvaluation = std::max(longestEvaluation, seconds);
+        if (stop) {  // mid-epoch: the checkpoint maxSteps would write here
+          stoppedEarly_ = true;
+          checkpoint(epoch, consumed);
+          return;
+        }
       }
       checkpointed = false;
       if (options_.checkpointEvery > 0 && globalStep_ % options_.checkpointEvery == 0 &&
@@ -622,12 +627,16 @@ void Trainer::run(TrainObserver& observer) {
     report.wallSeconds = secondsSince(epochStart);
     observer.onEpoch(report);
     const Clock::time_point hookStart = Clock::now();
-    if (options_.onEvaluated) options_.onEvaluated(report.test, globalStep_);
+    const bool stop = options_.onEvaluated && options_.onEvaluated(report.test, globalStep_);
     longestEvaluation = std::max(longestEvaluation, evaluationSeconds + secondsSince(hookStart));
     if (finished) {
       checkpoint(epoch + 1, 0);
     } else if (!checkpointed) {
       checkpoint(epoch, consumed);  // stopped by maxSteps in mid-epoch
+    }
+    if (stop) {
+      stoppedEarly_ = true;
+      return;
     }
   }
 }

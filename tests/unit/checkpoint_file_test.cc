@@ -218,9 +218,10 @@ TEST(Checkpoint, AnOlderFileWithoutMinLrEndedAtZero) {
 
 // A file from before ddp.global_batch: the product of the options that made
 // it, or 0 (not known) without them.
-// Note [Keeping the best weights] in launcher/best_weights.h: --save-best's
-// lowest test loss and its step come back bit for bit; a file without them
-// (older, or written without --save-best) has none.
+// Note [Keeping the best weights] in launcher/best_evaluation.h: the lowest
+// test loss, its step and the evaluations since come back bit for bit; a
+// file without them (older, or written with neither --save-best nor
+// --early-stop) has none.
 TEST(Checkpoint, RecordsTheBestEvaluationSoFarWhenThereIsOne) {
   TempDir dir;
   TrainedModel written(1), restored(2);
@@ -228,12 +229,16 @@ TEST(Checkpoint, RecordsTheBestEvaluationSoFarWhenThereIsOne) {
   TrainPosition at = somePosition();
   at.bestTestLoss = 0.3 + 0.01;
   at.bestStep = 40;
+  at.evaluationsSinceBest = 3;
   saveCheckpoint(path, *written.model, written.sgd, at, {});
   const TrainPosition back = loadCheckpoint(path, *restored.model, restored.sgd, {});
   EXPECT_EQ(back.bestTestLoss, 0.3 + 0.01);
   EXPECT_EQ(back.bestStep, 40u);
+  EXPECT_EQ(back.evaluationsSinceBest, 3u);
   saveCheckpoint(path, *written.model, written.sgd, somePosition(), {});
-  EXPECT_EQ(loadCheckpoint(path, *restored.model, restored.sgd, {}).bestStep, 0u);
+  const TrainPosition none = loadCheckpoint(path, *restored.model, restored.sgd, {});
+  EXPECT_EQ(none.bestStep, 0u);
+  EXPECT_EQ(none.evaluationsSinceBest, 0u);
   EXPECT_FALSE(checkpointMetadata(somePosition(), {}).contains("ddp.best_step"));
 }
 

@@ -412,6 +412,16 @@ TEST(Options, SaveBestNeedsATrainingRunAndAFileOfItsOwn) {
   EXPECT_TRUE(ranksCompare(parse({"--hidden", "4"}), "option --save-best", "0"));
 }
 
+TEST(Options, EarlyStopCountsEvaluationsOfATrainingRun) {
+  EXPECT_EQ(parse({"--early-stop", "3"}).earlyStop, 3u);
+  EXPECT_EQ(parse({}).earlyStop, 0u);
+  EXPECT_EQ(usageErrorOf({"--early-stop", "-1"}).find("--early-stop"), 0u);
+  EXPECT_EQ(usageErrorOf({"--early-stop", "2", "--evaluate", "--init-from", "m.st"}),
+            "--early-stop ends a training run: --evaluate does not train");
+  EXPECT_TRUE(
+      ranksCompare(parse({"--hidden", "4", "--early-stop", "3"}), "option --early-stop", "3"));
+}
+
 // The Trainer's end-of-epoch evaluation takes --eval-batch-size, and
 // nothing else does: the training batch stays --batch-size.
 TEST(Options, EvalBatchSizeReachesTheTrainerAlone) {

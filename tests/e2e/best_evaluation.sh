@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# --save-best FILE (Note [Keeping the best weights] in launcher/best_weights.h):
-# after each evaluation whose test loss is the lowest of the run so far, the
-# weights go to FILE; a resumed run goes on from the best its checkpoint
-# records, so it replaces FILE only with better weights.
+# The run's best evaluation (Note [Keeping the best weights] in
+# launcher/best_evaluation.h). --save-best FILE: after each evaluation whose
+# test loss is the lowest of the run so far, the weights go to FILE; a
+# resumed run goes on from the best its checkpoint records, so it replaces
+# FILE only with better weights. --early-stop N: the run ends after N
+# evaluations in a row without a lower loss, and a resumed one counts on.
 . "$(dirname "$0")/lib.sh"
 # A high constant rate on a small synthetic set overfits: the test loss
 # falls for some steps, then rises, so the last weights are not the best.
@@ -74,4 +76,39 @@ grep -q "saved the best weights" "$WORK/second.log" &&
   fail "the resumed run replaced the best with worse weights: $(grep "saved the best" "$WORK/second.log")"
 "$COMPARE_WEIGHTS" "$WORK/best.st" "$WORK/resumed.st" --exact > "$WORK/compare.log" ||
   fail "the resumed run's best weights differ: $(tail -3 "$WORK/compare.log")"
-echo "best after step $best_step (test_loss $best_loss), written after steps $saved"
+
+# 3. --early-stop 3 ends the run after the third evaluation past the best
+# (every one after the run's lowest is higher), with a checkpoint there that
+# counts them, at np=2 and np=1 alike; resumed with the same patience there
+# is nothing to train, and with --early-stop 5 it goes on to the fifth.
+after_best() {  # after_best K: the step of the K-th evaluation after the best
+  awk -v best="$best_step" -v k="$1" '$1 > best && ++n == k { print $1 }' "$WORK/evaluations"
+}
+third=$(after_best 3) fifth=$(after_best 5)
+[ -n "$fifth" ] || fail "fewer than 5 evaluations after the best: $(cat "$WORK/evaluations")"
+run 2 "${c[@]}" --early-stop 3 --checkpoint-dir "$WORK/early" --metrics "$WORK/early.jsonl" \
+  > "$WORK/early.log"
+grep -q "^\[r0\] stopped early: 3 evaluations in a row did not lower the test loss (the lowest, [0-9.]* after step $best_step; --early-stop 3)$" \
+  "$WORK/early.log" || fail "no early stop line: $(grep -v '^\[r0\]   ' "$WORK/early.log" | tail -5)"
+evaluations "$WORK/early.jsonl" > "$WORK/early.evaluations"
+[ "$(tail -1 "$WORK/early.evaluations" | cut -d' ' -f1)" = "$third" ] ||
+  fail "the run did not end at step $third's evaluation: $(cat "$WORK/early.evaluations")"
+newest=$(ls "$WORK"/early/checkpoint-*.safetensors | tail -1)
+[ "$newest" = "$WORK/early/checkpoint-$(printf %09d "$third").safetensors" ] ||
+  fail "the newest checkpoint is $newest, not step $third's"
+run 1 "${c[@]}" --batch-size 128 --early-stop 3 --metrics "$WORK/early1.jsonl" > /dev/null
+[ "$(evaluations "$WORK/early1.jsonl" | tail -1 | cut -d' ' -f1)" = "$third" ] ||
+  fail "np=1 did not stop at step $third: $(evaluations "$WORK/early1.jsonl")"
+run 2 "${c[@]}" --early-stop 3 --checkpoint-dir "$WORK/early" --resume > "$WORK/again.log"
+grep -q "resumed a run that had stopped early: 3 evaluations in a row .*: nothing to train" \
+  "$WORK/again.log" || fail "a stopped run trained on: $(tail -5 "$WORK/again.log")"
+[ "$(ls "$WORK"/early/checkpoint-*.safetensors | tail -1)" = "$newest" ] ||
+  fail "resuming a stopped run wrote a checkpoint"
+run 2 "${c[@]}" --early-stop 5 --checkpoint-dir "$WORK/early" --resume --metrics "$WORK/more.jsonl" \
+  > "$WORK/more.log"
+grep -q "stopped early: 5 evaluations in a row" "$WORK/more.log" ||
+  fail "--early-stop 5 did not count on: $(tail -5 "$WORK/more.log")"
+[ "$(ls "$WORK"/early/checkpoint-*.safetensors | tail -1)" = "$WORK/early/checkpoint-$(printf %09d "$fifth").safetensors" ] ||
+  fail "--early-stop 5 did not end at step $fifth: $(ls "$WORK"/early)"
+echo "best after step $best_step (test_loss $best_loss), written after steps $saved;" \
+  "--early-stop 3 after step $third, 5 after step $fifth"
