@@ -136,8 +136,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "early-stop", po::value(&raw.earlyStop)->value_name("N")->default_value(raw.earlyStop),
       "end the run after N evaluations in a row (epoch ends, --eval-every) that did not lower the "
       "test loss, as Lightning's EarlyStopping patience and Hugging Face's "
-      "early_stopping_patience: a checkpoint there, --save-model, exit code 0 (0: never; a "
-      "resumed run counts on from its checkpoint)")(
+      "early_stopping_patience: a checkpoint there (--checkpoint-dir), --save-model, exit code 0 "
+      "(0: never; a resumed run counts on from its checkpoint)")(
       "lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"),
       "learning rate (adamw: 0.001 unless given, as torch.optim.AdamW)")(
       "lr-schedule", po::value(&o.lrSchedule)->value_name("NAME")->default_value(o.lrSchedule),
