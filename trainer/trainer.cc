@@ -531,7 +531,6 @@ void Trainer::run(TrainObserver& observer) {
         evaluatingSeconds += seconds;
         longestEvaluation = std::max(longestEvaluation, seconds);
         if (stop) {  // mid-epoch: the checkpoint maxSteps would write here
-          stoppedEarly_ = true;
           checkpoint(epoch, consumed);
           return;
         }
@@ -634,10 +633,7 @@ void Trainer::run(TrainObserver& observer) {
     } else if (!checkpointed) {
       checkpoint(epoch, consumed);  // stopped by maxSteps in mid-epoch
     }
-    if (stop) {
-      stoppedEarly_ = true;
-      return;
-    }
+    if (stop) return;
   }
 }
 

@@ -91,9 +91,8 @@ struct TrainOptions {
   // and the global step it followed, before any checkpoint there: --save-best
   // and --early-stop. Every rank calls it at the same point, so it may hold
   // collectives; its time counts as the evaluation's for timeUp's reserve.
-  // It returns true to end the run there (every rank must agree), which
-  // then writes its checkpoint as at maxSteps and returns, with
-  // stoppedEarly() set.
+  // It returns true to end the run there (every rank must agree): run()
+  // then writes its checkpoint as at maxSteps and returns.
   std::function<bool(const EvalResult&, std::size_t globalStep)> onEvaluated;
   std::size_t checkpointEvery = 0;
   // A graceful stop: at each stop check the ranks agree (one small
@@ -306,8 +305,6 @@ class Trainer {
   int stoppedBy() const { return stoppedBy_; }
   // Whether TrainOptions::timeUp stopped run() early.
   bool stoppedByTimeLimit() const { return stoppedByTimeLimit_; }
-  // TrainOptions::onEvaluated ended the run (--early-stop).
-  bool stoppedEarly() const { return stoppedEarly_; }
   // Loss and accuracy on the test set, over every rank (trainer::evaluate).
   // Collective.
   EvalResult evaluate();
@@ -371,7 +368,6 @@ class Trainer {
   TrainPosition resume_;  // where run() starts
   int stoppedBy_ = 0;
   bool stoppedByTimeLimit_ = false;
-  bool stoppedEarly_ = false;
   std::string skippedFor_;         // the last step's, when its update was skipped
   std::optional<float> gradNorm_;  // the last step's (CPU; GPUs: read with the loss)
 };
