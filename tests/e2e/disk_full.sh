@@ -31,6 +31,8 @@ expect_refusal "error: --checkpoint-dir $small/ck: a checkpoint takes 14.2 MiB (
   --max-steps 8 --checkpoint-dir "$small/ck" --checkpoint-every 4
 expect_refusal "error: --save-model $small/m.safetensors: the weights take 7.1 MiB but the file system has 3.0 MiB free" \
   --max-steps 8 --save-model "$small/m.safetensors"
+expect_refusal "error: --save-best $small/b.safetensors: the weights take 7.1 MiB but the file system has 3.0 MiB free" \
+  --max-steps 8 --save-best "$small/b.safetensors"
 [ -z "$(ls "$small/ck")" ] || fail "a refused run left files: $(ls "$small/ck")"
 
 # 2. Room for 4 of the 8 checkpoints: a warning at start-up, then the 5th
