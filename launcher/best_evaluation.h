@@ -6,49 +6,64 @@
 // overfitting or a late divergence leaves the lowest test loss some
 // evaluations back, and --keep-checkpoints may delete the checkpoint that
 // held those weights. So with --save-best FILE, after every evaluation of the
-// run (each epoch's end, --eval-every) whose test loss is lower than every
-// earlier one, rank 0 replaces FILE with the weights just evaluated, as
-// Hugging Face's load_best_model_at_end and Lightning's ModelCheckpoint
-// (monitor="val_loss") keep theirs. The loss decides because every
-// evaluation computes it (Hugging Face's default metric too); a tie keeps the
-// earlier weights and a NaN is never the best. Every rank holds the same
-// result of the same evaluation, so all decide alike, and the write sits in
-// comm::agree(), where a failed write stops every rank cleanly.
+// run (each epoch's end, --eval-every) that is better than every earlier
+// one, rank 0 replaces FILE with the weights just evaluated, as Hugging
+// Face's load_best_model_at_end and Lightning's ModelCheckpoint keep theirs.
+// --best-metric says what "better" means: a lower test loss (the default, as
+// Hugging Face's, and computed by every evaluation) or a higher test
+// accuracy (Lightning's monitor="val_acc", mode="max"; Hugging Face's
+// metric_for_best_model="accuracy"). A tie keeps the earlier weights (an
+// accuracy, a count of hits, ties often) and a NaN is never the best. Every
+// rank holds the same result of the same evaluation, so all decide alike,
+// and the write sits in comm::agree(), where a failed write stops every rank
+// cleanly. FILE records the evaluation that chose it (Note [Where a model
+// file's weights came from] in trainer/model_origin.h).
 //
-// --early-stop N ends the run after N evaluations in a row that did not
-// lower the loss (Lightning's and Keras's patience, Hugging Face's
+// --early-stop N ends the run after N evaluations in a row that were not
+// better (Lightning's and Keras's patience, Hugging Face's
 // early_stopping_patience), as --max-steps ends it: a checkpoint there,
 // --save-model, exit code 0.
 //
-// A checkpoint records the best loss, its step and the evaluations since
-// (TrainPosition::bestTestLoss, bestStep, evaluationsSinceBest), so a resumed
-// run replaces FILE only with better weights than the run it resumes had
-// found, and counts on towards --early-stop; a run that had stopped early
-// resumes to nothing (unless --early-stop grew). A checkpoint without them
-// (older, or written with neither option) starts afresh.
+// A checkpoint records the best evaluation, its step, the metric that judged
+// it and the evaluations since (TrainPosition::best), so a resumed run
+// replaces FILE only with better weights than the run it resumes had found,
+// and counts on towards --early-stop; a run that had stopped early resumes
+// to nothing (unless --early-stop grew). A checkpoint without a record
+// (older, or written with neither option) starts afresh, and so does one
+// whose record another metric judged: a loss and an accuracy do not compare,
+// and the user who changed --best-metric asked for the new one.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "trainer/checkpoint.h"
+#include "trainer/evaluation.h"
+#include "trainer/model_origin.h"
 
 namespace ddp::launcher {
 
 class BestEvaluation {
  public:
-  // `resumedFrom`: the checkpoint's position on resume (its record, if it
-  // has one), or a fresh run's default position.
-  explicit BestEvaluation(const trainer::TrainPosition& resumedFrom);
+  // `metric`: --best-metric. `resumed`: the record of the checkpoint the run
+  // resumes from, or a fresh run's empty one; a record that another metric
+  // judged is set aside (resumeNotice()).
+  BestEvaluation(trainer::BestMetric metric, const trainer::BestRecord& resumed);
 
-  // Takes the test loss of the evaluation after global step `step`; true
-  // when it is the lowest so far (it then becomes the best).
-  bool observe(double testLoss, std::size_t step);
+  // Takes the result of the evaluation after global step `step`; true when
+  // it is better than every earlier one (it then becomes the best).
+  bool observe(const trainer::EvalResult& result, std::size_t step);
   // Evaluations since the best one (all of them before there is one).
-  std::size_t sinceBest() const { return sinceBest_; }
+  std::size_t sinceBest() const { return record_.evaluationsSince; }
   // Writes the record into a checkpoint's position.
-  void markIn(trainer::TrainPosition& position) const;
+  void markIn(trainer::TrainPosition& position) const { position.best = record_; }
+  // What --save-best's file records of the evaluation observe() last found
+  // best (Note [Where a model file's weights came from]).
+  trainer::ModelOrigin origin() const;
 
+  // Why a resumed checkpoint's record was set aside; nullopt when it was not.
+  std::optional<std::string> resumeNotice() const { return resumeNotice_; }
   // "saved the best weights so far (test_loss 0.4321 after step 500) to FILE
   // (--save-best)"
   std::string savedText(const std::string& path) const;
@@ -56,9 +71,12 @@ class BestEvaluation {
   std::string earlyStopText(std::size_t patience) const;
 
  private:
-  double bestLoss_ = 0.0;
-  std::size_t bestStep_ = 0;  // 0: no best yet
-  std::size_t sinceBest_ = 0;
+  double value(const trainer::EvalResult& result) const;
+  double bestValue() const;
+
+  trainer::BestRecord record_;
+  std::size_t bestSamples_ = 0;  // of the evaluation observe() last found best
+  std::optional<std::string> resumeNotice_;
 };
 
 }  // namespace ddp::launcher

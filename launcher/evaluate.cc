@@ -16,24 +16,31 @@ std::string weightsToEvaluate(const Options& o) {
                       o.checkpointDir, " to evaluate"));
 }
 
+std::optional<std::size_t> EvaluationReport::weightsStep() const {
+  if (checkpointStep) return checkpointStep;
+  return origin ? origin->step : std::nullopt;
+}
+
 std::string evaluationText(const EvaluationReport& r) {
-  return str(
-      "evaluated ", r.file,
-      r.checkpointStep ? str(" (the weights of step ", *r.checkpointStep, ")") : std::string(),
-      ": test_loss ", fixed(r.result.loss, 4), "  test_acc ", fixed(100.0 * r.result.accuracy, 2),
-      "%  (", r.testSet, ": ", r.result.samples, " samples over ", r.ranks,
-      r.ranks == 1 ? " rank, " : " ranks, ", fixed(r.seconds, 2), " s)");
+  const std::optional<std::size_t> step = r.weightsStep();
+  return str("evaluated ", r.file, step ? str(" (the weights of step ", *step, ")") : std::string(),
+             ": test_loss ", fixed(r.result.loss, 4), "  test_acc ",
+             fixed(100.0 * r.result.accuracy, 2), "%  (", r.testSet, ": ", r.result.samples,
+             " samples over ", r.ranks, r.ranks == 1 ? " rank, " : " ranks, ", fixed(r.seconds, 2),
+             " s)");
 }
 
 std::string evaluationMetrics(const EvaluationReport& r) {
   nlohmann::json line = {{"evaluated", r.file},
                          {"checkpoint_step", nullptr},
+                         {"weights_step", nullptr},
                          {"test_loss", r.result.loss},
                          {"test_accuracy", r.result.accuracy},
                          {"test_samples", r.result.samples},
                          {"ranks", r.ranks},
                          {"wall_time_s", r.seconds}};
   if (r.checkpointStep) line["checkpoint_step"] = *r.checkpointStep;
+  if (const auto step = r.weightsStep()) line["weights_step"] = *step;
   return line.dump();
 }
 

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "launcher/options.h"
+#include "trainer/model_origin.h"
 #include "trainer/trainer.h"
 
 namespace ddp::launcher {
@@ -41,9 +42,16 @@ namespace ddp::launcher {
 std::string weightsToEvaluate(const Options& o);
 
 struct EvaluationReport {
+  // The global step of the weights: a checkpoint's, or the one a model file
+  // records.
+  std::optional<std::size_t> weightsStep() const;
+
   std::string file;                           // the weights evaluated
   std::optional<std::size_t> checkpointStep;  // when the file was a checkpoint
-  std::string testSet;                        // "fashion-mnist/test"
+  // A model file's record of its weights (Note [Where a model file's weights
+  // came from] in trainer/model_origin.h).
+  std::optional<trainer::ModelOrigin> origin;
+  std::string testSet;  // "fashion-mnist/test"
   trainer::EvalResult result;
   int ranks = 1;
   double seconds = 0.0;  // the evaluation's wall time
@@ -55,7 +63,9 @@ struct EvaluationReport {
 std::string evaluationText(const EvaluationReport& report);
 
 // Its --metrics line, one JSON object (no newline): "evaluated" (the file),
-// "checkpoint_step" (null for a model file), "test_loss", "test_accuracy",
+// "checkpoint_step" (null for a model file), "weights_step" (the step of a
+// checkpoint's weights or the one a model file records; null when not
+// known), "test_loss", "test_accuracy",
 // "test_samples", "ranks", "wall_time_s".
 std::string evaluationMetrics(const EvaluationReport& report);
 

@@ -109,7 +109,11 @@ int evaluateWeights(comm::Communicator& comm, const World& world, const Options&
   comm.setContext("end: writing --save-model");
   comm::agree(comm, [&] {
     if (world.rank() == 0 && !o.saveModel.empty()) {
-      trainer::saveModel(o.saveModel, model);
+      trainer::ModelOrigin origin;
+      origin.step = report.weightsStep();
+      origin.savedBy = "--evaluate --save-model";
+      origin.evaluation = report.result;
+      trainer::saveModel(o.saveModel, model, trainer::originMetadata(origin));
       log::info(str("saved weights to ", o.saveModel));
     }
   });
@@ -264,7 +268,13 @@ int train(Options o) {
       }
       if (world.rank() == 0 && o.evaluate) {  // Note [Evaluating without training]
         evaluation.file = weightsToEvaluate(o);
-        evaluation.checkpointStep = trainer::loadWeights(evaluation.file, *model).checkpointStep;
+        const trainer::WeightsSource source = trainer::loadWeights(evaluation.file, *model);
+        evaluation.checkpointStep = source.checkpointStep;
+        evaluation.origin = source.origin;
+        if (source.origin) {
+          log::info(
+              str("evaluate: ", evaluation.file, " holds ", trainer::originText(*source.origin)));
+        }
       } else if (world.rank() == 0 && !o.initFrom.empty() && checkpointToResume(o).empty()) {
         // Note [Resuming or starting from --init-from] in launcher/resume.h.
         reportInitFrom(o.initFrom, trainer::loadWeights(o.initFrom, *model));
@@ -326,19 +336,23 @@ int train(Options o) {
     // Note [Keeping the best weights] in launcher/best_evaluation.h; made
     // once the resumed checkpoint's record is known.
     std::optional<BestEvaluation> best;
-    if (!o.saveBest.empty() || o.earlyStop > 0) {
-      trainOptions.onEvaluated = [&](const trainer::EvalResult& test, std::size_t step) {
-        if (best->observe(test.loss, step) && !o.saveBest.empty()) {
-          comm::agree(comm, [&] {
-            if (world.rank() == 0) trainer::saveModel(o.saveBest, *model);
-          });
-          if (world.rank() == 0) log::info(best->savedText(o.saveBest));
-        }
-        const bool stop = o.earlyStop > 0 && best->sinceBest() >= o.earlyStop;
-        if (stop && world.rank() == 0) log::info(best->earlyStopText(o.earlyStop));
-        return stop;
-      };
-    }
+    // The run's last evaluation, which --save-model records when the run
+    // ends at its step (Note [Where a model file's weights came from]).
+    std::optional<std::pair<trainer::EvalResult, std::size_t>> lastEvaluation;
+    trainOptions.onEvaluated = [&](const trainer::EvalResult& test, std::size_t step) {
+      lastEvaluation.emplace(test, step);
+      if (!best) return false;
+      if (best->observe(test, step) && !o.saveBest.empty()) {
+        comm::agree(comm, [&] {
+          if (world.rank() == 0)
+            trainer::saveModel(o.saveBest, *model, trainer::originMetadata(best->origin()));
+        });
+        if (world.rank() == 0) log::info(best->savedText(o.saveBest));
+      }
+      const bool stop = o.earlyStop > 0 && best->sinceBest() >= o.earlyStop;
+      if (stop && world.rank() == 0) log::info(best->earlyStopText(o.earlyStop));
+      return stop;
+    };
     if (!o.checkpointDir.empty()) {
       trainOptions.onCheckpoint = [&](const trainer::TrainPosition& reached) {
         trainer::TrainPosition at = reached;
@@ -370,7 +384,10 @@ int train(Options o) {
       comm.setContext("start-up: reading the checkpoint");
       start = resumeFromCheckpoint(comm, world, o, *model, *optimizer, resumeOptions(o));
     }
-    if (trainOptions.onEvaluated) best.emplace(start);
+    if (!o.saveBest.empty() || o.earlyStop > 0) {
+      best.emplace(*trainer::parseBestMetric(o.bestMetric), start.best);
+      if (const auto notice = best->resumeNotice(); notice && world.rank() == 0) log::info(*notice);
+    }
     trainer::Trainer trainer(comm, *model, *optimizer, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);
     if (world.rank() == 0) {
@@ -419,7 +436,12 @@ int train(Options o) {
         log::info(str("wrote trace ", path, world.size() > 1 ? " (and one per other rank)" : ""));
       }
       if (world.rank() == 0 && !o.saveModel.empty()) {
-        trainer::saveModel(o.saveModel, *model);
+        trainer::ModelOrigin origin;
+        origin.step = trainer.globalStep();
+        origin.savedBy = "--save-model";
+        if (lastEvaluation && lastEvaluation->second == trainer.globalStep())
+          origin.evaluation = lastEvaluation->first;
+        trainer::saveModel(o.saveModel, *model, trainer::originMetadata(origin));
         log::info(str("saved weights to ", o.saveModel));
       }
     });

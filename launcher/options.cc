@@ -18,6 +18,7 @@
 #include "launcher/time_limit.h"
 #include "runtime/error.h"
 #include "runtime/str.h"
+#include "trainer/evaluation.h"
 #include "trainer/fashion_mnist.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/tensor.h"
@@ -81,11 +82,16 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "the old one)")("save-model", po::value(&o.saveModel)->value_name("FILE"),
                       "write the final weights to FILE (safetensors, loadable by PyTorch)")(
       "save-best", po::value(&o.saveBest)->value_name("FILE"),
-      "after each evaluation (each epoch's end, --eval-every) whose test loss is the lowest of "
-      "the run so far, write the weights to FILE (as --save-model), as Hugging Face's "
+      "after each evaluation (each epoch's end, --eval-every) that is the best of the run so far "
+      "(--best-metric: the lowest test loss unless told), write the weights to FILE (as "
+      "--save-model, recording the step and the evaluation), as Hugging Face's "
       "load_best_model_at_end and Lightning's ModelCheckpoint(monitor=\"val_loss\"): the best "
       "weights kept whatever --keep-checkpoints deletes (a resumed run goes on from the best "
       "its checkpoint records)")(
+      "best-metric", po::value(&o.bestMetric)->value_name("NAME")->default_value(o.bestMetric),
+      "test_loss | test_accuracy: what makes an evaluation the best for --save-best and "
+      "--early-stop, a lower test loss or a higher test accuracy, as Lightning's monitor and "
+      "mode and Hugging Face's metric_for_best_model (a tie is not better)")(
       "evaluate", po::bool_switch(&o.evaluate),
       "evaluate the weights a run with the same options would train from (--init-from FILE, or "
       "the checkpoint --resume names: FILE, or the newest in --checkpoint-dir) on the test set "
@@ -134,8 +140,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "--eval-every and --evaluate, as Hugging Face's max_eval_samples: quicker evaluations "
       "of a large test set (0: all of it)")(
       "early-stop", po::value(&raw.earlyStop)->value_name("N")->default_value(raw.earlyStop),
-      "end the run after N evaluations in a row (epoch ends, --eval-every) that did not lower the "
-      "test loss, as Lightning's EarlyStopping patience and Hugging Face's "
+      "end the run after N evaluations in a row (epoch ends, --eval-every) that were not better "
+      "than the best before (--best-metric), as Lightning's EarlyStopping patience and Hugging "
+      "Face's "
       "early_stopping_patience: a checkpoint there (--checkpoint-dir), --save-model, exit code 0 "
       "(0: never; a resumed run counts on from its checkpoint)")(
       "lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"),
@@ -779,6 +786,12 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
     throw UsageError(str("--checkpoint-staging: unknown '", o.checkpointStaging,
                          "' (known: auto, copy, direct)"));
   }
+  if (!trainer::parseBestMetric(o.bestMetric)) {
+    throw UsageError(
+        str("--best-metric: unknown '", o.bestMetric, "' (known: test_loss, test_accuracy)"));
+  }
+  if (given(vm, "best-metric") && o.saveBest.empty() && o.earlyStop == 0)
+    throw UsageError("--best-metric needs --save-best or --early-stop (what it judges for)");
   if (o.checkpointStaging != "auto" && o.checkpointDir.empty())
     throw UsageError("--checkpoint-staging needs --checkpoint-dir");
   if (o.resume == "latest" && o.checkpointDir.empty())

@@ -34,9 +34,10 @@ struct Options {
   std::vector<std::size_t> hidden = {1024, 1024};
   std::string initFrom;
   std::string saveModel;
-  // --save-best: after each evaluation of the run whose test loss is the
-  // lowest so far, the weights are written here (launcher/best_evaluation.h).
+  // --save-best: after each evaluation of the run that is the best so far
+  // (by bestMetric), the weights are written here (launcher/best_evaluation.h).
   std::string saveBest;
+  std::string bestMetric = "test_loss";  // test_loss | test_accuracy (trainer::BestMetric)
   // --evaluate: the weights of initFrom or of the checkpoint `resume` names,
   // evaluated on the test set, no training (launcher/evaluate.h).
   bool evaluate = false;
@@ -52,7 +53,7 @@ struct Options {
   double timeLimitSeconds = 0;  // 0: none (Note [Stopping before a time limit])
   std::size_t batchSize = 64;
   std::size_t evalBatchSize = 1000;  // trainer::kEvalBatchSize, as options_test checks
-  std::size_t earlyStop = 0;         // evaluations without a lower test loss (0: never stop early)
+  std::size_t earlyStop = 0;         // evaluations in a row not better (0: never stop early)
   std::size_t evalSamples = 0;       // the test set's first this many (0: all)
   std::size_t evalEvery = 0;         // steps; 0: evaluate at each epoch's end only
   double lr = 0.1;

@@ -204,7 +204,8 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
                                  {"evaluate", str(o.evaluate)},
                                  // each --save-best write is a collective
                                  {"save-best", str(!o.saveBest.empty())},
-                                 {"early-stop", str(o.earlyStop)}});
+                                 {"early-stop", str(o.earlyStop)},
+                                 {"best-metric", o.bestMetric}});
   for (const auto& [name, value] : options)
     items.emplace_back(str("option --", name), value);
   return items;

@@ -103,6 +103,8 @@ void reportInitFrom(const std::string& path, const trainer::WeightsSource& sourc
                   "); a new run starts from them without its optimizer state and position "
                   "(--resume FILE continues that run instead)"));
   }
+  if (source.origin)
+    log::info(str("init-from: ", path, " holds ", trainer::originText(*source.origin)));
   for (const auto& [dtype, tensors] : source.converted) {
     log::info(str("init-from: ", tensors, " tensor", tensors == 1 ? "" : "s", " of ", path,
                   " converted from ", dtype, " to float32"));

@@ -39,8 +39,8 @@ void reportBucketCapChoice(std::size_t cap, const std::vector<std::size_t>& caps
                            const std::vector<double>& medians, std::size_t steps);
 
 // What --init-from read, when there is more to say than its name: a
-// checkpoint's weights without its optimizer state and position, tensors converted
-// to float32.
+// checkpoint's weights without its optimizer state and position, the step
+// and evaluation a model file records, tensors converted to float32.
 void reportInitFrom(const std::string& path, const trainer::WeightsSource& source);
 
 // Rank 0's warnings about how the job was placed: idle CPUs, more BLAS

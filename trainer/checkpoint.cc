@@ -1,6 +1,7 @@
 #include "trainer/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <regex>
@@ -38,6 +39,47 @@ std::size_t recordedGlobalBatch(const std::string& path,
   if (!meta.contains("ddp.option.batch-size") || !meta.contains("ddp.option.grad-accum")) return 0;
   return parseCount(path, meta, "ddp.option.batch-size") *
          parseCount(path, meta, "ddp.option.grad-accum") * static_cast<std::size_t>(worldSize);
+}
+
+// A double as text that reads back bit for bit.
+std::string exactText(double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+double parseReal(const std::string& path, const std::map<std::string, std::string>& meta,
+                 const std::string& key) {
+  try {
+    return std::stod(meta.at(key));
+  } catch (const std::exception&) {
+    throw DataError(str(path, ": checkpoint has no valid '", key, "'"));
+  }
+}
+
+// The record of a checkpoint written with --save-best or --early-stop; a
+// default one (nothing yet) for any other. Files written before
+// ddp.best_metric judged by the test loss and recorded no accuracy.
+BestRecord recordedBest(const std::string& path, const std::map<std::string, std::string>& meta) {
+  BestRecord best;
+  best.testAccuracy = std::nan("");
+  if (const auto metric = meta.find("ddp.best_metric"); metric != meta.end()) {
+    const std::optional<BestMetric> parsed = parseBestMetric(metric->second);
+    if (!parsed) {
+      throw DataError(str(path, ": checkpoint field 'ddp.best_metric' is not a metric: '",
+                          metric->second, "'"));
+    }
+    best.metric = *parsed;
+  }
+  if (meta.contains("ddp.evaluations_since_best"))
+    best.evaluationsSince = parseCount(path, meta, "ddp.evaluations_since_best");
+  if (meta.contains("ddp.best_step")) {
+    best.step = parseCount(path, meta, "ddp.best_step");
+    best.testLoss = parseReal(path, meta, "ddp.best_test_loss");
+    if (meta.contains("ddp.best_test_accuracy") || best.metric != BestMetric::kTestLoss)
+      best.testAccuracy = parseReal(path, meta, "ddp.best_test_accuracy");
+  }
+  return best;
 }
 
 // Options that older checkpoints do not record, with the value they ran
@@ -123,16 +165,16 @@ std::map<std::string, std::string> checkpointMetadata(const TrainPosition& posit
   meta["ddp.world_size"] = str(position.worldSize);
   meta["ddp.epoch_steps"] = str(position.epochSteps);
   if (position.globalBatch > 0) meta["ddp.global_batch"] = str(position.globalBatch);
-  char loss[64];
-  std::snprintf(loss, sizeof loss, "%.17g", position.epochLossSum);
-  meta["ddp.epoch_loss_sum"] = loss;
-  if (position.bestStep > 0) {
-    std::snprintf(loss, sizeof loss, "%.17g", position.bestTestLoss);
-    meta["ddp.best_test_loss"] = loss;
-    meta["ddp.best_step"] = str(position.bestStep);
+  meta["ddp.epoch_loss_sum"] = exactText(position.epochLossSum);
+  const BestRecord& best = position.best;
+  if (best.step > 0) {
+    meta["ddp.best_step"] = str(best.step);
+    meta["ddp.best_test_loss"] = exactText(best.testLoss);
+    meta["ddp.best_test_accuracy"] = exactText(best.testAccuracy);
   }
-  if (position.evaluationsSinceBest > 0)
-    meta["ddp.evaluations_since_best"] = str(position.evaluationsSinceBest);
+  if (best.evaluationsSince > 0) meta["ddp.evaluations_since_best"] = str(best.evaluationsSince);
+  if (best.step > 0 || best.evaluationsSince > 0)
+    meta["ddp.best_metric"] = bestMetricName(best.metric);
   return meta;
 }
 
@@ -155,7 +197,10 @@ WeightsSource loadWeights(const std::string& path, Sequential& model) {
     file.copyInto(p->name, p->value);
   WeightsSource source;
   source.converted = file.converted;
-  if (checkpoint) source.checkpointStep = parseCount(path, file.metadata, "ddp.global_step");
+  if (checkpoint)
+    source.checkpointStep = parseCount(path, file.metadata, "ddp.global_step");
+  else
+    source.origin = recordedOrigin(path, file.metadata);
   return source;
 }
 
@@ -191,22 +236,8 @@ CheckedCheckpoint checkCheckpoint(const std::string& path, const SafetensorsFile
   position.worldSize = static_cast<int>(parseCount(path, meta, "ddp.world_size"));
   position.epochSteps = parseCount(path, meta, "ddp.epoch_steps");
   position.globalBatch = recordedGlobalBatch(path, meta, position.worldSize);
-  try {
-    position.epochLossSum = std::stod(meta.at("ddp.epoch_loss_sum"));
-  } catch (const std::exception&) {
-    throw DataError(str(path, ": checkpoint has no valid 'ddp.epoch_loss_sum'"));
-  }
-  if (meta.contains("ddp.evaluations_since_best")) {
-    position.evaluationsSinceBest = parseCount(path, meta, "ddp.evaluations_since_best");
-  }
-  if (meta.contains("ddp.best_step")) {  // written with --save-best or --early-stop
-    position.bestStep = parseCount(path, meta, "ddp.best_step");
-    try {
-      position.bestTestLoss = std::stod(meta.at("ddp.best_test_loss"));
-    } catch (const std::exception&) {
-      throw DataError(str(path, ": checkpoint has no valid 'ddp.best_test_loss'"));
-    }
-  }
+  position.epochLossSum = parseReal(path, meta, "ddp.epoch_loss_sum");
+  position.best = recordedBest(path, meta);
   if (position.epoch == 0 || position.worldSize <= 0) {
     throw DataError(str(path, ": checkpoint position is invalid (epoch ", position.epoch,
                         ", world size ", position.worldSize, ")"));

@@ -25,11 +25,25 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/evaluation.h"
+#include "trainer/model_origin.h"
 #include "trainer/optimizer.h"
 #include "trainer/safetensors.h"
 #include "trainer/sequential.h"
 
 namespace ddp::trainer {
+
+// The run's best evaluation so far and the evaluations since
+// (launcher/best_evaluation.h, Note [Keeping the best weights]).
+struct BestRecord {
+  BestMetric metric = BestMetric::kTestLoss;  // what "best" was judged by
+  std::size_t step = 0;                       // the global step it was measured after; 0: none yet
+  double testLoss = 0.0;
+  // NaN in a checkpoint written before the accuracy was recorded (its
+  // metric is then the loss).
+  double testAccuracy = 0.0;
+  std::size_t evaluationsSince = 0;  // all of them while there is no best
+};
 
 // Where training stands after a step.
 struct TrainPosition {
@@ -43,12 +57,7 @@ struct TrainPosition {
   // run that wrote it; 0 where a file does not say. It may differ on resume
   // (Note [What may change on resume] in launcher/run_config.h).
   std::size_t globalBatch = 0;
-  // --save-best, --early-stop: the lowest test loss of the run's evaluations
-  // so far, the global step it was measured after (0: none yet, or not
-  // recorded), and the evaluations since (launcher/best_evaluation.h).
-  double bestTestLoss = 0.0;
-  std::size_t bestStep = 0;
-  std::size_t evaluationsSinceBest = 0;
+  BestRecord best;  // --save-best, --early-stop
 };
 
 // Options recorded with the position; on resume every key listed here must
@@ -122,6 +131,7 @@ const Tensor& checkpointTensor(const SafetensorsFile& file, const OptimizerState
 // What loadWeights read.
 struct WeightsSource {
   std::optional<std::size_t> checkpointStep;     // when the file was a ddp checkpoint
+  std::optional<ModelOrigin> origin;             // a model file's record of its weights
   std::map<std::string, std::size_t> converted;  // tensors read from F16, BF16, F64
 };
 

@@ -52,7 +52,7 @@ std::string firstDifference(const std::string& mine, const std::string& roots, i
 // The position and whether state follows, from the root to every rank.
 CheckedCheckpoint sharePosition(comm::Communicator& comm, int root, CheckedCheckpoint checked) {
   TrainPosition& p = checked.position;
-  std::array<std::int64_t, 11> fields = {static_cast<std::int64_t>(p.epoch),
+  std::array<std::int64_t, 13> fields = {static_cast<std::int64_t>(p.epoch),
                                          static_cast<std::int64_t>(p.consumed),
                                          static_cast<std::int64_t>(p.globalStep),
                                          p.worldSize,
@@ -60,9 +60,11 @@ CheckedCheckpoint sharePosition(comm::Communicator& comm, int root, CheckedCheck
                                          std::bit_cast<std::int64_t>(p.epochLossSum),
                                          checked.holdsState ? 1 : 0,
                                          static_cast<std::int64_t>(p.globalBatch),
-                                         std::bit_cast<std::int64_t>(p.bestTestLoss),
-                                         static_cast<std::int64_t>(p.bestStep),
-                                         static_cast<std::int64_t>(p.evaluationsSinceBest)};
+                                         static_cast<std::int64_t>(p.best.metric),
+                                         static_cast<std::int64_t>(p.best.step),
+                                         std::bit_cast<std::int64_t>(p.best.testLoss),
+                                         std::bit_cast<std::int64_t>(p.best.testAccuracy),
+                                         static_cast<std::int64_t>(p.best.evaluationsSince)};
   comm.broadcastSync(std::span<std::int64_t>(fields), root);
   p.epoch = static_cast<std::size_t>(fields[0]);
   p.consumed = static_cast<std::size_t>(fields[1]);
@@ -72,9 +74,11 @@ CheckedCheckpoint sharePosition(comm::Communicator& comm, int root, CheckedCheck
   p.epochLossSum = std::bit_cast<double>(fields[5]);
   checked.holdsState = fields[6] != 0;
   p.globalBatch = static_cast<std::size_t>(fields[7]);
-  p.bestTestLoss = std::bit_cast<double>(fields[8]);
-  p.bestStep = static_cast<std::size_t>(fields[9]);
-  p.evaluationsSinceBest = static_cast<std::size_t>(fields[10]);
+  p.best.metric = static_cast<BestMetric>(fields[8]);
+  p.best.step = static_cast<std::size_t>(fields[9]);
+  p.best.testLoss = std::bit_cast<double>(fields[10]);
+  p.best.testAccuracy = std::bit_cast<double>(fields[11]);
+  p.best.evaluationsSince = static_cast<std::size_t>(fields[12]);
   return checked;
 }
 

@@ -11,6 +11,16 @@
 
 namespace ddp::trainer {
 
+const char* bestMetricName(BestMetric metric) {
+  return metric == BestMetric::kTestAccuracy ? "test_accuracy" : "test_loss";
+}
+
+std::optional<BestMetric> parseBestMetric(const std::string& name) {
+  if (name == "test_loss") return BestMetric::kTestLoss;
+  if (name == "test_accuracy") return BestMetric::kTestAccuracy;
+  return std::nullopt;
+}
+
 EvalResult evaluate(comm::Communicator& comm, Sequential& model, const Dataset& data,
                     std::size_t batchSize, BatchLoader& batches, std::size_t samples) {
   DDP_CHECK(batchSize > 0, "an evaluation batch must hold a sample");

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
+#include <string>
 
 #include "comm/communicator.h"
 #include "trainer/batch_loader.h"
@@ -16,6 +18,16 @@ namespace ddp::trainer {
 // Samples per evaluation batch: ddp_train's, at the end of each epoch and
 // under --evaluate.
 inline constexpr std::size_t kEvalBatchSize = 1000;
+
+// Which result of an evaluation --save-best keeps and --early-stop watches
+// (--best-metric): the test loss, lower is better, or the test accuracy,
+// higher is better.
+enum class BestMetric { kTestLoss, kTestAccuracy };
+
+// "test_loss", "test_accuracy": the option's values, the --metrics keys.
+const char* bestMetricName(BestMetric metric);
+// The metric named `name`; nullopt for any other name.
+std::optional<BestMetric> parseBestMetric(const std::string& name);
 
 struct EvalResult {
   double loss = 0.0;      // mean over the samples

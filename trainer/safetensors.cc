@@ -481,11 +481,15 @@ void SafetensorsFile::copyInto(const std::string& name, Tensor& target) const {
   release(source.span());
 }
 
-void saveModel(const std::string& path, Sequential& model) {
+void saveModel(const std::string& path, Sequential& model,
+               const std::map<std::string, std::string>& metadata) {
   std::vector<std::pair<std::string, const Tensor*>> tensors;
   for (Parameter* p : model.parameters())
     tensors.emplace_back(p->name, &p->value);
-  saveSafetensors(path, tensors, {{"format", "pt"}, {"producer", "ddp"}});
+  std::map<std::string, std::string> all = metadata;
+  all["format"] = "pt";  // what safetensors.torch expects
+  all["producer"] = "ddp";
+  saveSafetensors(path, tensors, all);
 }
 
 void checkHoldsModel(const std::string& path, const SafetensorsFile& file, Sequential& model,

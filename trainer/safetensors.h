@@ -174,8 +174,10 @@ SafetensorsFile parseSafetensors(std::shared_ptr<std::string> bytes, const std::
 void checkHoldsModel(const std::string& path, const SafetensorsFile& file, Sequential& model,
                      const std::string& otherPrefix = "");
 
-// The model's parameters, saved under their PyTorch names.
-void saveModel(const std::string& path, Sequential& model);
+// The model's parameters, saved under their PyTorch names, with `metadata`
+// (Note [Where a model file's weights came from] in trainer/model_origin.h).
+void saveModel(const std::string& path, Sequential& model,
+               const std::map<std::string, std::string>& metadata = {});
 // Loads every parameter of `model` from `path`: names, count and shapes must
 // match exactly (no silent partial load). Throws DataError.
 void loadModel(const std::string& path, Sequential& model);

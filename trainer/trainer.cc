@@ -488,7 +488,7 @@ void Trainer::run(TrainObserver& observer) {
       const bool next = atEpoch != epoch;
       options_.onCheckpoint(TrainPosition{atEpoch, atConsumed, globalStep_, comm_.size(),
                                           next ? 0.0 : lossSum, next ? 0 : steps,
-                                          samplesPerStep() * worldSize});
+                                          samplesPerStep() * worldSize, BestRecord{}});
     };
     bool checkpointed = false;
     for (std::size_t begin = 0; begin < shard.size(); begin += samplesPerStep()) {

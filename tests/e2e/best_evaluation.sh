@@ -10,8 +10,9 @@
 # falls for some steps, then rises, so the last weights are not the best.
 c=(--dataset synthetic --synthetic-samples 2048 --hidden 64 --threads 1 --epochs 3 --eval-every 5
   --lr-schedule constant --lr 0.5 --seed 1 --log-every 1000)
-# evaluations FILE: "global_step test_loss" of each evaluation of a --metrics
-# file (16 steps an epoch at np=2: the epoch lines' steps add up).
+# evaluations FILE: "global_step test_loss test_accuracy" of each evaluation
+# of a --metrics file (16 steps an epoch at np=2: the epoch lines' steps add
+# up).
 evaluations() {
   python3 -c '
 import json, sys
@@ -20,9 +21,17 @@ for line in open(sys.argv[1]):
     m = json.loads(line)
     if "train_loss" in m:
         step += m["steps"]
-        print(step, repr(m["test_loss"]))
+        print(step, repr(m["test_loss"]), repr(m["test_accuracy"]))
     elif "test_loss" in m:
-        print(m["global_step"], repr(m["test_loss"]))' "$1"
+        print(m["global_step"], repr(m["test_loss"]), repr(m["test_accuracy"]))' "$1"
+}
+# metadata FILE KEY: the safetensors metadata entry KEY of FILE ("" if none).
+metadata() {
+  python3 -c '
+import json, struct, sys
+f = open(sys.argv[1], "rb")
+meta = json.loads(f.read(struct.unpack("<Q", f.read(8))[0])).get("__metadata__", {})
+print(meta.get(sys.argv[2], ""))' "$1" "$2"
 }
 
 # 1. FILE holds the weights of the evaluation with the lowest test loss
@@ -36,7 +45,7 @@ import sys
 best = None
 lowest = []
 for line in open(sys.argv[1]):
-    step, loss = line.split()
+    step, loss, _ = line.split()
     if best is None or float(loss) < best[1]:
         best = (int(step), float(loss))
         lowest.append(step)
@@ -57,6 +66,29 @@ assert abs(got - want) <= 1e-9 * want, (got, want)' "$WORK/eval.jsonl" "$best_lo
 if "$COMPARE_WEIGHTS" "$WORK/best.st" "$WORK/last.st" > /dev/null 2>&1; then
   fail "--save-best wrote the last weights, not the best"
 fi
+# Each file records where its weights came from (Note [Where a model file's
+# weights came from]): the step, the option, and the evaluation that chose
+# them, bit for bit; --evaluate reports it. The last weights were evaluated
+# at the run's end, so --save-model records that evaluation.
+read -r _ last_loss last_accuracy < <(tail -1 "$WORK/evaluations")
+python3 - "$(metadata "$WORK/best.st" ddp.step)" "$(metadata "$WORK/best.st" ddp.saved_by)" \
+  "$(metadata "$WORK/best.st" ddp.best_metric)" "$(metadata "$WORK/best.st" ddp.test_loss)" \
+  "$(metadata "$WORK/last.st" ddp.step)" "$(metadata "$WORK/last.st" ddp.saved_by)" \
+  "$(metadata "$WORK/last.st" ddp.test_loss)" "$(metadata "$WORK/last.st" ddp.test_accuracy)" \
+  "$best_step $best_loss $last_step $last_loss $last_accuracy" <<'PY' ||
+import sys
+step, by, metric, loss, last_step, last_by, last_loss, last_acc = sys.argv[1:9]
+want = sys.argv[9].split()
+assert (step, by, metric) == (want[0], "--save-best", "test_loss"), (step, by, metric)
+assert float(loss) == float(want[1]), (loss, want[1])
+assert (last_step, last_by) == (want[2], "--save-model"), (last_step, last_by)
+assert (float(last_loss), float(last_acc)) == (float(want[3]), float(want[4])), sys.argv
+PY
+  fail "the model files do not record their steps and evaluations"
+grep -q "^\[r0\] evaluate: $WORK/best.st holds the weights of step $best_step (--save-best by test_loss; evaluated then: test_loss [0-9.]*, test_acc [0-9.]*% on 512 samples)$" \
+  "$WORK/eval.log" || fail "--evaluate does not report the file's origin: $(grep evaluate "$WORK/eval.log")"
+grep -q "^\[r0\] evaluated $WORK/best.st (the weights of step $best_step): " "$WORK/eval.log" ||
+  fail "--evaluate does not name the step: $(grep evaluated "$WORK/eval.log")"
 
 # 2. Stopped 10 steps after the best (a checkpoint records it), resumed at
 # np=1 to the end: the resumed run's worse evaluations leave FILE as the
@@ -110,5 +142,47 @@ grep -q "stopped early: 5 evaluations in a row" "$WORK/more.log" ||
   fail "--early-stop 5 did not count on: $(tail -5 "$WORK/more.log")"
 [ "$(ls "$WORK"/early/checkpoint-*.safetensors | tail -1)" = "$WORK/early/checkpoint-$(printf %09d "$fifth").safetensors" ] ||
   fail "--early-stop 5 did not end at step $fifth: $(ls "$WORK"/early)"
-echo "best after step $best_step (test_loss $best_loss), written after steps $saved;" \
-  "--early-stop 3 after step $third, 5 after step $fifth"
+
+# 4. --best-metric test_accuracy: written at each strictly higher accuracy,
+# whatever the loss did; --early-stop counts evaluations without one. Resumed
+# from section 2's checkpoint, whose record the loss judged, the run says it
+# starts a new record and writes at its first evaluation.
+run 2 "${c[@]}" --best-metric test_accuracy --save-best "$WORK/acc.st" --early-stop 4 \
+  --metrics "$WORK/acc.jsonl" > "$WORK/acc.log"
+evaluations "$WORK/acc.jsonl" > "$WORK/acc.evaluations"
+read -r acc_steps acc_best acc_stop <<< "$(python3 -c '
+import sys
+best, since, higher, stop = None, 0, [], None
+for line in open(sys.argv[1]):
+    step, _, acc = line.split()
+    if best is None or float(acc) > best[1]:
+        best, since = (step, float(acc)), 0
+        higher.append(step)
+    else:
+        since += 1
+        if since == 4 and stop is None:
+            stop = step
+print(",".join(higher), best[0], stop)' "$WORK/acc.evaluations")"
+saved=$(sed -n 's/^\[r0\] saved the best weights so far (test_accuracy [0-9.]* after step \([0-9]*\)) to .*acc.st (--save-best)$/\1/p' \
+  "$WORK/acc.log" | paste -sd,)
+[ "$saved" = "$acc_steps" ] ||
+  fail "by accuracy, written after steps '$saved', not after each new highest '$acc_steps': $(cat "$WORK/acc.evaluations")"
+[ "$acc_steps" != "$lowest_steps" ] ||
+  fail "accuracy and loss chose the same steps ($acc_steps), which tests nothing"
+[ "$(metadata "$WORK/acc.st" ddp.step)" = "$acc_best" ] &&
+  [ "$(metadata "$WORK/acc.st" ddp.best_metric)" = test_accuracy ] ||
+  fail "acc.st does not record step $acc_best by test_accuracy"
+[ "$acc_stop" != None ] && [ "$(tail -1 "$WORK/acc.evaluations" | cut -d' ' -f1)" = "$acc_stop" ] ||
+  fail "--early-stop 4 by accuracy did not end at step $acc_stop: $(cat "$WORK/acc.evaluations")"
+grep -q "stopped early: 4 evaluations in a row did not raise the test accuracy (the highest, [0-9.]* after step $acc_best; --early-stop 4)" \
+  "$WORK/acc.log" || fail "no early stop line by accuracy: $(tail -3 "$WORK/acc.log")"
+run 2 "${c[@]}" --resume "$WORK/ck/checkpoint-$(printf %09d "$stop").safetensors" --max-steps "$((stop + 5))" \
+  --best-metric test_accuracy --save-best "$WORK/switched.st" > "$WORK/switched.log"
+grep -q "^\[r0\] --best-metric test_accuracy: the checkpoint's best evaluation (after step $best_step) was judged by test_loss, so the run starts a new record" \
+  "$WORK/switched.log" || fail "no notice of the new record: $(head -20 "$WORK/switched.log")"
+[ "$(metadata "$WORK/switched.st" ddp.step)" -gt "$stop" ] ||
+  fail "the run by accuracy did not write at its first evaluation: $(grep saved "$WORK/switched.log")"
+
+echo "best after step $best_step (test_loss $best_loss), written after steps $lowest_steps;" \
+  "--early-stop 3 after step $third, 5 after step $fifth; by accuracy written after $acc_steps," \
+  "--early-stop 4 after $acc_stop"

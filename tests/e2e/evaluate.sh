@@ -15,6 +15,8 @@ run 2 "${c[@]}" --epochs 2 --checkpoint-dir "$ck" --save-model "$WORK/model.safe
 accuracy=$(metric "$WORK/train.jsonl" test_accuracy)
 loss=$(metric "$WORK/train.jsonl" test_loss)
 samples=$(metric "$WORK/train.jsonl" test_samples)
+trained=$(python3 -c 'import json,sys; print(sum(json.loads(l)["steps"] for l in open(sys.argv[1])))' \
+  "$WORK/train.jsonl")
 
 # 1. The model file at 1, 2 and 3 ranks (3 shares of 500 samples are
 # unequal): every sample once, the same hits, the loss within the sum's
@@ -29,7 +31,9 @@ for np in 1 2 3; do
     fail "np=$np: accuracy $(metric "$WORK/eval$np.jsonl" test_accuracy), the run's last epoch $accuracy"
   python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 1e-6 * abs(b))' \
     "$(metric "$WORK/eval$np.jsonl" test_loss)" "$loss" || fail "np=$np: loss differs from $loss"
-  grep -q "^\[r0\] evaluated $WORK/model.safetensors: test_loss [0-9.]*  test_acc [0-9.]*%  (synthetic/test: $samples samples over $np ranks\?, [0-9.]* s)$" \
+  grep -q "^\[r0\] evaluate: $WORK/model.safetensors holds the weights of step $trained (--save-model; evaluated then: test_loss [0-9.]*, test_acc [0-9.]*% on $samples samples)$" \
+    "$WORK/eval$np.log" || fail "np=$np: no line on the file's origin: $(grep evaluate "$WORK/eval$np.log")"
+  grep -q "^\[r0\] evaluated $WORK/model.safetensors (the weights of step $trained): test_loss [0-9.]*  test_acc [0-9.]*%  (synthetic/test: $samples samples over $np ranks\?, [0-9.]* s)$" \
     "$WORK/eval$np.log" || fail "np=$np: no evaluation line: $(tail -3 "$WORK/eval$np.log")"
   ! grep -q "epoch\|reducer:" "$WORK/eval$np.log" || fail "np=$np trained: $(cat "$WORK/eval$np.log")"
 done
@@ -60,8 +64,27 @@ step=$(metric "$WORK/ck.jsonl" checkpoint_step)
 grep -q "evaluated $ck/checkpoint-$(printf %09d "$step").safetensors (the weights of step $step): " "$WORK/ck.log" ||
   fail "no evaluation line: $(tail -3 "$WORK/ck.log")"
 [ "$(metric "$WORK/ck.jsonl" test_accuracy)" = "$accuracy" ] || fail "the checkpoint's accuracy differs"
-cmp "$WORK/model.safetensors" "$WORK/from-checkpoint.safetensors" ||
-  fail "--save-model after --evaluate did not write the weights evaluated"
+"$COMPARE_WEIGHTS" "$WORK/model.safetensors" "$WORK/from-checkpoint.safetensors" --exact \
+  > "$WORK/compare.log" ||
+  fail "--save-model after --evaluate did not write the weights evaluated: $(tail -3 "$WORK/compare.log")"
+# Note [Where a model file's weights came from]: each file records its step
+# and the evaluation of its weights: the training run's, at its end, and
+# --evaluate's, bit for bit as their --metrics lines.
+python3 - "$WORK/model.safetensors" "$WORK/train.jsonl" "$trained" "--save-model" \
+  "$WORK/from-checkpoint.safetensors" "$WORK/ck.jsonl" "$step" "--evaluate --save-model" <<'PY' ||
+import json, struct, sys
+args = sys.argv[1:]
+for model, metrics, step, by in (args[0:4], args[4:8]):
+    f = open(model, "rb")
+    meta = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))["__metadata__"]
+    last = json.loads(open(metrics).read().splitlines()[-1])
+    assert (meta["ddp.step"], meta["ddp.saved_by"]) == (step, by), (model, meta)
+    assert float(meta["ddp.test_loss"]) == last["test_loss"], (model, meta, last)
+    assert float(meta["ddp.test_accuracy"]) == last["test_accuracy"], (model, meta, last)
+    assert int(meta["ddp.test_samples"]) == last["test_samples"], (model, meta, last)
+PY
+  fail "the model files do not record their steps and evaluations"
+[ "$(metric "$WORK/ck.jsonl" weights_step)" = "$step" ] || fail "no weights_step: $(cat "$WORK/ck.jsonl")"
 [ "$(ls -lA --time-style=full-iso "$ck" | sha256sum)" = "$before" ] || fail "--evaluate changed $ck"
 
 # With --init-from too (Note [Resuming or starting from --init-from]): the
@@ -75,7 +98,7 @@ grep -q "evaluated $ck/checkpoint-$(printf %09d "$step").safetensors " "$WORK/bo
 mkdir "$WORK/none-yet"
 run 1 "${c[@]}" --evaluate --checkpoint-dir "$WORK/none-yet" --resume \
   --init-from "$WORK/other.safetensors" > "$WORK/none-yet.log"
-grep -q "evaluated $WORK/other.safetensors: " "$WORK/none-yet.log" ||
+grep -q "evaluated $WORK/other.safetensors (the weights of step $trained): " "$WORK/none-yet.log" ||
   fail "with no checkpoint, --init-from was not evaluated: $(tail -1 "$WORK/none-yet.log")"
 
 # 3. The test set alone is read: Fashion-MNIST's test files, without the

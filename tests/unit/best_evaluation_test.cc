@@ -1,6 +1,6 @@
-// Note [Keeping the best weights]: which evaluation is the best so far and
-// how many came since, from a fresh start and from a resumed checkpoint's
-// record.
+// Note [Keeping the best weights]: which evaluation is the best so far by
+// either metric and how many came since, from a fresh start and from a
+// resumed checkpoint's record, and what --save-best's file records of it.
 #include "launcher/best_evaluation.h"
 
 #include <gtest/gtest.h>
@@ -11,61 +11,124 @@
 namespace ddp::launcher {
 namespace {
 
+using trainer::BestMetric;
+using trainer::BestRecord;
+using trainer::EvalResult;
+
+EvalResult lossOf(double loss) {
+  return EvalResult{loss, 0.5, 100};
+}
+EvalResult accuracyOf(double accuracy, double loss = 1.0) {
+  return EvalResult{loss, accuracy, 100};
+}
+
 TEST(BestEvaluation, TheFirstEvaluationIsTheBestThenOnlyALowerLoss) {
-  BestEvaluation best{trainer::TrainPosition{}};
-  EXPECT_TRUE(best.observe(2.5, 10));
+  BestEvaluation best(BestMetric::kTestLoss, BestRecord{});
+  EXPECT_TRUE(best.observe(lossOf(2.5), 10));
   EXPECT_EQ(best.sinceBest(), 0u);
   EXPECT_EQ(best.savedText("best.st"),
             "saved the best weights so far (test_loss 2.5000 after step 10) to best.st "
             "(--save-best)");
-  EXPECT_FALSE(best.observe(2.5, 20));  // a tie keeps the earlier weights
-  EXPECT_FALSE(best.observe(3.0, 30));
+  EXPECT_FALSE(best.observe(lossOf(2.5), 20));                // a tie keeps the earlier weights
+  EXPECT_FALSE(best.observe(EvalResult{3.0, 0.9, 100}, 30));  // a better accuracy is not asked
   EXPECT_EQ(best.sinceBest(), 2u);
   EXPECT_EQ(best.earlyStopText(2),
             "stopped early: 2 evaluations in a row did not lower the test loss (the lowest, "
             "2.5000 after step 10; --early-stop 2)");
   trainer::TrainPosition at;
   best.markIn(at);
-  EXPECT_EQ(at.bestTestLoss, 2.5);
-  EXPECT_EQ(at.bestStep, 10u);
-  EXPECT_EQ(at.evaluationsSinceBest, 2u);
-  EXPECT_TRUE(best.observe(2.4, 40));
+  EXPECT_EQ(at.best.metric, BestMetric::kTestLoss);
+  EXPECT_EQ(at.best.testLoss, 2.5);
+  EXPECT_EQ(at.best.testAccuracy, 0.5);
+  EXPECT_EQ(at.best.step, 10u);
+  EXPECT_EQ(at.best.evaluationsSince, 2u);
+  EXPECT_TRUE(best.observe(lossOf(2.4), 40));
   EXPECT_EQ(best.sinceBest(), 0u);
 }
 
 TEST(BestEvaluation, ANanIsNeverTheBestNorAnInfinityBetterThanALoss) {
-  BestEvaluation best{trainer::TrainPosition{}};
-  EXPECT_FALSE(best.observe(std::nan(""), 5));
+  BestEvaluation best(BestMetric::kTestLoss, BestRecord{});
+  EXPECT_FALSE(best.observe(lossOf(std::nan("")), 5));
   EXPECT_EQ(best.sinceBest(), 1u);
   EXPECT_EQ(best.earlyStopText(1),
             "stopped early: 1 evaluation in a row did not lower the test loss (none finite; "
             "--early-stop 1)");
-  EXPECT_TRUE(best.observe(std::numeric_limits<double>::infinity(), 10));
-  EXPECT_TRUE(best.observe(0.7, 15));
-  EXPECT_FALSE(best.observe(std::nan(""), 20));
-  EXPECT_FALSE(best.observe(std::numeric_limits<double>::infinity(), 25));
+  EXPECT_TRUE(best.observe(lossOf(std::numeric_limits<double>::infinity()), 10));
+  EXPECT_TRUE(best.observe(lossOf(0.7), 15));
+  EXPECT_FALSE(best.observe(lossOf(std::nan("")), 20));
+  EXPECT_FALSE(best.observe(lossOf(std::numeric_limits<double>::infinity()), 25));
   EXPECT_EQ(best.sinceBest(), 2u);
 }
 
-// A resumed run goes on from its checkpoint's record: only a lower loss
+// --best-metric test_accuracy: only a higher accuracy is better, whatever
+// the loss does; a tie (frequent: a count of hits) keeps the earlier weights.
+TEST(BestEvaluation, ByAccuracyOnlyAHigherAccuracyIsBetter) {
+  BestEvaluation best(BestMetric::kTestAccuracy, BestRecord{});
+  EXPECT_TRUE(best.observe(accuracyOf(0.80, 0.6), 10));
+  EXPECT_FALSE(best.observe(accuracyOf(0.80, 0.4), 20));  // a tie, a lower loss
+  EXPECT_FALSE(best.observe(accuracyOf(0.79, 0.3), 30));
+  EXPECT_FALSE(best.observe(accuracyOf(std::nan("")), 35));
+  EXPECT_EQ(best.earlyStopText(3),
+            "stopped early: 3 evaluations in a row did not raise the test accuracy (the highest, "
+            "0.8000 after step 10; --early-stop 3)");
+  EXPECT_TRUE(best.observe(accuracyOf(0.85, 0.9), 40));  // a higher loss does not matter
+  EXPECT_EQ(best.savedText("best.st"),
+            "saved the best weights so far (test_accuracy 0.8500 after step 40) to best.st "
+            "(--save-best)");
+  const trainer::ModelOrigin origin = best.origin();
+  EXPECT_EQ(origin.step, 40u);
+  EXPECT_EQ(origin.savedBy, "--save-best");
+  EXPECT_EQ(origin.chosenBy, BestMetric::kTestAccuracy);
+  ASSERT_TRUE(origin.evaluation);
+  EXPECT_EQ(origin.evaluation->loss, 0.9);
+  EXPECT_EQ(origin.evaluation->accuracy, 0.85);
+  EXPECT_EQ(origin.evaluation->samples, 100u);
+}
+
+// A resumed run goes on from its checkpoint's record: only a better result
 // replaces the file the stopped run wrote, and the evaluations since the
 // best count on.
 TEST(BestEvaluation, AResumedRunGoesOnFromTheCheckpointsRecord) {
-  trainer::TrainPosition resumed;
-  resumed.globalStep = 300;
-  resumed.bestTestLoss = 0.36;
-  resumed.bestStep = 100;
-  resumed.evaluationsSinceBest = 4;
-  BestEvaluation best(resumed);
+  BestRecord resumed;
+  resumed.step = 100;
+  resumed.testLoss = 0.36;
+  resumed.testAccuracy = 0.9;
+  resumed.evaluationsSince = 4;
+  BestEvaluation best(BestMetric::kTestLoss, resumed);
+  EXPECT_FALSE(best.resumeNotice());
   EXPECT_EQ(best.sinceBest(), 4u);
-  EXPECT_FALSE(best.observe(0.5, 320));
+  EXPECT_FALSE(best.observe(lossOf(0.5), 320));
   EXPECT_EQ(best.sinceBest(), 5u);
   trainer::TrainPosition at;
   best.markIn(at);
-  EXPECT_EQ(at.bestStep, 100u);
-  EXPECT_EQ(at.bestTestLoss, 0.36);
-  EXPECT_EQ(at.evaluationsSinceBest, 5u);
-  EXPECT_TRUE(best.observe(0.35, 340));
+  EXPECT_EQ(at.best.step, 100u);
+  EXPECT_EQ(at.best.testLoss, 0.36);
+  EXPECT_EQ(at.best.testAccuracy, 0.9);
+  EXPECT_EQ(at.best.evaluationsSince, 5u);
+  EXPECT_TRUE(best.observe(lossOf(0.35), 340));
+}
+
+// A record another metric judged does not compare: the resumed run starts a
+// new one, and says so.
+TEST(BestEvaluation, ARecordOfAnotherMetricIsSetAside) {
+  BestRecord resumed;
+  resumed.metric = BestMetric::kTestLoss;
+  resumed.step = 100;
+  resumed.testLoss = 0.36;
+  resumed.testAccuracy = 0.9;
+  resumed.evaluationsSince = 4;
+  BestEvaluation best(BestMetric::kTestAccuracy, resumed);
+  ASSERT_TRUE(best.resumeNotice());
+  EXPECT_EQ(*best.resumeNotice(),
+            "--best-metric test_accuracy: the checkpoint's best evaluation (after step 100) was "
+            "judged by test_loss, so the run starts a new record (--save-best's file is replaced "
+            "at the next evaluation, --early-stop counts from it)");
+  EXPECT_EQ(best.sinceBest(), 0u);
+  EXPECT_TRUE(best.observe(accuracyOf(0.5), 320));  // lower than the old record's 0.9
+  trainer::TrainPosition at;
+  best.markIn(at);
+  EXPECT_EQ(at.best.metric, BestMetric::kTestAccuracy);
+  EXPECT_EQ(at.best.step, 320u);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // the background writer (Note [Checkpoints written in the background]).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -218,28 +219,121 @@ TEST(Checkpoint, AnOlderFileWithoutMinLrEndedAtZero) {
 
 // A file from before ddp.global_batch: the product of the options that made
 // it, or 0 (not known) without them.
-// Note [Keeping the best weights] in launcher/best_evaluation.h: the lowest
-// test loss, its step and the evaluations since come back bit for bit; a
-// file without them (older, or written with neither --save-best nor
-// --early-stop) has none.
+// Note [Keeping the best weights] in launcher/best_evaluation.h: the best
+// evaluation (both results), its step, the metric that judged it and the
+// evaluations since come back bit for bit; a file without them (older, or
+// written with neither --save-best nor --early-stop) has none.
 TEST(Checkpoint, RecordsTheBestEvaluationSoFarWhenThereIsOne) {
   TempDir dir;
   TrainedModel written(1), restored(2);
   const std::string path = checkpointPath(dir.file(""), 70);
   TrainPosition at = somePosition();
-  at.bestTestLoss = 0.3 + 0.01;
-  at.bestStep = 40;
-  at.evaluationsSinceBest = 3;
+  at.best.metric = BestMetric::kTestAccuracy;
+  at.best.step = 40;
+  at.best.testLoss = 0.3 + 0.01;
+  at.best.testAccuracy = 0.7 + 0.1;
+  at.best.evaluationsSince = 3;
   saveCheckpoint(path, *written.model, written.sgd, at, {});
   const TrainPosition back = loadCheckpoint(path, *restored.model, restored.sgd, {});
-  EXPECT_EQ(back.bestTestLoss, 0.3 + 0.01);
-  EXPECT_EQ(back.bestStep, 40u);
-  EXPECT_EQ(back.evaluationsSinceBest, 3u);
+  EXPECT_EQ(back.best.metric, BestMetric::kTestAccuracy);
+  EXPECT_EQ(back.best.step, 40u);
+  EXPECT_EQ(back.best.testLoss, 0.3 + 0.01);
+  EXPECT_EQ(back.best.testAccuracy, 0.7 + 0.1);
+  EXPECT_EQ(back.best.evaluationsSince, 3u);
   saveCheckpoint(path, *written.model, written.sgd, somePosition(), {});
   const TrainPosition none = loadCheckpoint(path, *restored.model, restored.sgd, {});
-  EXPECT_EQ(none.bestStep, 0u);
-  EXPECT_EQ(none.evaluationsSinceBest, 0u);
-  EXPECT_FALSE(checkpointMetadata(somePosition(), {}).contains("ddp.best_step"));
+  EXPECT_EQ(none.best.step, 0u);
+  EXPECT_EQ(none.best.evaluationsSince, 0u);
+  const auto metadata = checkpointMetadata(somePosition(), {});
+  EXPECT_FALSE(metadata.contains("ddp.best_step"));
+  EXPECT_FALSE(metadata.contains("ddp.best_metric"));
+}
+
+// A checkpoint written before --best-metric recorded the lowest test loss
+// and no accuracy: it reads as judged by the loss, its accuracy unknown. A
+// metric of another name is refused.
+TEST(Checkpoint, AnOlderBestRecordIsTheTestLossAndAnUnknownMetricIsRefused) {
+  TempDir dir;
+  TrainedModel written(1), restored(2);
+  const std::string path = checkpointPath(dir.file(""), 70);
+  TrainPosition at = somePosition();
+  at.best.step = 40;
+  at.best.testLoss = 0.25;
+  at.best.testAccuracy = 0.5;
+  std::map<std::string, std::string> metadata = checkpointMetadata(at, {});
+  metadata.erase("ddp.best_metric");
+  metadata.erase("ddp.best_test_accuracy");
+  saveSafetensors(path, checkpointTensors(*written.model, written.sgd), metadata);
+  const TrainPosition back = loadCheckpoint(path, *restored.model, restored.sgd, {});
+  EXPECT_EQ(back.best.metric, BestMetric::kTestLoss);
+  EXPECT_EQ(back.best.step, 40u);
+  EXPECT_EQ(back.best.testLoss, 0.25);
+  EXPECT_TRUE(std::isnan(back.best.testAccuracy));
+  metadata["ddp.best_metric"] = "val_acc";
+  saveSafetensors(path, checkpointTensors(*written.model, written.sgd), metadata);
+  try {
+    loadCheckpoint(path, *restored.model, restored.sgd, {});
+    FAIL() << "read an unknown metric";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("'ddp.best_metric' is not a metric: 'val_acc'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Note [Where a model file's weights came from] in trainer/model_origin.h:
+// what a model file records of its weights comes back through --init-from's
+// loadWeights, bit for bit; a file from another writer records nothing, and
+// a malformed entry is refused naming it.
+TEST(Checkpoint, AModelFileRecordsWhereItsWeightsCameFrom) {
+  TempDir dir;
+  TrainedModel written(1);
+  ModelOrigin origin;
+  origin.step = 40;
+  origin.savedBy = "--save-best";
+  origin.chosenBy = BestMetric::kTestAccuracy;
+  origin.evaluation = EvalResult{0.1 + 0.2, 0.7 + 0.1, 500};
+  const std::string path = dir.file("best.safetensors");
+  saveModel(path, *written.model, originMetadata(origin));
+  auto fresh = buildMlp(3, {4}, 2, 2);
+  const WeightsSource source = loadWeights(path, *fresh);
+  EXPECT_FALSE(source.checkpointStep);
+  ASSERT_TRUE(source.origin);
+  EXPECT_EQ(source.origin->step, 40u);
+  EXPECT_EQ(source.origin->savedBy, "--save-best");
+  EXPECT_EQ(source.origin->chosenBy, BestMetric::kTestAccuracy);
+  ASSERT_TRUE(source.origin->evaluation);
+  EXPECT_EQ(source.origin->evaluation->loss, 0.1 + 0.2);
+  EXPECT_EQ(source.origin->evaluation->accuracy, 0.7 + 0.1);
+  EXPECT_EQ(source.origin->evaluation->samples, 500u);
+  EXPECT_EQ(originText(*source.origin),
+            "the weights of step 40 (--save-best by test_accuracy; evaluated then: test_loss "
+            "0.3000, test_acc 80.00% on 500 samples)");
+  EXPECT_EQ(loadSafetensors(path).metadata.at("format"), "pt");  // still PyTorch's
+
+  ModelOrigin last;
+  last.step = 7;
+  last.savedBy = "--save-model";
+  saveModel(path, *written.model, originMetadata(last));
+  const std::optional<ModelOrigin> back = loadWeights(path, *fresh).origin;
+  ASSERT_TRUE(back);
+  EXPECT_FALSE(back->evaluation);
+  EXPECT_FALSE(back->chosenBy);
+  EXPECT_EQ(originText(*back), "the weights of step 7 (--save-model)");
+
+  saveModel(path, *written.model);
+  EXPECT_FALSE(loadWeights(path, *fresh).origin);
+  std::map<std::string, std::string> metadata = originMetadata(origin);
+  metadata["ddp.step"] = "-1";
+  saveModel(path, *written.model, metadata);
+  try {
+    loadWeights(path, *fresh);
+    FAIL() << "read a malformed step";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("metadata entry 'ddp.step' is malformed: '-1'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Checkpoint, AnOlderFileWithoutTheGlobalBatchHasItsOptionsProduct) {

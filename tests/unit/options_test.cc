@@ -422,6 +422,19 @@ TEST(Options, EarlyStopCountsEvaluationsOfATrainingRun) {
       ranksCompare(parse({"--hidden", "4", "--early-stop", "3"}), "option --early-stop", "3"));
 }
 
+TEST(Options, BestMetricIsTheTestLossOrAccuracyAndJudgesForAnOption) {
+  EXPECT_EQ(parse({"--save-best", "b.st"}).bestMetric, "test_loss");
+  EXPECT_EQ(parse({"--early-stop", "2", "--best-metric", "test_accuracy"}).bestMetric,
+            "test_accuracy");
+  EXPECT_EQ(usageErrorOf({"--save-best", "b.st", "--best-metric", "val_acc"}),
+            "--best-metric: unknown 'val_acc' (known: test_loss, test_accuracy)");
+  EXPECT_EQ(usageErrorOf({"--best-metric", "test_accuracy"}),
+            "--best-metric needs --save-best or --early-stop (what it judges for)");
+  EXPECT_TRUE(ranksCompare(
+      parse({"--hidden", "4", "--save-best", "b.st", "--best-metric", "test_accuracy"}),
+      "option --best-metric", "test_accuracy"));
+}
+
 // The Trainer's end-of-epoch evaluation takes --eval-batch-size, and
 // nothing else does: the training batch stays --batch-size.
 TEST(Options, EvalBatchSizeReachesTheTrainerAlone) {
