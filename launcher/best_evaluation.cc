@@ -1,8 +1,11 @@
 #include "launcher/best_evaluation.h"
 
 #include <cmath>
+#include <filesystem>
 
+#include "runtime/error.h"
 #include "runtime/str.h"
+#include "trainer/safetensors.h"
 
 namespace ddp::launcher {
 namespace {
@@ -47,8 +50,8 @@ bool BestEvaluation::observe(const trainer::EvalResult& result, std::size_t step
     record_.step = step;
     record_.testLoss = result.loss;
     record_.testAccuracy = result.accuracy;
+    record_.testSamples = result.samples;
     record_.evaluationsSince = 0;
-    bestSamples_ = result.samples;
   } else {
     ++record_.evaluationsSince;
   }
@@ -60,13 +63,21 @@ trainer::ModelOrigin BestEvaluation::origin() const {
   origin.step = record_.step;
   origin.savedBy = "--save-best";
   origin.chosenBy = record_.metric;
-  origin.evaluation = trainer::EvalResult{record_.testLoss, record_.testAccuracy, bestSamples_};
+  // A checkpoint from before the samples were recorded leaves the figures out.
+  if (record_.testSamples > 0) {
+    origin.evaluation =
+        trainer::EvalResult{record_.testLoss, record_.testAccuracy, record_.testSamples};
+  }
   return origin;
 }
 
+std::string BestEvaluation::bestText() const {
+  return str(trainer::bestMetricName(record_.metric), " ", fixed(bestValue(), 4), " after step ",
+             record_.step);
+}
+
 std::string BestEvaluation::savedText(const std::string& path) const {
-  return str("saved the best weights so far (", trainer::bestMetricName(record_.metric), " ",
-             fixed(bestValue(), 4), " after step ", record_.step, ") to ", path, " (--save-best)");
+  return str("saved the best weights so far (", bestText(), ") to ", path, " (--save-best)");
 }
 
 std::string BestEvaluation::earlyStopText(std::size_t patience) const {
@@ -80,6 +91,46 @@ std::string BestEvaluation::earlyStopText(std::size_t patience) const {
              " in a row did ",
              higher ? "not raise the test accuracy (" : "not lower the test loss (", best,
              "; --early-stop ", patience, ")");
+}
+
+std::optional<BestFileNotice> restoreBestFile(const std::string& path, const BestEvaluation& best,
+                                              const std::string& checkpointDir,
+                                              trainer::Sequential& model) {
+  const std::size_t step = best.record().step;
+  if (step == 0) return std::nullopt;
+  std::string why;
+  if (!std::filesystem::exists(path)) {
+    why = "is not there";
+  } else {
+    try {
+      const trainer::SafetensorsFile file = trainer::loadSafetensors(path);
+      const std::optional<trainer::ModelOrigin> origin =
+          trainer::recordedOrigin(path, file.metadata);
+      if (origin && origin->step == step && origin->savedBy == "--save-best") return std::nullopt;
+      why = origin && origin->step
+                ? str("holds the weights of step ", *origin->step,
+                      origin->savedBy == "--save-best" ? std::string()
+                                                       : str(" (", origin->savedBy, ")"))
+                : std::string("records no step of a --save-best write");
+    } catch (const DataError& e) {
+      why = str("cannot be read (", e.what(), ")");
+    }
+  }
+  const std::string recorded =
+      str("the best weights the checkpoint records (", best.bestText(), ")");
+  const std::string checkpoint = trainer::checkpointPath(checkpointDir, step);
+  if (!std::filesystem::exists(checkpoint)) {
+    return BestFileNotice{
+        true, str("--save-best ", path, ": ", why, ", and ", recorded, " are in no checkpoint in ",
+                  checkpointDir, " (none was written at step ", step,
+                  ", or --keep-checkpoints deleted it): ", path,
+                  " is written again only at an evaluation better than that")};
+  }
+  const trainer::SafetensorsFile file = trainer::loadSafetensors(checkpoint);
+  trainer::saveModelTensors(path, trainer::checkpointWeights(checkpoint, file, model),
+                            trainer::originMetadata(best.origin()));
+  return BestFileNotice{false, str("--save-best ", path, ": ", why, "; wrote ", recorded,
+                                   " to it again, from ", checkpoint)};
 }
 
 }  // namespace ddp::launcher

@@ -32,6 +32,21 @@
 // (older, or written with neither option) starts afresh, and so does one
 // whose record another metric judged: a loss and an accuracy do not compare,
 // and the user who changed --best-metric asked for the new one.
+//
+// Note [A resumed run's best file]
+// A resumed run compares against the best its checkpoint records, so it
+// writes FILE again only at a better evaluation. If FILE is gone by then
+// (written to a node-local disk and the job requeued on another node, moved
+// away) or holds other weights, the best weights would be lost without a
+// word. So at start-up rank 0 reads FILE's record (Note [Where a model
+// file's weights came from]): holding the recorded best step, FILE is left
+// alone. Otherwise, when the resumed checkpoint's directory still holds the
+// checkpoint of that step (the best fell at an epoch's end or at a
+// --checkpoint-every step, and --keep-checkpoints kept it), that checkpoint
+// holds exactly the weights that were evaluated (the evaluation and the
+// checkpoint both follow the same step), and FILE is written again from it.
+// Failing that, a warning says FILE is written only at a better evaluation.
+// Reading FILE checks its checksums: one read of a model file at start-up.
 #pragma once
 
 #include <cstddef>
@@ -54,16 +69,19 @@ class BestEvaluation {
   // Takes the result of the evaluation after global step `step`; true when
   // it is better than every earlier one (it then becomes the best).
   bool observe(const trainer::EvalResult& result, std::size_t step);
+  const trainer::BestRecord& record() const { return record_; }
   // Evaluations since the best one (all of them before there is one).
   std::size_t sinceBest() const { return record_.evaluationsSince; }
   // Writes the record into a checkpoint's position.
   void markIn(trainer::TrainPosition& position) const { position.best = record_; }
-  // What --save-best's file records of the evaluation observe() last found
-  // best (Note [Where a model file's weights came from]).
+  // What --save-best's file records of the best evaluation (Note [Where a
+  // model file's weights came from]).
   trainer::ModelOrigin origin() const;
 
   // Why a resumed checkpoint's record was set aside; nullopt when it was not.
   std::optional<std::string> resumeNotice() const { return resumeNotice_; }
+  // "test_loss 0.4321 after step 500"
+  std::string bestText() const;
   // "saved the best weights so far (test_loss 0.4321 after step 500) to FILE
   // (--save-best)"
   std::string savedText(const std::string& path) const;
@@ -75,8 +93,24 @@ class BestEvaluation {
   double bestValue() const;
 
   trainer::BestRecord record_;
-  std::size_t bestSamples_ = 0;  // of the evaluation observe() last found best
   std::optional<std::string> resumeNotice_;
 };
+
+// What restoreBestFile did or could not do, for the log.
+struct BestFileNotice {
+  bool warning = false;
+  std::string text;
+};
+
+// Rank 0, on resume with --save-best `path` (Note [A resumed run's best
+// file]): nullopt when `path` holds the best weights `best` records (or
+// there is no best yet); else writes them to `path` again from the
+// checkpoint of their step in `checkpointDir`, the directory of the
+// checkpoint resumed, or says why it could not. `model` gives the
+// parameters' names and shapes. Throws DataError when that checkpoint is
+// damaged or the write fails.
+std::optional<BestFileNotice> restoreBestFile(const std::string& path, const BestEvaluation& best,
+                                              const std::string& checkpointDir,
+                                              trainer::Sequential& model);
 
 }  // namespace ddp::launcher

@@ -387,6 +387,12 @@ int train(Options o) {
     if (!o.saveBest.empty() || o.earlyStop > 0) {
       best.emplace(*trainer::parseBestMetric(o.bestMetric), start.best);
       if (const auto notice = best->resumeNotice(); notice && world.rank() == 0) log::info(*notice);
+      comm::agree(comm, [&] {  // Note [A resumed run's best file]
+        if (world.rank() != 0 || o.saveBest.empty() || best->record().step == 0) return;
+        const std::string dir = std::filesystem::path(checkpointToResume(o)).parent_path().string();
+        const auto notice = restoreBestFile(o.saveBest, *best, dir.empty() ? "." : dir, *model);
+        if (notice) (notice->warning ? log::warn : log::info)(notice->text);
+      });
     }
     trainer::Trainer trainer(comm, *model, *optimizer, *data.train, *data.test, trainOptions);
     printBuckets(trainer.reducer(), o);

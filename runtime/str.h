@@ -53,6 +53,10 @@ inline std::string significant(double value, int digits) {
   return buffer;
 }
 
+// Enough significant digits for any double to read back bit for bit
+// (std::stod(significant(x, kExactDigits)) == x), for numbers kept in files.
+constexpr int kExactDigits = 17;
+
 // A byte count for people: "512 bytes", "7.1 MiB", "1.5 GiB".
 inline std::string bytesString(double bytes) {
   const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};

@@ -41,13 +41,6 @@ std::size_t recordedGlobalBatch(const std::string& path,
          parseCount(path, meta, "ddp.option.grad-accum") * static_cast<std::size_t>(worldSize);
 }
 
-// A double as text that reads back bit for bit.
-std::string exactText(double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.17g", value);
-  return text;
-}
-
 double parseReal(const std::string& path, const std::map<std::string, std::string>& meta,
                  const std::string& key) {
   try {
@@ -78,6 +71,8 @@ BestRecord recordedBest(const std::string& path, const std::map<std::string, std
     best.testLoss = parseReal(path, meta, "ddp.best_test_loss");
     if (meta.contains("ddp.best_test_accuracy") || best.metric != BestMetric::kTestLoss)
       best.testAccuracy = parseReal(path, meta, "ddp.best_test_accuracy");
+    if (meta.contains("ddp.best_test_samples"))
+      best.testSamples = parseCount(path, meta, "ddp.best_test_samples");
   }
   return best;
 }
@@ -165,12 +160,13 @@ std::map<std::string, std::string> checkpointMetadata(const TrainPosition& posit
   meta["ddp.world_size"] = str(position.worldSize);
   meta["ddp.epoch_steps"] = str(position.epochSteps);
   if (position.globalBatch > 0) meta["ddp.global_batch"] = str(position.globalBatch);
-  meta["ddp.epoch_loss_sum"] = exactText(position.epochLossSum);
+  meta["ddp.epoch_loss_sum"] = significant(position.epochLossSum, kExactDigits);
   const BestRecord& best = position.best;
   if (best.step > 0) {
     meta["ddp.best_step"] = str(best.step);
-    meta["ddp.best_test_loss"] = exactText(best.testLoss);
-    meta["ddp.best_test_accuracy"] = exactText(best.testAccuracy);
+    meta["ddp.best_test_loss"] = significant(best.testLoss, kExactDigits);
+    meta["ddp.best_test_accuracy"] = significant(best.testAccuracy, kExactDigits);
+    meta["ddp.best_test_samples"] = str(best.testSamples);
   }
   if (best.evaluationsSince > 0) meta["ddp.evaluations_since_best"] = str(best.evaluationsSince);
   if (best.step > 0 || best.evaluationsSince > 0)
@@ -186,6 +182,16 @@ void saveCheckpoint(const std::string& path, Sequential& model, Optimizer& optim
 TrainPosition loadCheckpoint(const std::string& path, Sequential& model, Optimizer& optimizer,
                              const CheckpointOptions& expected) {
   return restoreCheckpoint(path, loadSafetensors(path), model, optimizer, expected);
+}
+
+std::vector<std::pair<std::string, const Tensor*>> checkpointWeights(const std::string& path,
+                                                                     const SafetensorsFile& file,
+                                                                     Sequential& model) {
+  checkHoldsModel(path, file, model, kOptimizerPrefix);
+  std::vector<std::pair<std::string, const Tensor*>> weights;
+  for (Parameter* p : model.parameters())
+    weights.emplace_back(p->name, &file.tensors.at(p->name));
+  return weights;
 }
 
 WeightsSource loadWeights(const std::string& path, Sequential& model) {

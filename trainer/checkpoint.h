@@ -42,6 +42,7 @@ struct BestRecord {
   // NaN in a checkpoint written before the accuracy was recorded (its
   // metric is then the loss).
   double testAccuracy = 0.0;
+  std::size_t testSamples = 0;       // 0 in a checkpoint written before it was recorded
   std::size_t evaluationsSince = 0;  // all of them while there is no best
 };
 
@@ -127,6 +128,13 @@ CheckedCheckpoint checkCheckpoint(const std::string& path, const SafetensorsFile
 
 // The tensor of optimizer state `slot` in a checked `file` that holds state.
 const Tensor& checkpointTensor(const SafetensorsFile& file, const OptimizerState& slot);
+
+// The model's weights in checkpoint `file` (read from `path`), by their
+// PyTorch names, views into the file: for writing them out as a model file.
+// Checked like loadWeights. Throws DataError.
+std::vector<std::pair<std::string, const Tensor*>> checkpointWeights(const std::string& path,
+                                                                     const SafetensorsFile& file,
+                                                                     Sequential& model);
 
 // What loadWeights read.
 struct WeightsSource {

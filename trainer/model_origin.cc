@@ -1,6 +1,5 @@
 #include "trainer/model_origin.h"
 
-#include <cstdio>
 #include <exception>
 
 #include "runtime/error.h"
@@ -8,12 +7,6 @@
 
 namespace ddp::trainer {
 namespace {
-
-std::string exactText(double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.17g", value);
-  return text;
-}
 
 // The entry `key` of `metadata`, read by `parse` (std::stoull, std::stod),
 // which must take all of it.
@@ -53,8 +46,8 @@ std::map<std::string, std::string> originMetadata(const ModelOrigin& origin) {
   if (!origin.savedBy.empty()) metadata["ddp.saved_by"] = origin.savedBy;
   if (origin.chosenBy) metadata["ddp.best_metric"] = bestMetricName(*origin.chosenBy);
   if (origin.evaluation) {
-    metadata["ddp.test_loss"] = exactText(origin.evaluation->loss);
-    metadata["ddp.test_accuracy"] = exactText(origin.evaluation->accuracy);
+    metadata["ddp.test_loss"] = significant(origin.evaluation->loss, kExactDigits);
+    metadata["ddp.test_accuracy"] = significant(origin.evaluation->accuracy, kExactDigits);
     metadata["ddp.test_samples"] = str(origin.evaluation->samples);
   }
   return metadata;

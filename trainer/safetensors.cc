@@ -486,6 +486,12 @@ void saveModel(const std::string& path, Sequential& model,
   std::vector<std::pair<std::string, const Tensor*>> tensors;
   for (Parameter* p : model.parameters())
     tensors.emplace_back(p->name, &p->value);
+  saveModelTensors(path, tensors, metadata);
+}
+
+void saveModelTensors(const std::string& path,
+                      const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
   std::map<std::string, std::string> all = metadata;
   all["format"] = "pt";  // what safetensors.torch expects
   all["producer"] = "ddp";

@@ -178,6 +178,11 @@ void checkHoldsModel(const std::string& path, const SafetensorsFile& file, Seque
 // (Note [Where a model file's weights came from] in trainer/model_origin.h).
 void saveModel(const std::string& path, Sequential& model,
                const std::map<std::string, std::string>& metadata = {});
+// The same for weights held elsewhere (a checkpoint's, read from its file):
+// `tensors` by their PyTorch names.
+void saveModelTensors(const std::string& path,
+                      const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
 // Loads every parameter of `model` from `path`: names, count and shapes must
 // match exactly (no silent partial load). Throws DataError.
 void loadModel(const std::string& path, Sequential& model);

@@ -106,8 +106,36 @@ run 1 "${c[@]}" --batch-size 128 --checkpoint-dir "$WORK/ck" --resume --save-bes
   > "$WORK/second.log"
 grep -q "saved the best weights" "$WORK/second.log" &&
   fail "the resumed run replaced the best with worse weights: $(grep "saved the best" "$WORK/second.log")"
+grep -q -- "--save-best $WORK/resumed.st: " "$WORK/second.log" &&
+  fail "FILE held the best, yet the resumed run restored it: $(grep -- --save-best "$WORK/second.log")"
 "$COMPARE_WEIGHTS" "$WORK/best.st" "$WORK/resumed.st" --exact > "$WORK/compare.log" ||
   fail "the resumed run's best weights differ: $(tail -3 "$WORK/compare.log")"
+
+# 2b. Note [A resumed run's best file]: resumed where FILE holds other
+# weights (or is gone: a requeue onto another node's local disk), FILE is
+# written again from the checkpoint of the best step, the same weights with
+# the same record; with that checkpoint deleted too, a warning says FILE
+# waits for a better evaluation.
+run 2 "${c[@]}" --checkpoint-dir "$WORK/ck5" --checkpoint-every 5 --max-steps "$stop" \
+  --save-best "$WORK/lost.st" > /dev/null
+cp "$WORK/last.st" "$WORK/lost.st"
+run 2 "${c[@]}" --checkpoint-dir "$WORK/ck5" --resume --max-steps "$((stop + 5))" \
+  --save-best "$WORK/lost.st" > "$WORK/lost.log"
+best_checkpoint=$WORK/ck5/checkpoint-$(printf %09d "$best_step").safetensors
+grep -q "^\[r0\] --save-best $WORK/lost.st: holds the weights of step $last_step (--save-model); wrote the best weights the checkpoint records (test_loss [0-9.]* after step $best_step) to it again, from $best_checkpoint$" \
+  "$WORK/lost.log" || fail "FILE was not restored: $(grep -- --save-best "$WORK/lost.log")"
+"$COMPARE_WEIGHTS" "$WORK/best.st" "$WORK/lost.st" --exact > "$WORK/compare.log" ||
+  fail "the restored weights differ from the best: $(tail -3 "$WORK/compare.log")"
+[ "$(metadata "$WORK/lost.st" ddp.step)" = "$best_step" ] &&
+  [ "$(metadata "$WORK/lost.st" ddp.test_loss)" = "$(metadata "$WORK/best.st" ddp.test_loss)" ] &&
+  [ "$(metadata "$WORK/lost.st" ddp.test_samples)" = 512 ] ||
+  fail "the restored file's record differs from the best's"
+rm "$WORK/lost.st" "$best_checkpoint"
+run 2 "${c[@]}" --checkpoint-dir "$WORK/ck5" --resume --max-steps "$((stop + 10))" \
+  --save-best "$WORK/lost.st" > "$WORK/gone.log" 2>&1
+grep -q "^\[r0\] warning: --save-best $WORK/lost.st: is not there, and the best weights the checkpoint records (test_loss [0-9.]* after step $best_step) are in no checkpoint in $WORK/ck5 (none was written at step $best_step, or --keep-checkpoints deleted it): $WORK/lost.st is written again only at an evaluation better than that$" \
+  "$WORK/gone.log" || fail "no warning of the lost best: $(grep -- --save-best "$WORK/gone.log")"
+[ ! -e "$WORK/lost.st" ] || fail "a worse evaluation wrote the lost FILE"
 
 # 3. --early-stop 3 ends the run after the third evaluation past the best
 # (every one after the run's lowest is higher), with a checkpoint there that

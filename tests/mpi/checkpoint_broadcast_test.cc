@@ -39,6 +39,12 @@ TrainPosition somePosition() {
   at.epochLossSum = 0.1 + 0.2;  // must come back bit for bit
   at.epochSteps = 6;
   at.globalBatch = 30;
+  at.best.metric = BestMetric::kTestAccuracy;  // Note [Keeping the best weights]
+  at.best.step = 35;
+  at.best.testLoss = 0.3 + 0.1;
+  at.best.testAccuracy = 0.7 + 0.2;
+  at.best.testSamples = 250;
+  at.best.evaluationsSince = 2;
   return at;
 }
 
@@ -113,6 +119,12 @@ TEST_P(RestoreFromRoot, GivesEveryRankTheWeightsPositionAndItsState) {
   EXPECT_EQ(at.epochLossSum, 0.1 + 0.2);
   EXPECT_EQ(at.epochSteps, 6u);
   EXPECT_EQ(at.globalBatch, 30u);
+  EXPECT_EQ(at.best.metric, BestMetric::kTestAccuracy);
+  EXPECT_EQ(at.best.step, 35u);
+  EXPECT_EQ(at.best.testLoss, 0.3 + 0.1);
+  EXPECT_EQ(at.best.testAccuracy, 0.7 + 0.2);
+  EXPECT_EQ(at.best.testSamples, 250u);
+  EXPECT_EQ(at.best.evaluationsSince, 2u);
   expectSameWeights(*written.model, *model, "restored");
   // The state came too (both moments and the step count): the next step is
   // the written optimizer's next step, bit for bit.

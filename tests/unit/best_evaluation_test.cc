@@ -6,7 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+
+#include "test_files.h"
+#include "trainer/mlp.h"
+#include "trainer/sgd.h"
 
 namespace ddp::launcher {
 namespace {
@@ -97,6 +103,10 @@ TEST(BestEvaluation, AResumedRunGoesOnFromTheCheckpointsRecord) {
   BestEvaluation best(BestMetric::kTestLoss, resumed);
   EXPECT_FALSE(best.resumeNotice());
   EXPECT_EQ(best.sinceBest(), 4u);
+  // A record from before the sample count was kept: a restored file's
+  // origin leaves the figures out rather than give a count of 0.
+  EXPECT_EQ(best.origin().step, 100u);
+  EXPECT_FALSE(best.origin().evaluation);
   EXPECT_FALSE(best.observe(lossOf(0.5), 320));
   EXPECT_EQ(best.sinceBest(), 5u);
   trainer::TrainPosition at;
@@ -129,6 +139,62 @@ TEST(BestEvaluation, ARecordOfAnotherMetricIsSetAside) {
   best.markIn(at);
   EXPECT_EQ(at.best.metric, BestMetric::kTestAccuracy);
   EXPECT_EQ(at.best.step, 320u);
+}
+
+// Note [A resumed run's best file]: a FILE that holds the recorded best is
+// left alone; one that is gone, damaged or holds other weights is written
+// again from the checkpoint of the best step, with the best's record; with
+// no such checkpoint a warning says so.
+TEST(BestFile, IsWrittenAgainFromTheCheckpointOfTheBestStep) {
+  ddp::testing::TempDir dir;
+  auto model = trainer::buildMlp(3, {4}, 2, 1);
+  trainer::Sgd sgd(model->parameters(), {0.1f, 0.9f, 0.0f, false});
+  BestRecord record;
+  record.step = 40;
+  record.testLoss = 0.25;
+  record.testAccuracy = 0.75;
+  record.testSamples = 100;
+  const BestEvaluation best(BestMetric::kTestLoss, record);
+  const std::string path = dir.file("best.st");
+
+  const auto missing = restoreBestFile(path, best, dir.file("ck"), *model);
+  ASSERT_TRUE(missing);
+  EXPECT_TRUE(missing->warning);
+  EXPECT_EQ(missing->text,
+            "--save-best " + path +
+                ": is not there, and the best weights the checkpoint records (test_loss 0.2500 "
+                "after step 40) are in no checkpoint in " +
+                dir.file("ck") +
+                " (none was written at step 40, or --keep-checkpoints deleted it): " + path +
+                " is written again only at an evaluation better than that");
+
+  std::filesystem::create_directory(dir.file("ck"));
+  const std::string checkpoint = trainer::checkpointPath(dir.file("ck"), 40);
+  trainer::saveCheckpoint(checkpoint, *model, sgd, trainer::TrainPosition{}, {});
+  std::ofstream(path) << "not a safetensors file";
+  const auto damaged = restoreBestFile(path, best, dir.file("ck"), *model);
+  ASSERT_TRUE(damaged);
+  EXPECT_FALSE(damaged->warning);
+  EXPECT_EQ(damaged->text.find("--save-best " + path + ": cannot be read ("), 0u) << damaged->text;
+  EXPECT_NE(damaged->text.find("; wrote the best weights the checkpoint records (test_loss 0.2500 "
+                               "after step 40) to it again, from " +
+                               checkpoint),
+            std::string::npos)
+      << damaged->text;
+  auto fresh = trainer::buildMlp(3, {4}, 2, 2);
+  const trainer::WeightsSource source = trainer::loadWeights(path, *fresh);
+  ASSERT_TRUE(source.origin);
+  EXPECT_EQ(trainer::originText(*source.origin),
+            "the weights of step 40 (--save-best by test_loss; evaluated then: test_loss 0.2500, "
+            "test_acc 75.00% on 100 samples)");
+  const auto a = model->parameters(), b = fresh->parameters();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    for (std::size_t j = 0; j < a[i]->value.numel(); ++j)
+      ASSERT_EQ(a[i]->value.data()[j], b[i]->value.data()[j]) << a[i]->name;
+  }
+  EXPECT_FALSE(restoreBestFile(path, best, dir.file("ck"), *model));  // it holds the best now
+  EXPECT_FALSE(restoreBestFile(path, BestEvaluation(BestMetric::kTestLoss, BestRecord{}),
+                               dir.file("ck"), *model));  // no best yet
 }
 
 }  // namespace

@@ -232,6 +232,7 @@ TEST(Checkpoint, RecordsTheBestEvaluationSoFarWhenThereIsOne) {
   at.best.step = 40;
   at.best.testLoss = 0.3 + 0.01;
   at.best.testAccuracy = 0.7 + 0.1;
+  at.best.testSamples = 512;
   at.best.evaluationsSince = 3;
   saveCheckpoint(path, *written.model, written.sgd, at, {});
   const TrainPosition back = loadCheckpoint(path, *restored.model, restored.sgd, {});
@@ -239,6 +240,7 @@ TEST(Checkpoint, RecordsTheBestEvaluationSoFarWhenThereIsOne) {
   EXPECT_EQ(back.best.step, 40u);
   EXPECT_EQ(back.best.testLoss, 0.3 + 0.01);
   EXPECT_EQ(back.best.testAccuracy, 0.7 + 0.1);
+  EXPECT_EQ(back.best.testSamples, 512u);
   EXPECT_EQ(back.best.evaluationsSince, 3u);
   saveCheckpoint(path, *written.model, written.sgd, somePosition(), {});
   const TrainPosition none = loadCheckpoint(path, *restored.model, restored.sgd, {});
@@ -263,12 +265,14 @@ TEST(Checkpoint, AnOlderBestRecordIsTheTestLossAndAnUnknownMetricIsRefused) {
   std::map<std::string, std::string> metadata = checkpointMetadata(at, {});
   metadata.erase("ddp.best_metric");
   metadata.erase("ddp.best_test_accuracy");
+  metadata.erase("ddp.best_test_samples");
   saveSafetensors(path, checkpointTensors(*written.model, written.sgd), metadata);
   const TrainPosition back = loadCheckpoint(path, *restored.model, restored.sgd, {});
   EXPECT_EQ(back.best.metric, BestMetric::kTestLoss);
   EXPECT_EQ(back.best.step, 40u);
   EXPECT_EQ(back.best.testLoss, 0.25);
   EXPECT_TRUE(std::isnan(back.best.testAccuracy));
+  EXPECT_EQ(back.best.testSamples, 0u);
   metadata["ddp.best_metric"] = "val_acc";
   saveSafetensors(path, checkpointTensors(*written.model, written.sgd), metadata);
   try {
