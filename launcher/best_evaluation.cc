@@ -10,6 +10,9 @@
 namespace ddp::launcher {
 namespace {
 
+// What --save-best's files record as their writer (ddp.saved_by).
+constexpr const char* kSaveBest = "--save-best";
+
 bool higherIsBetter(trainer::BestMetric metric) {
   return metric == trainer::BestMetric::kTestAccuracy;
 }
@@ -61,7 +64,7 @@ bool BestEvaluation::observe(const trainer::EvalResult& result, std::size_t step
 trainer::ModelOrigin BestEvaluation::origin() const {
   trainer::ModelOrigin origin;
   origin.step = record_.step;
-  origin.savedBy = "--save-best";
+  origin.savedBy = kSaveBest;
   origin.chosenBy = record_.metric;
   // A checkpoint from before the samples were recorded leaves the figures out.
   if (record_.testSamples > 0) {
@@ -106,12 +109,12 @@ std::optional<BestFileNotice> restoreBestFile(const std::string& path, const Bes
       const trainer::SafetensorsFile file = trainer::loadSafetensors(path);
       const std::optional<trainer::ModelOrigin> origin =
           trainer::recordedOrigin(path, file.metadata);
-      if (origin && origin->step == step && origin->savedBy == "--save-best") return std::nullopt;
-      why = origin && origin->step
-                ? str("holds the weights of step ", *origin->step,
-                      origin->savedBy == "--save-best" ? std::string()
-                                                       : str(" (", origin->savedBy, ")"))
-                : std::string("records no step of a --save-best write");
+      if (origin && origin->step == step && origin->savedBy == kSaveBest) return std::nullopt;
+      why =
+          origin && origin->step
+              ? str("holds the weights of step ", *origin->step,
+                    origin->savedBy == kSaveBest ? std::string() : str(" (", origin->savedBy, ")"))
+              : std::string("records no step of a --save-best write");
     } catch (const DataError& e) {
       why = str("cannot be read (", e.what(), ")");
     }

@@ -17,37 +17,14 @@ namespace {
 constexpr const char* kOptimizerPrefix = "optimizer.";
 constexpr const char* kFormat = "ddp-checkpoint-1";
 
-std::size_t parseCount(const std::string& path, const std::map<std::string, std::string>& meta,
-                       const std::string& key) {
-  const auto it = meta.find(key);
-  if (it == meta.end()) throw DataError(str(path, ": checkpoint has no '", key, "'"));
-  try {
-    std::size_t used = 0;
-    const unsigned long long value = std::stoull(it->second, &used);
-    if (used != it->second.size()) throw std::invalid_argument(it->second);
-    return static_cast<std::size_t>(value);
-  } catch (const std::exception&) {
-    throw DataError(str(path, ": checkpoint field '", key, "' is not a count: '", it->second, "'"));
-  }
-}
-
 // ddp.global_batch, or for a file written before it was recorded, the
 // product of the options that made it; 0 if neither is there.
 std::size_t recordedGlobalBatch(const std::string& path,
                                 const std::map<std::string, std::string>& meta, int worldSize) {
-  if (meta.contains("ddp.global_batch")) return parseCount(path, meta, "ddp.global_batch");
+  if (meta.contains("ddp.global_batch")) return metadataCount(path, meta, "ddp.global_batch");
   if (!meta.contains("ddp.option.batch-size") || !meta.contains("ddp.option.grad-accum")) return 0;
-  return parseCount(path, meta, "ddp.option.batch-size") *
-         parseCount(path, meta, "ddp.option.grad-accum") * static_cast<std::size_t>(worldSize);
-}
-
-double parseReal(const std::string& path, const std::map<std::string, std::string>& meta,
-                 const std::string& key) {
-  try {
-    return std::stod(meta.at(key));
-  } catch (const std::exception&) {
-    throw DataError(str(path, ": checkpoint has no valid '", key, "'"));
-  }
+  return metadataCount(path, meta, "ddp.option.batch-size") *
+         metadataCount(path, meta, "ddp.option.grad-accum") * static_cast<std::size_t>(worldSize);
 }
 
 // The record of a checkpoint written with --save-best or --early-stop; a
@@ -65,14 +42,14 @@ BestRecord recordedBest(const std::string& path, const std::map<std::string, std
     best.metric = *parsed;
   }
   if (meta.contains("ddp.evaluations_since_best"))
-    best.evaluationsSince = parseCount(path, meta, "ddp.evaluations_since_best");
+    best.evaluationsSince = metadataCount(path, meta, "ddp.evaluations_since_best");
   if (meta.contains("ddp.best_step")) {
-    best.step = parseCount(path, meta, "ddp.best_step");
-    best.testLoss = parseReal(path, meta, "ddp.best_test_loss");
+    best.step = metadataCount(path, meta, "ddp.best_step");
+    best.testLoss = metadataReal(path, meta, "ddp.best_test_loss");
     if (meta.contains("ddp.best_test_accuracy") || best.metric != BestMetric::kTestLoss)
-      best.testAccuracy = parseReal(path, meta, "ddp.best_test_accuracy");
+      best.testAccuracy = metadataReal(path, meta, "ddp.best_test_accuracy");
     if (meta.contains("ddp.best_test_samples"))
-      best.testSamples = parseCount(path, meta, "ddp.best_test_samples");
+      best.testSamples = metadataCount(path, meta, "ddp.best_test_samples");
   }
   return best;
 }
@@ -204,7 +181,7 @@ WeightsSource loadWeights(const std::string& path, Sequential& model) {
   WeightsSource source;
   source.converted = file.converted;
   if (checkpoint)
-    source.checkpointStep = parseCount(path, file.metadata, "ddp.global_step");
+    source.checkpointStep = metadataCount(path, file.metadata, "ddp.global_step");
   else
     source.origin = recordedOrigin(path, file.metadata);
   return source;
@@ -236,13 +213,13 @@ CheckedCheckpoint checkCheckpoint(const std::string& path, const SafetensorsFile
     }
   }
   TrainPosition position;
-  position.epoch = parseCount(path, meta, "ddp.epoch");
-  position.consumed = parseCount(path, meta, "ddp.consumed");
-  position.globalStep = parseCount(path, meta, "ddp.global_step");
-  position.worldSize = static_cast<int>(parseCount(path, meta, "ddp.world_size"));
-  position.epochSteps = parseCount(path, meta, "ddp.epoch_steps");
+  position.epoch = metadataCount(path, meta, "ddp.epoch");
+  position.consumed = metadataCount(path, meta, "ddp.consumed");
+  position.globalStep = metadataCount(path, meta, "ddp.global_step");
+  position.worldSize = static_cast<int>(metadataCount(path, meta, "ddp.world_size"));
+  position.epochSteps = metadataCount(path, meta, "ddp.epoch_steps");
   position.globalBatch = recordedGlobalBatch(path, meta, position.worldSize);
-  position.epochLossSum = parseReal(path, meta, "ddp.epoch_loss_sum");
+  position.epochLossSum = metadataReal(path, meta, "ddp.epoch_loss_sum");
   position.best = recordedBest(path, meta);
   if (position.epoch == 0 || position.worldSize <= 0) {
     throw DataError(str(path, ": checkpoint position is invalid (epoch ", position.epoch,

@@ -481,6 +481,45 @@ void SafetensorsFile::copyInto(const std::string& name, Tensor& target) const {
   release(source.span());
 }
 
+namespace {
+
+// Entry `key` of `metadata`, read by `parse` (std::stoull, std::stod), which
+// must take all of it.
+template <typename Parse>
+auto parseEntry(const std::string& path, const std::map<std::string, std::string>& metadata,
+                const std::string& key, Parse parse) {
+  const auto entry = metadata.find(key);
+  if (entry == metadata.end())
+    throw DataError(str(path, ": metadata entry '", key, "' is missing"));
+  const std::string& text = entry->second;
+  try {
+    std::size_t used = 0;
+    const auto value = parse(text, &used);
+    if (used == text.size()) return value;
+  } catch (const std::exception&) {
+  }
+  throw DataError(str(path, ": metadata entry '", key, "' is malformed: '", text, "'"));
+}
+
+}  // namespace
+
+std::size_t metadataCount(const std::string& path,
+                          const std::map<std::string, std::string>& metadata,
+                          const std::string& key) {
+  return static_cast<std::size_t>(
+      parseEntry(path, metadata, key, [](const std::string& s, std::size_t* used) {
+        // std::stoull takes a sign, and wraps a negative count round.
+        if (s.empty() || s[0] < '0' || s[0] > '9') throw std::invalid_argument(s);
+        return std::stoull(s, used);
+      }));
+}
+
+double metadataReal(const std::string& path, const std::map<std::string, std::string>& metadata,
+                    const std::string& key) {
+  return parseEntry(path, metadata, key,
+                    [](const std::string& s, std::size_t* used) { return std::stod(s, used); });
+}
+
 void saveModel(const std::string& path, Sequential& model,
                const std::map<std::string, std::string>& metadata) {
   std::vector<std::pair<std::string, const Tensor*>> tensors;

@@ -166,6 +166,16 @@ SafetensorsFile loadSafetensors(const std::string& path);
 // tensor's data unaligned for floats).
 SafetensorsFile parseSafetensors(std::shared_ptr<std::string> bytes, const std::string& name);
 
+// Entry `key` of a file's `metadata` (read from `path`) as a count (digits
+// alone: no sign, nothing after them) or as a real number (std::stod's
+// forms, nan and inf included). Throws DataError naming `path` and `key`
+// when it is missing or malformed.
+std::size_t metadataCount(const std::string& path,
+                          const std::map<std::string, std::string>& metadata,
+                          const std::string& key);
+double metadataReal(const std::string& path, const std::map<std::string, std::string>& metadata,
+                    const std::string& key);
+
 // Checks that `file` (read from `path`) holds every parameter of `model`
 // under its name with its shape, and nothing else except, optionally,
 // tensors whose names start with `otherPrefix` (a checkpoint's optimizer

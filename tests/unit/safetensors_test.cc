@@ -459,6 +459,38 @@ TEST(Safetensors, LoadingAModelHoldsOneTensorOfTheFileAtATime) {
   }
 }
 
+// Metadata numbers: a count is digits alone (std::stoull would take "-1"
+// and wrap it round to 2^64 - 1); a real reads back what %.17g wrote; a
+// missing or malformed entry is refused naming the file and the entry.
+TEST(Safetensors, MetadataCountsAndRealsAreReadWholeOrRefused) {
+  const std::map<std::string, std::string> metadata = {{"count", "42"},
+                                                       {"negative", "-1"},
+                                                       {"signed", "+3"},
+                                                       {"trailing", "7x"},
+                                                       {"real", "0.30000000000000004"},
+                                                       {"nan", "nan"},
+                                                       {"empty", ""}};
+  EXPECT_EQ(metadataCount("f", metadata, "count"), 42u);
+  EXPECT_EQ(metadataReal("f", metadata, "real"), 0.1 + 0.2);
+  EXPECT_TRUE(std::isnan(metadataReal("f", metadata, "nan")));
+  for (const char* key : {"negative", "signed", "trailing", "empty", "real"}) {
+    try {
+      metadataCount("f", metadata, key);
+      ADD_FAILURE() << key << " read as a count";
+    } catch (const DataError& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("f: metadata entry '") + key +
+                                           "' is malformed: '" + metadata.at(key) + "'");
+    }
+  }
+  EXPECT_THROW(metadataReal("f", metadata, "trailing"), DataError);
+  try {
+    metadataCount("f", metadata, "absent");
+    ADD_FAILURE() << "read a missing entry";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()), "f: metadata entry 'absent' is missing");
+  }
+}
+
 TEST(Safetensors, ExtraTensorIsRejected) {
   TempDir dir;
   auto big = buildMlp(3, {2, 2}, 2, 1);
