@@ -19,10 +19,20 @@ bool higherIsBetter(trainer::BestMetric metric) {
 
 }  // namespace
 
-BestEvaluation::BestEvaluation(trainer::BestMetric metric, const trainer::BestRecord& resumed)
-    : record_(resumed) {
+BestEvaluation::BestEvaluation(trainer::BestMetric metric, double minDelta,
+                               const trainer::BestRecord& resumed)
+    : minDelta_(minDelta), record_(resumed) {
+  DDP_CHECK(minDelta >= 0, "a negative --early-stop-min-delta got past the options");
   const bool recorded = resumed.step > 0 || resumed.evaluationsSince > 0;
-  if (recorded && resumed.metric == metric) return;
+  if (recorded && resumed.metric == metric) {
+    // A checkpoint from before the reference was recorded: with no minimum
+    // delta, which was all there was, the reference is the best.
+    if (record_.referenceStep == 0 && record_.step > 0) {
+      record_.referenceStep = record_.step;
+      record_.referenceValue = bestValue();
+    }
+    return;
+  }
   if (resumed.step > 0) {
     resumeNotice_ =
         str("--best-metric ", trainer::bestMetricName(metric),
@@ -43,17 +53,28 @@ double BestEvaluation::bestValue() const {
   return higherIsBetter(record_.metric) ? record_.testAccuracy : record_.testLoss;
 }
 
+bool BestEvaluation::beats(double v, double than, double margin) const {
+  return higherIsBetter(record_.metric) ? v > than + margin : v < than - margin;
+}
+
 bool BestEvaluation::observe(const trainer::EvalResult& result, std::size_t step) {
   const double v = value(result);
-  // A diverged run's NaN is no one's best.
-  const bool best =
-      !std::isnan(v) &&
-      (record_.step == 0 || (higherIsBetter(record_.metric) ? v > bestValue() : v < bestValue()));
+  // A diverged run's NaN is no one's best, nor an improvement.
+  if (std::isnan(v)) {
+    ++record_.evaluationsSince;
+    return false;
+  }
+  const bool best = record_.step == 0 || beats(v, bestValue(), 0.0);
   if (best) {
     record_.step = step;
     record_.testLoss = result.loss;
     record_.testAccuracy = result.accuracy;
     record_.testSamples = result.samples;
+  }
+  // Note [How much better counts for --early-stop]
+  if (record_.referenceStep == 0 || beats(v, record_.referenceValue, minDelta_)) {
+    record_.referenceStep = step;
+    record_.referenceValue = v;
     record_.evaluationsSince = 0;
   } else {
     ++record_.evaluationsSince;
@@ -90,10 +111,21 @@ std::string BestEvaluation::earlyStopText(std::size_t patience) const {
                                      fixed(bestValue(), 4), " after step ", record_.step)
                                : std::string("none finite");
   const std::size_t since = record_.evaluationsSince;
-  return str("stopped early: ", since, since == 1 ? " evaluation" : " evaluations",
-             " in a row did ",
-             higher ? "not raise the test accuracy (" : "not lower the test loss (", best,
-             "; --early-stop ", patience, ")");
+  const std::string evaluations =
+      str(since, since == 1 ? " evaluation" : " evaluations", " in a row did ",
+          higher ? "not raise the test accuracy" : "not lower the test loss");
+  if (minDelta_ == 0) {
+    return str("stopped early: ", evaluations, " (", best, "; --early-stop ", patience, ")");
+  }
+  // Note [How much better counts for --early-stop]: named when it is not
+  // the best, which smaller gains moved on since.
+  const std::string from =
+      record_.referenceStep > 0 && record_.referenceStep != record_.step
+          ? str(higher ? " above " : " below ", fixed(record_.referenceValue, 4), " (after step ",
+                record_.referenceStep, "; ")
+          : std::string(" (");
+  return str("stopped early: ", evaluations, " by more than ", minDelta_, from, best,
+             "; --early-stop ", patience, ", --early-stop-min-delta ", minDelta_, ")");
 }
 
 std::optional<BestFileNotice> restoreBestFile(const std::string& path, const BestEvaluation& best,

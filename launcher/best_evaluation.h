@@ -24,6 +24,23 @@
 // early_stopping_patience), as --max-steps ends it: a checkpoint there,
 // --save-model, exit code 0.
 //
+// Note [How much better counts for --early-stop]
+// A test loss that creeps down by a thousandth an evaluation is a new best
+// every time, so --early-stop alone never ends a run that has stopped
+// learning anything that matters. --early-stop-min-delta D counts only an
+// evaluation that beats a reference by more than D (lower than it minus D
+// for the loss, higher than it plus D for the accuracy), and makes that
+// evaluation the new reference; the others count towards the patience.
+// This is Lightning's and Keras's min_delta: the reference moves only by
+// such a step, so a slow descent that adds up to more than D within the
+// patience still counts (Hugging Face's early_stopping_threshold compares
+// with the best instead, which every small gain moves, and so stops such a
+// run). --save-best is not affected: any strict improvement is written, as
+// Lightning's ModelCheckpoint ignores its EarlyStopping's min_delta. With
+// D = 0 the reference is the best. A checkpoint records the reference (a
+// resumed run with another D goes on from it); one written before it was
+// recorded stands the best in for it.
+//
 // A checkpoint records the best evaluation, its step, the metric that judged
 // it and the evaluations since (TrainPosition::best), so a resumed run
 // replaces FILE only with better weights than the run it resumes had found,
@@ -61,17 +78,20 @@ namespace ddp::launcher {
 
 class BestEvaluation {
  public:
-  // `metric`: --best-metric. `resumed`: the record of the checkpoint the run
-  // resumes from, or a fresh run's empty one; a record that another metric
-  // judged is set aside (resumeNotice()).
-  BestEvaluation(trainer::BestMetric metric, const trainer::BestRecord& resumed);
+  // `metric`: --best-metric; `minDelta`: --early-stop-min-delta (>= 0).
+  // `resumed`: the record of the checkpoint the run resumes from, or a
+  // fresh run's empty one; a record that another metric judged is set aside
+  // (resumeNotice()).
+  BestEvaluation(trainer::BestMetric metric, double minDelta, const trainer::BestRecord& resumed);
 
   // Takes the result of the evaluation after global step `step`; true when
   // it is better than every earlier one (it then becomes the best).
   bool observe(const trainer::EvalResult& result, std::size_t step);
   const trainer::BestRecord& record() const { return record_; }
-  // Evaluations since the best one (all of them before there is one).
-  std::size_t sinceBest() const { return record_.evaluationsSince; }
+  // Evaluations since the last one that counted for --early-stop (Note [How
+  // much better counts for --early-stop]): with no minimum delta, since the
+  // best one; all of them before there is one.
+  std::size_t sinceImproved() const { return record_.evaluationsSince; }
   // Writes the record into a checkpoint's position.
   void markIn(trainer::TrainPosition& position) const { position.best = record_; }
   // What --save-best's file records of the best evaluation (Note [Where a
@@ -91,7 +111,10 @@ class BestEvaluation {
  private:
   double value(const trainer::EvalResult& result) const;
   double bestValue() const;
+  // Whether `v` beats `than` by more than `margin` in the metric's direction.
+  bool beats(double v, double than, double margin) const;
 
+  double minDelta_;
   trainer::BestRecord record_;
   std::optional<std::string> resumeNotice_;
 };

@@ -349,7 +349,7 @@ int train(Options o) {
         });
         if (world.rank() == 0) log::info(best->savedText(o.saveBest));
       }
-      const bool stop = o.earlyStop > 0 && best->sinceBest() >= o.earlyStop;
+      const bool stop = o.earlyStop > 0 && best->sinceImproved() >= o.earlyStop;
       if (stop && world.rank() == 0) log::info(best->earlyStopText(o.earlyStop));
       return stop;
     };
@@ -385,7 +385,7 @@ int train(Options o) {
       start = resumeFromCheckpoint(comm, world, o, *model, *optimizer, resumeOptions(o));
     }
     if (!o.saveBest.empty() || o.earlyStop > 0) {
-      best.emplace(*trainer::parseBestMetric(o.bestMetric), start.best);
+      best.emplace(*trainer::parseBestMetric(o.bestMetric), o.earlyStopMinDelta, start.best);
       if (const auto notice = best->resumeNotice(); notice && world.rank() == 0) log::info(*notice);
       comm::agree(comm, [&] {  // Note [A resumed run's best file]
         if (world.rank() != 0 || o.saveBest.empty() || best->record().step == 0) return;
@@ -423,7 +423,7 @@ int train(Options o) {
     Trace trace(world.rank());
     if (!o.trace.empty()) trainer.setTrace(&trace, kTraceFirstStep, kTraceSteps);
     installStopHandlers();
-    if (best && o.earlyStop > 0 && best->sinceBest() >= o.earlyStop) {
+    if (best && o.earlyStop > 0 && best->sinceImproved() >= o.earlyStop) {
       if (world.rank() == 0) {
         log::info(str("resumed a run that had ", best->earlyStopText(o.earlyStop),
                       ": nothing to train (a larger --early-stop goes on)"));

@@ -145,6 +145,11 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "Face's "
       "early_stopping_patience: a checkpoint there (--checkpoint-dir), --save-model, exit code 0 "
       "(0: never; a resumed run counts on from its checkpoint)")(
+      "early-stop-min-delta",
+      po::value(&o.earlyStopMinDelta)->value_name("X")->default_value(o.earlyStopMinDelta, "0"),
+      "for --early-stop, an evaluation counts as better only when it beats the last one that "
+      "counted by more than X (in the --best-metric's units: the accuracy is a fraction), as "
+      "Lightning's and Keras's min_delta; --save-best still keeps any better weights")(
       "lr", po::value(&o.lr)->value_name("X")->default_value(o.lr, "0.1"),
       "learning rate (adamw: 0.001 unless given, as torch.optim.AdamW)")(
       "lr-schedule", po::value(&o.lrSchedule)->value_name("NAME")->default_value(o.lrSchedule),
@@ -803,6 +808,12 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
         "a FILE goes with --init-from: the newest checkpoint in --checkpoint-dir when there is "
         "one, else --init-from's weights)");
   }
+  if (!(o.earlyStopMinDelta >= 0 && std::isfinite(o.earlyStopMinDelta))) {
+    throw UsageError(
+        str("--early-stop-min-delta must be 0 or more and finite (got ", o.earlyStopMinDelta, ")"));
+  }
+  if (given(vm, "early-stop-min-delta") && o.earlyStop == 0)
+    throw UsageError("--early-stop-min-delta needs --early-stop (the patience it counts for)");
   if (o.earlyStop > 0 && o.evaluate)
     throw UsageError("--early-stop ends a training run: --evaluate does not train");
   if (!o.saveBest.empty() && o.evaluate)

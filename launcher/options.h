@@ -54,8 +54,11 @@ struct Options {
   std::size_t batchSize = 64;
   std::size_t evalBatchSize = 1000;  // trainer::kEvalBatchSize, as options_test checks
   std::size_t earlyStop = 0;         // evaluations in a row not better (0: never stop early)
-  std::size_t evalSamples = 0;       // the test set's first this many (0: all)
-  std::size_t evalEvery = 0;         // steps; 0: evaluate at each epoch's end only
+  // How much better an evaluation must be to count for earlyStop (Note [How
+  // much better counts for --early-stop] in launcher/best_evaluation.h).
+  double earlyStopMinDelta = 0.0;
+  std::size_t evalSamples = 0;  // the test set's first this many (0: all)
+  std::size_t evalEvery = 0;    // steps; 0: evaluate at each epoch's end only
   double lr = 0.1;
   std::string lrSchedule = "cosine";
   double minLr = 0.0;             // where cosine and linear end (trainer/lr_schedule.h)

@@ -205,6 +205,7 @@ comm::ConsistencyItems consistencyItems(const Options& o, trainer::Sequential& m
                                  // each --save-best write is a collective
                                  {"save-best", str(!o.saveBest.empty())},
                                  {"early-stop", str(o.earlyStop)},
+                                 {"early-stop-min-delta", str(o.earlyStopMinDelta)},
                                  {"best-metric", o.bestMetric}});
   for (const auto& [name, value] : options)
     items.emplace_back(str("option --", name), value);

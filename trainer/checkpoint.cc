@@ -51,6 +51,10 @@ BestRecord recordedBest(const std::string& path, const std::map<std::string, std
     if (meta.contains("ddp.best_test_samples"))
       best.testSamples = metadataCount(path, meta, "ddp.best_test_samples");
   }
+  if (meta.contains("ddp.early_stop_reference_step")) {
+    best.referenceStep = metadataCount(path, meta, "ddp.early_stop_reference_step");
+    best.referenceValue = metadataReal(path, meta, "ddp.early_stop_reference");
+  }
   return best;
 }
 
@@ -145,6 +149,12 @@ std::map<std::string, std::string> checkpointMetadata(const TrainPosition& posit
     meta["ddp.best_test_accuracy"] = significant(best.testAccuracy, kExactDigits);
     meta["ddp.best_test_samples"] = str(best.testSamples);
   }
+  if (best.referenceStep > 0) {
+    meta["ddp.early_stop_reference_step"] = str(best.referenceStep);
+    meta["ddp.early_stop_reference"] = significant(best.referenceValue, kExactDigits);
+  }
+  // The name is older than --early-stop-min-delta: with none, the reference
+  // is the best.
   if (best.evaluationsSince > 0) meta["ddp.evaluations_since_best"] = str(best.evaluationsSince);
   if (best.step > 0 || best.evaluationsSince > 0)
     meta["ddp.best_metric"] = bestMetricName(best.metric);

@@ -42,8 +42,17 @@ struct BestRecord {
   // NaN in a checkpoint written before the accuracy was recorded (its
   // metric is then the loss).
   double testAccuracy = 0.0;
-  std::size_t testSamples = 0;       // 0 in a checkpoint written before it was recorded
-  std::size_t evaluationsSince = 0;  // all of them while there is no best
+  std::size_t testSamples = 0;  // 0 in a checkpoint written before it was recorded
+  // What --early-stop counts from (Note [How much better counts for
+  // --early-stop] in launcher/best_evaluation.h): the step and the metric's
+  // value of the last evaluation that beat this reference by more than
+  // --early-stop-min-delta; the best one when that is 0. Step 0: none yet,
+  // or a checkpoint written before it was recorded (the best stands in).
+  std::size_t referenceStep = 0;
+  double referenceValue = 0.0;
+  // Since the reference (so, with no minimum delta, since the best); all
+  // of them while there is none.
+  std::size_t evaluationsSince = 0;
 };
 
 // Where training stands after a step.

@@ -52,7 +52,7 @@ std::string firstDifference(const std::string& mine, const std::string& roots, i
 // The position and whether state follows, from the root to every rank.
 CheckedCheckpoint sharePosition(comm::Communicator& comm, int root, CheckedCheckpoint checked) {
   TrainPosition& p = checked.position;
-  std::array<std::int64_t, 14> fields = {static_cast<std::int64_t>(p.epoch),
+  std::array<std::int64_t, 16> fields = {static_cast<std::int64_t>(p.epoch),
                                          static_cast<std::int64_t>(p.consumed),
                                          static_cast<std::int64_t>(p.globalStep),
                                          p.worldSize,
@@ -65,7 +65,9 @@ CheckedCheckpoint sharePosition(comm::Communicator& comm, int root, CheckedCheck
                                          std::bit_cast<std::int64_t>(p.best.testLoss),
                                          std::bit_cast<std::int64_t>(p.best.testAccuracy),
                                          static_cast<std::int64_t>(p.best.testSamples),
-                                         static_cast<std::int64_t>(p.best.evaluationsSince)};
+                                         static_cast<std::int64_t>(p.best.evaluationsSince),
+                                         static_cast<std::int64_t>(p.best.referenceStep),
+                                         std::bit_cast<std::int64_t>(p.best.referenceValue)};
   comm.broadcastSync(std::span<std::int64_t>(fields), root);
   p.epoch = static_cast<std::size_t>(fields[0]);
   p.consumed = static_cast<std::size_t>(fields[1]);
@@ -81,6 +83,8 @@ CheckedCheckpoint sharePosition(comm::Communicator& comm, int root, CheckedCheck
   p.best.testAccuracy = std::bit_cast<double>(fields[11]);
   p.best.testSamples = static_cast<std::size_t>(fields[12]);
   p.best.evaluationsSince = static_cast<std::size_t>(fields[13]);
+  p.best.referenceStep = static_cast<std::size_t>(fields[14]);
+  p.best.referenceValue = std::bit_cast<double>(fields[15]);
   return checked;
 }
 

@@ -4,7 +4,8 @@
 # test loss is the lowest of the run so far, the weights go to FILE; a
 # resumed run goes on from the best its checkpoint records, so it replaces
 # FILE only with better weights. --early-stop N: the run ends after N
-# evaluations in a row without a lower loss, and a resumed one counts on.
+# evaluations in a row without a lower loss, and a resumed one counts on;
+# --early-stop-min-delta X counts only an evaluation better by more than X.
 . "$(dirname "$0")/lib.sh"
 # A high constant rate on a small synthetic set overfits: the test loss
 # falls for some steps, then rises, so the last weights are not the best.
@@ -211,6 +212,62 @@ grep -q "^\[r0\] --best-metric test_accuracy: the checkpoint's best evaluation (
 [ "$(metadata "$WORK/switched.st" ddp.step)" -gt "$stop" ] ||
   fail "the run by accuracy did not write at its first evaluation: $(grep saved "$WORK/switched.log")"
 
+# 5. --early-stop-min-delta (Note [How much better counts for --early-stop]):
+# by accuracy with a margin of 0.05, an evaluation counts only when it beats
+# the last one that counted (the reference) by more than that, so the run
+# stops at the third that did not, earlier than without the margin, while
+# --save-best still writes at each higher accuracy. Resumed from the
+# epoch's end between, where the reference is not the best, the run counts
+# from the reference its checkpoint recorded: the same stop, the same
+# reference.
+read -r d_higher d_stop d_ref d_split plain_stop <<< "$(python3 -c '
+import sys
+rows = [(int(s), float(a)) for s, _, a in (line.split() for line in open(sys.argv[1]))]
+def run(delta, until=None):
+    best = ref = None
+    since, higher, at = 0, [], {}
+    for step, acc in rows:
+        if best is None or acc > best[1]:
+            best = (step, acc)
+            higher.append(str(step))
+        if ref is None or acc > ref[1] + delta:
+            ref, since = (step, acc), 0
+        else:
+            since += 1
+        at[step] = (best[0], ref[0])
+        if since == 3:
+            return step, higher, ref[0], at
+    return None, higher, None, at
+stop, higher, ref, at = run(0.05)
+plain, _, _, _ = run(0.0)
+# the first epoch end (16 steps at np=2) before the stop, where the
+# reference is not the best
+split = 16 if stop and 16 < stop and at[16][0] != at[16][1] == ref else None
+print(",".join(s for s in higher if int(s) <= (stop or 0)), stop, ref, split, plain)
+' "$WORK/evaluations")"
+[ "$d_stop" != None ] && [ "$d_split" != None ] && [ "$d_stop" != "$plain_stop" ] ||
+  fail "a margin of 0.05 changes nothing here, which tests nothing: $(cat "$WORK/evaluations")"
+delta=(--best-metric test_accuracy --early-stop 3 --early-stop-min-delta 0.05)
+run 2 "${c[@]}" "${delta[@]}" --save-best "$WORK/delta.st" --checkpoint-dir "$WORK/delta" \
+  --metrics "$WORK/delta.jsonl" > "$WORK/delta.log"
+[ "$(evaluations "$WORK/delta.jsonl" | tail -1 | cut -d' ' -f1)" = "$d_stop" ] ||
+  fail "with a margin the run did not end at step $d_stop: $(evaluations "$WORK/delta.jsonl")"
+grep -q "^\[r0\] stopped early: 3 evaluations in a row did not raise the test accuracy by more than 0.05 above [0-9.]* (after step $d_ref; the highest, " \
+  "$WORK/delta.log" || fail "no early stop line with a margin: $(tail -3 "$WORK/delta.log")"
+saved=$(sed -n 's/^\[r0\] saved the best weights so far (test_accuracy [0-9.]* after step \([0-9]*\)) to .*delta.st (--save-best)$/\1/p' \
+  "$WORK/delta.log" | paste -sd,)
+[ "$saved" = "$d_higher" ] ||
+  fail "with a margin, --save-best wrote after steps '$saved', not after each higher accuracy '$d_higher'"
+d_last="$WORK/delta/checkpoint-$(printf %09d "$d_stop").safetensors"
+[ "$(metadata "$d_last" ddp.early_stop_reference_step)" = "$d_ref" ] ||
+  fail "the stop's checkpoint records the reference of step '$(metadata "$d_last" ddp.early_stop_reference_step)', not $d_ref"
+run 2 "${c[@]}" "${delta[@]}" --resume "$WORK/delta/checkpoint-$(printf %09d "$d_split").safetensors" \
+  --checkpoint-dir "$WORK/delta2" > "$WORK/delta2.log"
+d_again="$WORK/delta2/checkpoint-$(printf %09d "$d_stop").safetensors"
+[ -f "$d_again" ] && [ "$(metadata "$d_again" ddp.early_stop_reference_step)" = "$d_ref" ] ||
+  fail "resumed at step $d_split, the run did not stop at step $d_stop counting from step $d_ref: $(ls "$WORK/delta2"; tail -3 "$WORK/delta2.log")"
+
 echo "best after step $best_step (test_loss $best_loss), written after steps $lowest_steps;" \
   "--early-stop 3 after step $third, 5 after step $fifth; by accuracy written after $acc_steps," \
-  "--early-stop 4 after $acc_stop"
+  "--early-stop 4 after $acc_stop" \
+  "; --early-stop 3 with a margin of 0.05 after $d_stop (without: $plain_stop)"

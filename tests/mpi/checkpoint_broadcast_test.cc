@@ -45,6 +45,8 @@ TrainPosition somePosition() {
   at.best.testAccuracy = 0.7 + 0.2;
   at.best.testSamples = 250;
   at.best.evaluationsSince = 2;
+  at.best.referenceStep = 30;  // Note [How much better counts for --early-stop]
+  at.best.referenceValue = 0.8 + 0.05;
   return at;
 }
 
@@ -125,6 +127,8 @@ TEST_P(RestoreFromRoot, GivesEveryRankTheWeightsPositionAndItsState) {
   EXPECT_EQ(at.best.testAccuracy, 0.7 + 0.2);
   EXPECT_EQ(at.best.testSamples, 250u);
   EXPECT_EQ(at.best.evaluationsSince, 2u);
+  EXPECT_EQ(at.best.referenceStep, 30u);
+  EXPECT_EQ(at.best.referenceValue, 0.8 + 0.05);
   expectSameWeights(*written.model, *model, "restored");
   // The state came too (both moments and the step count): the next step is
   // the written optimizer's next step, bit for bit.

@@ -29,15 +29,15 @@ EvalResult accuracyOf(double accuracy, double loss = 1.0) {
 }
 
 TEST(BestEvaluation, TheFirstEvaluationIsTheBestThenOnlyALowerLoss) {
-  BestEvaluation best(BestMetric::kTestLoss, BestRecord{});
+  BestEvaluation best(BestMetric::kTestLoss, 0.0, BestRecord{});
   EXPECT_TRUE(best.observe(lossOf(2.5), 10));
-  EXPECT_EQ(best.sinceBest(), 0u);
+  EXPECT_EQ(best.sinceImproved(), 0u);
   EXPECT_EQ(best.savedText("best.st"),
             "saved the best weights so far (test_loss 2.5000 after step 10) to best.st "
             "(--save-best)");
   EXPECT_FALSE(best.observe(lossOf(2.5), 20));                // a tie keeps the earlier weights
   EXPECT_FALSE(best.observe(EvalResult{3.0, 0.9, 100}, 30));  // a better accuracy is not asked
-  EXPECT_EQ(best.sinceBest(), 2u);
+  EXPECT_EQ(best.sinceImproved(), 2u);
   EXPECT_EQ(best.earlyStopText(2),
             "stopped early: 2 evaluations in a row did not lower the test loss (the lowest, "
             "2.5000 after step 10; --early-stop 2)");
@@ -49,13 +49,13 @@ TEST(BestEvaluation, TheFirstEvaluationIsTheBestThenOnlyALowerLoss) {
   EXPECT_EQ(at.best.step, 10u);
   EXPECT_EQ(at.best.evaluationsSince, 2u);
   EXPECT_TRUE(best.observe(lossOf(2.4), 40));
-  EXPECT_EQ(best.sinceBest(), 0u);
+  EXPECT_EQ(best.sinceImproved(), 0u);
 }
 
 TEST(BestEvaluation, ANanIsNeverTheBestNorAnInfinityBetterThanALoss) {
-  BestEvaluation best(BestMetric::kTestLoss, BestRecord{});
+  BestEvaluation best(BestMetric::kTestLoss, 0.0, BestRecord{});
   EXPECT_FALSE(best.observe(lossOf(std::nan("")), 5));
-  EXPECT_EQ(best.sinceBest(), 1u);
+  EXPECT_EQ(best.sinceImproved(), 1u);
   EXPECT_EQ(best.earlyStopText(1),
             "stopped early: 1 evaluation in a row did not lower the test loss (none finite; "
             "--early-stop 1)");
@@ -63,13 +63,13 @@ TEST(BestEvaluation, ANanIsNeverTheBestNorAnInfinityBetterThanALoss) {
   EXPECT_TRUE(best.observe(lossOf(0.7), 15));
   EXPECT_FALSE(best.observe(lossOf(std::nan("")), 20));
   EXPECT_FALSE(best.observe(lossOf(std::numeric_limits<double>::infinity()), 25));
-  EXPECT_EQ(best.sinceBest(), 2u);
+  EXPECT_EQ(best.sinceImproved(), 2u);
 }
 
 // --best-metric test_accuracy: only a higher accuracy is better, whatever
 // the loss does; a tie (frequent: a count of hits) keeps the earlier weights.
 TEST(BestEvaluation, ByAccuracyOnlyAHigherAccuracyIsBetter) {
-  BestEvaluation best(BestMetric::kTestAccuracy, BestRecord{});
+  BestEvaluation best(BestMetric::kTestAccuracy, 0.0, BestRecord{});
   EXPECT_TRUE(best.observe(accuracyOf(0.80, 0.6), 10));
   EXPECT_FALSE(best.observe(accuracyOf(0.80, 0.4), 20));  // a tie, a lower loss
   EXPECT_FALSE(best.observe(accuracyOf(0.79, 0.3), 30));
@@ -100,15 +100,15 @@ TEST(BestEvaluation, AResumedRunGoesOnFromTheCheckpointsRecord) {
   resumed.testLoss = 0.36;
   resumed.testAccuracy = 0.9;
   resumed.evaluationsSince = 4;
-  BestEvaluation best(BestMetric::kTestLoss, resumed);
+  BestEvaluation best(BestMetric::kTestLoss, 0.0, resumed);
   EXPECT_FALSE(best.resumeNotice());
-  EXPECT_EQ(best.sinceBest(), 4u);
+  EXPECT_EQ(best.sinceImproved(), 4u);
   // A record from before the sample count was kept: a restored file's
   // origin leaves the figures out rather than give a count of 0.
   EXPECT_EQ(best.origin().step, 100u);
   EXPECT_FALSE(best.origin().evaluation);
   EXPECT_FALSE(best.observe(lossOf(0.5), 320));
-  EXPECT_EQ(best.sinceBest(), 5u);
+  EXPECT_EQ(best.sinceImproved(), 5u);
   trainer::TrainPosition at;
   best.markIn(at);
   EXPECT_EQ(at.best.step, 100u);
@@ -116,6 +116,77 @@ TEST(BestEvaluation, AResumedRunGoesOnFromTheCheckpointsRecord) {
   EXPECT_EQ(at.best.testAccuracy, 0.9);
   EXPECT_EQ(at.best.evaluationsSince, 5u);
   EXPECT_TRUE(best.observe(lossOf(0.35), 340));
+}
+
+// Note [How much better counts for --early-stop]: with a minimum delta, only
+// an evaluation more than it below the reference counts (and becomes the
+// reference), so small gains add up until one does; --save-best still takes
+// every lower loss.
+TEST(BestEvaluation, AMinimumDeltaCountsOnlyALargerStepFromTheReference) {
+  BestEvaluation best(BestMetric::kTestLoss, 0.25, BestRecord{});
+  EXPECT_TRUE(best.observe(lossOf(2.0), 10));  // the first is the reference
+  EXPECT_EQ(best.sinceImproved(), 0u);
+  EXPECT_TRUE(best.observe(lossOf(1.875), 20));  // the best, not 0.25 below 2
+  EXPECT_EQ(best.sinceImproved(), 1u);
+  EXPECT_TRUE(best.observe(lossOf(1.75), 30));  // exactly 0.25 below: not more than
+  EXPECT_EQ(best.sinceImproved(), 2u);
+  EXPECT_TRUE(best.observe(lossOf(1.625), 40));  // the gains add up
+  EXPECT_EQ(best.sinceImproved(), 0u);
+  EXPECT_TRUE(best.observe(lossOf(1.5), 50));
+  EXPECT_FALSE(best.observe(lossOf(1.6), 60));
+  EXPECT_EQ(best.sinceImproved(), 2u);
+  EXPECT_EQ(best.earlyStopText(2),
+            "stopped early: 2 evaluations in a row did not lower the test loss by more than 0.25 "
+            "below 1.6250 (after step 40; the lowest, 1.5000 after step 50; --early-stop 2, "
+            "--early-stop-min-delta 0.25)");
+  trainer::TrainPosition at;
+  best.markIn(at);
+  EXPECT_EQ(at.best.step, 50u);
+  EXPECT_EQ(at.best.testLoss, 1.5);
+  EXPECT_EQ(at.best.referenceStep, 40u);
+  EXPECT_EQ(at.best.referenceValue, 1.625);
+  EXPECT_EQ(at.best.evaluationsSince, 2u);
+  EXPECT_FALSE(best.observe(lossOf(std::nan("")), 70));  // counts, as without a delta
+  EXPECT_EQ(best.sinceImproved(), 3u);
+}
+
+TEST(BestEvaluation, AMinimumDeltaByAccuracyCountsOnlyAHigherOne) {
+  BestEvaluation best(BestMetric::kTestAccuracy, 0.125, BestRecord{});
+  EXPECT_TRUE(best.observe(accuracyOf(0.5), 10));
+  EXPECT_TRUE(best.observe(accuracyOf(0.5625), 20));
+  EXPECT_EQ(best.sinceImproved(), 1u);
+  EXPECT_TRUE(best.observe(accuracyOf(0.75), 30));
+  EXPECT_EQ(best.sinceImproved(), 0u);
+  EXPECT_FALSE(best.observe(accuracyOf(0.5, 0.1), 40));  // a lower loss does not count
+  // The reference is the best: named once.
+  EXPECT_EQ(best.earlyStopText(1),
+            "stopped early: 1 evaluation in a row did not raise the test accuracy by more than "
+            "0.125 (the highest, 0.7500 after step 30; --early-stop 1, --early-stop-min-delta "
+            "0.125)");
+}
+
+// A resumed run counts from the checkpoint's reference; one written before
+// the reference was recorded (no minimum delta then) counts from its best.
+TEST(BestEvaluation, AResumedRunCountsFromTheRecordedReference) {
+  BestRecord recorded;
+  recorded.step = 100;
+  recorded.testLoss = 0.5;
+  recorded.referenceStep = 80;
+  recorded.referenceValue = 0.625;
+  recorded.evaluationsSince = 2;
+  BestEvaluation resumed(BestMetric::kTestLoss, 0.125, recorded);
+  EXPECT_TRUE(resumed.observe(lossOf(0.4375), 120));  // 0.1875 below the reference
+  EXPECT_EQ(resumed.sinceImproved(), 0u);
+
+  BestRecord older = recorded;
+  older.referenceStep = 0;
+  BestEvaluation fromBest(BestMetric::kTestLoss, 0.125, older);
+  EXPECT_TRUE(fromBest.observe(lossOf(0.4375), 120));  // only 0.0625 below the best
+  EXPECT_EQ(fromBest.sinceImproved(), 3u);
+  trainer::TrainPosition at;
+  fromBest.markIn(at);
+  EXPECT_EQ(at.best.referenceStep, 100u);
+  EXPECT_EQ(at.best.referenceValue, 0.5);
 }
 
 // A record another metric judged does not compare: the resumed run starts a
@@ -127,13 +198,13 @@ TEST(BestEvaluation, ARecordOfAnotherMetricIsSetAside) {
   resumed.testLoss = 0.36;
   resumed.testAccuracy = 0.9;
   resumed.evaluationsSince = 4;
-  BestEvaluation best(BestMetric::kTestAccuracy, resumed);
+  BestEvaluation best(BestMetric::kTestAccuracy, 0.0, resumed);
   ASSERT_TRUE(best.resumeNotice());
   EXPECT_EQ(*best.resumeNotice(),
             "--best-metric test_accuracy: the checkpoint's best evaluation (after step 100) was "
             "judged by test_loss, so the run starts a new record (--save-best's file is replaced "
             "at the next evaluation, --early-stop counts from it)");
-  EXPECT_EQ(best.sinceBest(), 0u);
+  EXPECT_EQ(best.sinceImproved(), 0u);
   EXPECT_TRUE(best.observe(accuracyOf(0.5), 320));  // lower than the old record's 0.9
   trainer::TrainPosition at;
   best.markIn(at);
@@ -154,7 +225,7 @@ TEST(BestFile, IsWrittenAgainFromTheCheckpointOfTheBestStep) {
   record.testLoss = 0.25;
   record.testAccuracy = 0.75;
   record.testSamples = 100;
-  const BestEvaluation best(BestMetric::kTestLoss, record);
+  const BestEvaluation best(BestMetric::kTestLoss, 0.0, record);
   const std::string path = dir.file("best.st");
 
   const auto missing = restoreBestFile(path, best, dir.file("ck"), *model);
@@ -193,7 +264,7 @@ TEST(BestFile, IsWrittenAgainFromTheCheckpointOfTheBestStep) {
       ASSERT_EQ(a[i]->value.data()[j], b[i]->value.data()[j]) << a[i]->name;
   }
   EXPECT_FALSE(restoreBestFile(path, best, dir.file("ck"), *model));  // it holds the best now
-  EXPECT_FALSE(restoreBestFile(path, BestEvaluation(BestMetric::kTestLoss, BestRecord{}),
+  EXPECT_FALSE(restoreBestFile(path, BestEvaluation(BestMetric::kTestLoss, 0.0, BestRecord{}),
                                dir.file("ck"), *model));  // no best yet
 }
 

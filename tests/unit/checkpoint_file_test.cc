@@ -220,9 +220,9 @@ TEST(Checkpoint, AnOlderFileWithoutMinLrEndedAtZero) {
 // A file from before ddp.global_batch: the product of the options that made
 // it, or 0 (not known) without them.
 // Note [Keeping the best weights] in launcher/best_evaluation.h: the best
-// evaluation (both results), its step, the metric that judged it and the
-// evaluations since come back bit for bit; a file without them (older, or
-// written with neither --save-best nor --early-stop) has none.
+// evaluation (both results), its step, the metric that judged it,
+// --early-stop's reference and the evaluations since come back bit for bit; a file without them
+// (older, or written with neither --save-best nor --early-stop) has none.
 TEST(Checkpoint, RecordsTheBestEvaluationSoFarWhenThereIsOne) {
   TempDir dir;
   TrainedModel written(1), restored(2);
@@ -234,6 +234,8 @@ TEST(Checkpoint, RecordsTheBestEvaluationSoFarWhenThereIsOne) {
   at.best.testAccuracy = 0.7 + 0.1;
   at.best.testSamples = 512;
   at.best.evaluationsSince = 3;
+  at.best.referenceStep = 30;
+  at.best.referenceValue = 0.4 + 0.01;
   saveCheckpoint(path, *written.model, written.sgd, at, {});
   const TrainPosition back = loadCheckpoint(path, *restored.model, restored.sgd, {});
   EXPECT_EQ(back.best.metric, BestMetric::kTestAccuracy);
@@ -242,6 +244,8 @@ TEST(Checkpoint, RecordsTheBestEvaluationSoFarWhenThereIsOne) {
   EXPECT_EQ(back.best.testAccuracy, 0.7 + 0.1);
   EXPECT_EQ(back.best.testSamples, 512u);
   EXPECT_EQ(back.best.evaluationsSince, 3u);
+  EXPECT_EQ(back.best.referenceStep, 30u);
+  EXPECT_EQ(back.best.referenceValue, 0.4 + 0.01);
   saveCheckpoint(path, *written.model, written.sgd, somePosition(), {});
   const TrainPosition none = loadCheckpoint(path, *restored.model, restored.sgd, {});
   EXPECT_EQ(none.best.step, 0u);
@@ -249,6 +253,7 @@ TEST(Checkpoint, RecordsTheBestEvaluationSoFarWhenThereIsOne) {
   const auto metadata = checkpointMetadata(somePosition(), {});
   EXPECT_FALSE(metadata.contains("ddp.best_step"));
   EXPECT_FALSE(metadata.contains("ddp.best_metric"));
+  EXPECT_FALSE(metadata.contains("ddp.early_stop_reference_step"));
 }
 
 // A checkpoint written before --best-metric recorded the lowest test loss
@@ -273,6 +278,7 @@ TEST(Checkpoint, AnOlderBestRecordIsTheTestLossAndAnUnknownMetricIsRefused) {
   EXPECT_EQ(back.best.testLoss, 0.25);
   EXPECT_TRUE(std::isnan(back.best.testAccuracy));
   EXPECT_EQ(back.best.testSamples, 0u);
+  EXPECT_EQ(back.best.referenceStep, 0u);  // BestEvaluation stands the best in
   metadata["ddp.best_metric"] = "val_acc";
   saveSafetensors(path, checkpointTensors(*written.model, written.sgd), metadata);
   try {

@@ -422,6 +422,24 @@ TEST(Options, EarlyStopCountsEvaluationsOfATrainingRun) {
       ranksCompare(parse({"--hidden", "4", "--early-stop", "3"}), "option --early-stop", "3"));
 }
 
+// Note [How much better counts for --early-stop] in launcher/best_evaluation.h.
+TEST(Options, EarlyStopMinDeltaIsANonNegativeMarginForEarlyStop) {
+  EXPECT_EQ(parse({"--early-stop", "3"}).earlyStopMinDelta, 0.0);
+  EXPECT_EQ(parse({"--early-stop", "3", "--early-stop-min-delta", "0.005"}).earlyStopMinDelta,
+            0.005);
+  EXPECT_EQ(usageErrorOf({"--early-stop", "3", "--early-stop-min-delta", "-0.1"}),
+            "--early-stop-min-delta must be 0 or more and finite (got -0.1)");
+  EXPECT_EQ(usageErrorOf({"--early-stop", "3", "--early-stop-min-delta", "nan"}),
+            "--early-stop-min-delta must be 0 or more and finite (got nan)");
+  EXPECT_EQ(usageErrorOf({"--early-stop", "3", "--early-stop-min-delta", "inf"}),
+            "--early-stop-min-delta must be 0 or more and finite (got inf)");
+  EXPECT_EQ(usageErrorOf({"--save-best", "b.st", "--early-stop-min-delta", "0.01"}),
+            "--early-stop-min-delta needs --early-stop (the patience it counts for)");
+  EXPECT_TRUE(
+      ranksCompare(parse({"--hidden", "4", "--early-stop", "3", "--early-stop-min-delta", "0.01"}),
+                   "option --early-stop-min-delta", "0.01"));
+}
+
 TEST(Options, BestMetricIsTheTestLossOrAccuracyAndJudgesForAnOption) {
   EXPECT_EQ(parse({"--save-best", "b.st"}).bestMetric, "test_loss");
   EXPECT_EQ(parse({"--early-stop", "2", "--best-metric", "test_accuracy"}).bestMetric,
