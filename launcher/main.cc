@@ -339,10 +339,11 @@ int train(Options o) {
     // The run's last evaluation, which --save-model records when the run
     // ends at its step (Note [Where a model file's weights came from]).
     std::optional<std::pair<trainer::EvalResult, std::size_t>> lastEvaluation;
+    bool judgedBest = false;  // the last evaluation's verdict, judged before its report
     trainOptions.onEvaluated = [&](const trainer::EvalResult& test, std::size_t step) {
       lastEvaluation.emplace(test, step);
       if (!best) return false;
-      if (best->observe(test, step) && !o.saveBest.empty()) {
+      if (judgedBest && !o.saveBest.empty()) {
         comm::agree(comm, [&] {
           if (world.rank() == 0)
             trainer::saveModel(o.saveBest, *model, trainer::originMetadata(best->origin()));
@@ -386,6 +387,10 @@ int train(Options o) {
     }
     if (!o.saveBest.empty() || o.earlyStop > 0) {
       best.emplace(*trainer::parseBestMetric(o.bestMetric), o.earlyStopMinDelta, start.best);
+      trainOptions.judgeEvaluation = [&](const trainer::EvalResult& test, std::size_t step) {
+        judgedBest = best->observe(test, step);
+        return judgedBest;
+      };
       if (const auto notice = best->resumeNotice(); notice && world.rank() == 0) log::info(*notice);
       comm::agree(comm, [&] {  // Note [A resumed run's best file]
         if (world.rank() != 0 || o.saveBest.empty() || best->record().step == 0) return;

@@ -277,6 +277,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
       line["grad_norm_max"] = r.gradNorms->max;
       if (r.gradNorms->clipping) line["clipped_steps"] = r.gradNorms->clipped;
     }
+    if (r.best) line["best"] = *r.best;
     writeMetrics(line.dump(), str("epoch ", r.epoch, " and later are"));
   }
 }
@@ -339,13 +340,14 @@ void ProgressPrinter::onStepEvaluation(const trainer::StepEvaluation& r) {
                 fixed(100.0 * r.test.accuracy, 2), "%  (after step ", r.globalStep,
                 " of the run, evaluated in ", fixed(r.seconds, 2), " s)"));
   if (!metrics_.is_open()) return;
-  const nlohmann::json line = {{"epoch", r.epoch},
-                               {"step_in_epoch", r.stepInEpoch},
-                               {"global_step", r.globalStep},
-                               {"test_loss", r.test.loss},
-                               {"test_accuracy", r.test.accuracy},
-                               {"test_samples", r.test.samples},
-                               {"eval_time_s", r.seconds}};
+  nlohmann::json line = {{"epoch", r.epoch},
+                         {"step_in_epoch", r.stepInEpoch},
+                         {"global_step", r.globalStep},
+                         {"test_loss", r.test.loss},
+                         {"test_accuracy", r.test.accuracy},
+                         {"test_samples", r.test.samples},
+                         {"eval_time_s", r.seconds}};
+  if (r.best) line["best"] = *r.best;
   writeMetrics(line.dump(), str("the evaluation after step ", r.globalStep, " and later are"));
 }
 

@@ -523,8 +523,10 @@ void Trainer::run(TrainObserver& observer) {
         // makes: not twice at one step.
         reportUnread();
         const Clock::time_point evaluationStart = Clock::now();
-        StepEvaluation report{epoch, steps, stepsThisEpoch, globalStep_, evaluate(), 0.0};
+        StepEvaluation report{epoch, steps, stepsThisEpoch, globalStep_, evaluate(), 0.0, {}};
         report.seconds = secondsSince(evaluationStart);
+        if (options_.judgeEvaluation)
+          report.best = options_.judgeEvaluation(report.test, globalStep_);
         observer.onStepEvaluation(report);
         const bool stop = options_.onEvaluated && options_.onEvaluated(report.test, globalStep_);
         const double seconds = secondsSince(evaluationStart);
@@ -624,6 +626,7 @@ void Trainer::run(TrainObserver& observer) {
     report.test = evaluate();
     const double evaluationSeconds = secondsSince(evaluationStart);
     report.wallSeconds = secondsSince(epochStart);
+    if (options_.judgeEvaluation) report.best = options_.judgeEvaluation(report.test, globalStep_);
     observer.onEpoch(report);
     const Clock::time_point hookStart = Clock::now();
     const bool stop = options_.onEvaluated && options_.onEvaluated(report.test, globalStep_);

@@ -94,6 +94,11 @@ struct TrainOptions {
   // It returns true to end the run there (every rank must agree): run()
   // then writes its checkpoint as at maxSteps and returns.
   std::function<bool(const EvalResult&, std::size_t globalStep)> onEvaluated;
+  // Called on every rank right after each evaluation of the run, before the
+  // observer sees it: whether it is the best of the run so far
+  // (--save-best, --early-stop), which the reports carry as `best` for
+  // --metrics. Null: evaluations are not judged.
+  std::function<bool(const EvalResult&, std::size_t globalStep)> judgeEvaluation;
   std::size_t checkpointEvery = 0;
   // A graceful stop: at each stop check the ranks agree (one small
   // all-reduce) whether any rank's stopRequested() returned a signal; if so,
@@ -234,6 +239,7 @@ struct EpochReport {
   double trainLoss = 0.0;        // mean batch loss over all ranks and steps
   double learningRate = 0.0;     // the rate of the epoch's last step
   EvalResult test;
+  std::optional<bool> best;       // TrainOptions::judgeEvaluation's verdict
   double samplesPerSecond = 0.0;  // global training throughput
   double trainSeconds = 0.0;      // the training steps only
   double wallSeconds = 0.0;       // including evaluation
@@ -251,7 +257,8 @@ struct StepEvaluation {
   std::size_t stepsInEpoch = 0;
   std::size_t globalStep = 0;
   EvalResult test;
-  double seconds = 0.0;  // the evaluation's wall time on this rank
+  double seconds = 0.0;      // the evaluation's wall time on this rank
+  std::optional<bool> best;  // TrainOptions::judgeEvaluation's verdict
 };
 
 // Note [How often the ranks check for a stop]

@@ -26,6 +26,24 @@ for line in open(sys.argv[1]):
     elif "test_loss" in m:
         print(m["global_step"], repr(m["test_loss"]), repr(m["test_accuracy"]))' "$1"
 }
+# marked FILE: the global steps of the evaluations a --metrics file marks
+# "best", or "unmarked" when one of its evaluations says nothing.
+marked() {
+  python3 -c '
+import json, sys
+step, best = 0, []
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if "test_loss" not in m:
+        continue
+    step = step + m["steps"] if "train_loss" in m else m["global_step"]
+    if "best" not in m:
+        print("unmarked")
+        sys.exit()
+    if m["best"]:
+        best.append(str(step))
+print(",".join(best))' "$1"
+}
 # metadata FILE KEY: the safetensors metadata entry KEY of FILE ("" if none).
 metadata() {
   python3 -c '
@@ -37,7 +55,7 @@ print(meta.get(sys.argv[2], ""))' "$1" "$2"
 
 # 1. FILE holds the weights of the evaluation with the lowest test loss
 # (evaluated again, they give that loss), written at each new lowest and at
-# no other evaluation.
+# no other evaluation; --metrics marks those evaluations "best".
 run 2 "${c[@]}" --metrics "$WORK/run.jsonl" --save-best "$WORK/best.st" \
   --save-model "$WORK/last.st" > "$WORK/run.log"
 evaluations "$WORK/run.jsonl" > "$WORK/evaluations"
@@ -57,6 +75,8 @@ saved=$(sed -n 's/^\[r0\] saved the best weights so far (test_loss [0-9.]* after
   "$WORK/run.log" | paste -sd,)
 [ "$saved" = "$lowest_steps" ] ||
   fail "written after steps '$saved', not after each new lowest '$lowest_steps': $(cat "$WORK/evaluations")"
+[ "$(marked "$WORK/run.jsonl")" = "$lowest_steps" ] ||
+  fail "--metrics marks the steps '$(marked "$WORK/run.jsonl")' best, not '$lowest_steps'"
 run 2 "${c[@]}" --evaluate --init-from "$WORK/best.st" --metrics "$WORK/eval.jsonl" > "$WORK/eval.log"
 python3 -c '
 import json, sys
@@ -196,6 +216,8 @@ saved=$(sed -n 's/^\[r0\] saved the best weights so far (test_accuracy [0-9.]* a
   "$WORK/acc.log" | paste -sd,)
 [ "$saved" = "$acc_steps" ] ||
   fail "by accuracy, written after steps '$saved', not after each new highest '$acc_steps': $(cat "$WORK/acc.evaluations")"
+[ "$(marked "$WORK/acc.jsonl")" = "$acc_steps" ] ||
+  fail "by accuracy, --metrics marks the steps '$(marked "$WORK/acc.jsonl")' best, not '$acc_steps'"
 [ "$acc_steps" != "$lowest_steps" ] ||
   fail "accuracy and loss chose the same steps ($acc_steps), which tests nothing"
 [ "$(metadata "$WORK/acc.st" ddp.step)" = "$acc_best" ] &&
@@ -258,6 +280,8 @@ saved=$(sed -n 's/^\[r0\] saved the best weights so far (test_accuracy [0-9.]* a
   "$WORK/delta.log" | paste -sd,)
 [ "$saved" = "$d_higher" ] ||
   fail "with a margin, --save-best wrote after steps '$saved', not after each higher accuracy '$d_higher'"
+[ "$(marked "$WORK/delta.jsonl")" = "$d_higher" ] ||
+  fail "with a margin, --metrics marks the steps '$(marked "$WORK/delta.jsonl")' best, not '$d_higher'"
 d_last="$WORK/delta/checkpoint-$(printf %09d "$d_stop").safetensors"
 [ "$(metadata "$d_last" ddp.early_stop_reference_step)" = "$d_ref" ] ||
   fail "the stop's checkpoint records the reference of step '$(metadata "$d_last" ddp.early_stop_reference_step)', not $d_ref"

@@ -14,6 +14,7 @@ assert len(lines) == 1, lines
 m = lines[0]
 for key in ("epoch", "train_loss", "test_loss", "test_accuracy", "samples_per_s", "wall_time_s", "step_ms"):
     assert key in m, key
+assert "best" not in m, m  # judged only for --save-best and --early-stop
 assert m["test_samples"] == 10000, m
 assert m["steps"] == m["steps_in_epoch"] == 469, m  # 60000 / (64 x 2), rounded up
 assert m["test_accuracy"] >= 0.80, m
