@@ -339,20 +339,19 @@ int train(Options o) {
     // The run's last evaluation, which --save-model records when the run
     // ends at its step (Note [Where a model file's weights came from]).
     std::optional<std::pair<trainer::EvalResult, std::size_t>> lastEvaluation;
-    bool judgedBest = false;  // the last evaluation's verdict, judged before its report
+    // The last evaluation's verdict: judged before its report, acted on after.
+    trainer::EvaluationVerdict verdict;
     trainOptions.onEvaluated = [&](const trainer::EvalResult& test, std::size_t step) {
       lastEvaluation.emplace(test, step);
-      if (!best) return false;
-      if (judgedBest && !o.saveBest.empty()) {
+      if (!best) return;
+      if (verdict.best && !o.saveBest.empty()) {
         comm::agree(comm, [&] {
           if (world.rank() == 0)
             trainer::saveModel(o.saveBest, *model, trainer::originMetadata(best->origin()));
         });
         if (world.rank() == 0) log::info(best->savedText(o.saveBest));
       }
-      const bool stop = o.earlyStop > 0 && best->sinceImproved() >= o.earlyStop;
-      if (stop && world.rank() == 0) log::info(best->earlyStopText(o.earlyStop));
-      return stop;
+      if (verdict.stop && world.rank() == 0) log::info(best->earlyStopText(o.earlyStop));
     };
     if (!o.checkpointDir.empty()) {
       trainOptions.onCheckpoint = [&](const trainer::TrainPosition& reached) {
@@ -388,8 +387,9 @@ int train(Options o) {
     if (!o.saveBest.empty() || o.earlyStop > 0) {
       best.emplace(*trainer::parseBestMetric(o.bestMetric), o.earlyStopMinDelta, start.best);
       trainOptions.judgeEvaluation = [&](const trainer::EvalResult& test, std::size_t step) {
-        judgedBest = best->observe(test, step);
-        return judgedBest;
+        verdict.best = best->observe(test, step);
+        verdict.stop = o.earlyStop > 0 && best->sinceImproved() >= o.earlyStop;
+        return verdict;
       };
       if (const auto notice = best->resumeNotice(); notice && world.rank() == 0) log::info(*notice);
       comm::agree(comm, [&] {  // Note [A resumed run's best file]

@@ -230,7 +230,8 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
       fixed(r.test.loss, 4), "  test_acc ", fixed(100.0 * r.test.accuracy, 2), "%  ",
       fixed(r.samplesPerSecond, 0), " samples/s  time ", fixed(r.wallSeconds, 1), "s",
       r.steps < r.stepsInEpoch
-          ? str("  (stopped by --max-steps after step ", r.steps, " of ", r.stepsInEpoch, ")")
+          ? str("  (stopped by ", r.stoppedEarly ? "--early-stop" : "--max-steps", " after step ",
+                r.steps, " of ", r.stepsInEpoch, ")")
           : std::string(),
       r.skippedSteps > 0 ? str("  (", r.skippedSteps, r.skippedSteps == 1 ? " update" : " updates",
                                " skipped: not finite)")

@@ -35,6 +35,12 @@ struct EvalResult {
   std::size_t samples = 0;
 };
 
+// What a run makes of one of its evaluations (TrainOptions::judgeEvaluation).
+struct EvaluationVerdict {
+  bool best = false;  // the best of the run so far (--save-best writes it)
+  bool stop = false;  // the run ends here (--early-stop)
+};
+
 // Collective: every rank calls it with the same data set, whose first
 // `samples` samples (0: all; at most its size) are shared out without
 // padding (evaluationShard: rank r takes r, r + world, ...), so each sample

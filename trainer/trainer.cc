@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <tuple>
 
 #include "ddp_config.h"
 #include "runtime/cpu_quota.h"
@@ -491,6 +492,9 @@ void Trainer::run(TrainObserver& observer) {
                                           samplesPerStep() * worldSize, BestRecord{}});
     };
     bool checkpointed = false;
+    // An evalEvery evaluation that ended the run: the partial epoch's report
+    // takes it, as the evaluation --max-steps makes at its end.
+    std::optional<std::pair<EvalResult, EvaluationVerdict>> stoppingEvaluation;
     for (std::size_t begin = 0; begin < shard.size(); begin += samplesPerStep()) {
       if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
       const std::size_t end = std::min(shard.size(), begin + samplesPerStep());
@@ -525,17 +529,19 @@ void Trainer::run(TrainObserver& observer) {
         const Clock::time_point evaluationStart = Clock::now();
         StepEvaluation report{epoch, steps, stepsThisEpoch, globalStep_, evaluate(), 0.0, {}};
         report.seconds = secondsSince(evaluationStart);
-        if (options_.judgeEvaluation)
-          report.best = options_.judgeEvaluation(report.test, globalStep_);
+        const EvaluationVerdict verdict = judge(report.test);
+        if (options_.judgeEvaluation) report.best = verdict.best;
+        if (verdict.stop) {  // reported, judged on and checkpointed as the epoch's end
+          evaluatingSeconds += secondsSince(evaluationStart);
+          stoppingEvaluation.emplace(report.test, verdict);
+          checkpointed = false;  // a checkpointEvery write was of an earlier step
+          break;
+        }
         observer.onStepEvaluation(report);
-        const bool stop = options_.onEvaluated && options_.onEvaluated(report.test, globalStep_);
+        if (options_.onEvaluated) options_.onEvaluated(report.test, globalStep_);
         const double seconds = secondsSince(evaluationStart);
         evaluatingSeconds += seconds;
         longestEvaluation = std::max(longestEvaluation, seconds);
-        if (stop) {  // mid-epoch: the checkpoint maxSteps would write here
-          checkpoint(epoch, consumed);
-          return;
-        }
       }
       checkpointed = false;
       if (options_.checkpointEvery > 0 && globalStep_ % options_.checkpointEvery == 0 &&
@@ -623,21 +629,33 @@ void Trainer::run(TrainObserver& observer) {
     report.pace = gatherPace(comm_, options_, epoch, globalStep_, epochSteps);
     verifyReplicas();
     const Clock::time_point evaluationStart = Clock::now();
-    report.test = evaluate();
+    EvaluationVerdict verdict;
+    if (stoppingEvaluation) {
+      std::tie(report.test, verdict) = *stoppingEvaluation;
+    } else {
+      report.test = evaluate();
+      verdict = judge(report.test);
+    }
     const double evaluationSeconds = secondsSince(evaluationStart);
     report.wallSeconds = secondsSince(epochStart);
-    if (options_.judgeEvaluation) report.best = options_.judgeEvaluation(report.test, globalStep_);
+    if (options_.judgeEvaluation) report.best = verdict.best;
+    report.stoppedEarly = verdict.stop;
     observer.onEpoch(report);
     const Clock::time_point hookStart = Clock::now();
-    const bool stop = options_.onEvaluated && options_.onEvaluated(report.test, globalStep_);
+    if (options_.onEvaluated) options_.onEvaluated(report.test, globalStep_);
     longestEvaluation = std::max(longestEvaluation, evaluationSeconds + secondsSince(hookStart));
     if (finished) {
       checkpoint(epoch + 1, 0);
     } else if (!checkpointed) {
-      checkpoint(epoch, consumed);  // stopped by maxSteps in mid-epoch
+      checkpoint(epoch, consumed);  // stopped in mid-epoch (maxSteps, judgeEvaluation)
     }
-    if (stop) return;
+    if (verdict.stop) return;
   }
+}
+
+EvaluationVerdict Trainer::judge(const EvalResult& test) const {
+  return options_.judgeEvaluation ? options_.judgeEvaluation(test, globalStep_)
+                                  : EvaluationVerdict{};
 }
 
 EvalResult Trainer::evaluate() {

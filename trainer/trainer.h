@@ -86,19 +86,21 @@ struct TrainOptions {
   // checkpoints. It must be collective-safe: every rank calls it at the same
   // point.
   std::function<void(const TrainPosition&)> onCheckpoint;
-  // Called on every rank after each evaluation of the run (each epoch's end,
-  // after the observer's onEpoch, and each evalEvery one), with its result
-  // and the global step it followed, before any checkpoint there: --save-best
-  // and --early-stop. Every rank calls it at the same point, so it may hold
-  // collectives; its time counts as the evaluation's for timeUp's reserve.
-  // It returns true to end the run there (every rank must agree): run()
-  // then writes its checkpoint as at maxSteps and returns.
-  std::function<bool(const EvalResult&, std::size_t globalStep)> onEvaluated;
-  // Called on every rank right after each evaluation of the run, before the
-  // observer sees it: whether it is the best of the run so far
-  // (--save-best, --early-stop), which the reports carry as `best` for
-  // --metrics. Null: evaluations are not judged.
-  std::function<bool(const EvalResult&, std::size_t globalStep)> judgeEvaluation;
+  // Called on every rank right after each evaluation of the run (each
+  // epoch's end, each evalEvery one), before the observer sees it, with its
+  // result and the global step it followed: --save-best and --early-stop
+  // judge it (launcher/best_evaluation.h). Every rank must return the same
+  // verdict. The reports carry `best` for --metrics; `stop` ends the run
+  // there as maxSteps would: the partial epoch's report (EpochReport::
+  // stoppedEarly) takes this evaluation, then the checkpoint. Null:
+  // evaluations are not judged.
+  std::function<EvaluationVerdict(const EvalResult&, std::size_t globalStep)> judgeEvaluation;
+  // Called on every rank after each evaluation of the run, after the
+  // observer's report of it and before any checkpoint there, with its result
+  // and the global step it followed: --save-best's write. Every rank calls
+  // it at the same point, so it may hold collectives; its time counts as the
+  // evaluation's for timeUp's reserve.
+  std::function<void(const EvalResult&, std::size_t globalStep)> onEvaluated;
   std::size_t checkpointEvery = 0;
   // A graceful stop: at each stop check the ranks agree (one small
   // all-reduce) whether any rank's stopRequested() returned a signal; if so,
@@ -239,7 +241,10 @@ struct EpochReport {
   double trainLoss = 0.0;        // mean batch loss over all ranks and steps
   double learningRate = 0.0;     // the rate of the epoch's last step
   EvalResult test;
-  std::optional<bool> best;       // TrainOptions::judgeEvaluation's verdict
+  std::optional<bool> best;  // TrainOptions::judgeEvaluation's verdict
+  // TrainOptions::judgeEvaluation ended the run after `steps` of the epoch,
+  // at an evalEvery evaluation (or at the epoch's end).
+  bool stoppedEarly = false;
   double samplesPerSecond = 0.0;  // global training throughput
   double trainSeconds = 0.0;      // the training steps only
   double wallSeconds = 0.0;       // including evaluation
@@ -337,6 +342,9 @@ class Trainer {
 
  private:
   std::size_t samplesPerStep() const { return options_.batchSize * options_.gradAccum; }
+  // TrainOptions::judgeEvaluation's verdict on the evaluation after this
+  // step; nothing to do without one.
+  EvaluationVerdict judge(const EvalResult& test) const;
   // Issues one step; its loss goes into trainTotals_, its times into
   // lastTimes_ (CPU) or the GPU's step timer.
   void runStep(std::span<const std::size_t> batchIndices);

@@ -159,8 +159,8 @@ grep -q "^\[r0\] warning: --save-best $WORK/lost.st: is not there, and the best 
 [ ! -e "$WORK/lost.st" ] || fail "a worse evaluation wrote the lost FILE"
 
 # 3. --early-stop 3 ends the run after the third evaluation past the best
-# (every one after the run's lowest is higher), with a checkpoint there that
-# counts them, at np=2 and np=1 alike; resumed with the same patience there
+# (every one after the run's lowest is higher), reported as the epoch's
+# end, with a checkpoint there that counts them, at np=2 and np=1 alike; resumed with the same patience there
 # is nothing to train, and with --early-stop 5 it goes on to the fifth.
 after_best() {  # after_best K: the step of the K-th evaluation after the best
   awk -v best="$best_step" -v k="$1" '$1 > best && ++n == k { print $1 }' "$WORK/evaluations"
@@ -174,6 +174,17 @@ grep -q "^\[r0\] stopped early: 3 evaluations in a row did not lower the test lo
 evaluations "$WORK/early.jsonl" > "$WORK/early.evaluations"
 [ "$(tail -1 "$WORK/early.evaluations" | cut -d' ' -f1)" = "$third" ] ||
   fail "the run did not end at step $third's evaluation: $(cat "$WORK/early.evaluations")"
+# Stopped within an epoch, the stopping evaluation is the partial epoch's
+# line, as --max-steps makes one: its training loss is not lost.
+[ $((third % 16)) -ne 0 ] || fail "the early stop fell at an epoch's end, which tests nothing"
+python3 -c '
+import json, sys
+m = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+assert "train_loss" in m and m["steps"] == int(sys.argv[2]) and m["steps_in_epoch"] == 16, m' \
+  "$WORK/early.jsonl" "$((third % 16))" ||
+  fail "the stopped epoch has no line of its own: $(tail -2 "$WORK/early.jsonl")"
+grep -q "^\[r0\] epoch 2/3  train_loss [0-9.]*  test_loss .*  (stopped by --early-stop after step $((third % 16)) of 16)$" \
+  "$WORK/early.log" || fail "no epoch line for the stopped epoch: $(grep "epoch 2/3" "$WORK/early.log")"
 newest=$(ls "$WORK"/early/checkpoint-*.safetensors | tail -1)
 [ "$newest" = "$WORK/early/checkpoint-$(printf %09d "$third").safetensors" ] ||
   fail "the newest checkpoint is $newest, not step $third's"
@@ -293,5 +304,5 @@ d_again="$WORK/delta2/checkpoint-$(printf %09d "$d_stop").safetensors"
 
 echo "best after step $best_step (test_loss $best_loss), written after steps $lowest_steps;" \
   "--early-stop 3 after step $third, 5 after step $fifth; by accuracy written after $acc_steps," \
-  "--early-stop 4 after $acc_stop" \
-  "; --early-stop 3 with a margin of 0.05 after $d_stop (without: $plain_stop)"
+  "--early-stop 4 after $acc_stop;" \
+  "--early-stop 3 with a margin of 0.05 after $d_stop (without: $plain_stop)"
