@@ -339,9 +339,10 @@ int train(Options o) {
     // The run's last evaluation, which --save-model records when the run
     // ends at its step (Note [Where a model file's weights came from]).
     std::optional<std::pair<trainer::EvalResult, std::size_t>> lastEvaluation;
-    // The last evaluation's verdict: judged before its report, acted on after.
-    trainer::EvaluationVerdict verdict;
-    trainOptions.onEvaluated = [&](const trainer::EvalResult& test, std::size_t step) {
+    // judgeEvaluation's verdict (set with `best`, below), acted on after the
+    // evaluation's report.
+    trainOptions.onEvaluated = [&](const trainer::EvalResult& test, std::size_t step,
+                                   const trainer::EvaluationVerdict& verdict) {
       lastEvaluation.emplace(test, step);
       if (!best) return;
       if (verdict.best && !o.saveBest.empty()) {
@@ -387,9 +388,9 @@ int train(Options o) {
     if (!o.saveBest.empty() || o.earlyStop > 0) {
       best.emplace(*trainer::parseBestMetric(o.bestMetric), o.earlyStopMinDelta, start.best);
       trainOptions.judgeEvaluation = [&](const trainer::EvalResult& test, std::size_t step) {
-        verdict.best = best->observe(test, step);
-        verdict.stop = o.earlyStop > 0 && best->sinceImproved() >= o.earlyStop;
-        return verdict;
+        const bool isBest = best->observe(test, step);
+        return trainer::EvaluationVerdict{isBest,
+                                          o.earlyStop > 0 && best->sinceImproved() >= o.earlyStop};
       };
       if (const auto notice = best->resumeNotice(); notice && world.rank() == 0) log::info(*notice);
       comm::agree(comm, [&] {  // Note [A resumed run's best file]

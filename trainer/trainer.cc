@@ -538,7 +538,7 @@ void Trainer::run(TrainObserver& observer) {
           break;
         }
         observer.onStepEvaluation(report);
-        if (options_.onEvaluated) options_.onEvaluated(report.test, globalStep_);
+        if (options_.onEvaluated) options_.onEvaluated(report.test, globalStep_, verdict);
         const double seconds = secondsSince(evaluationStart);
         evaluatingSeconds += seconds;
         longestEvaluation = std::max(longestEvaluation, seconds);
@@ -642,7 +642,7 @@ void Trainer::run(TrainObserver& observer) {
     report.stoppedEarly = verdict.stop;
     observer.onEpoch(report);
     const Clock::time_point hookStart = Clock::now();
-    if (options_.onEvaluated) options_.onEvaluated(report.test, globalStep_);
+    if (options_.onEvaluated) options_.onEvaluated(report.test, globalStep_, verdict);
     longestEvaluation = std::max(longestEvaluation, evaluationSeconds + secondsSince(hookStart));
     if (finished) {
       checkpoint(epoch + 1, 0);

@@ -96,11 +96,13 @@ struct TrainOptions {
   // evaluations are not judged.
   std::function<EvaluationVerdict(const EvalResult&, std::size_t globalStep)> judgeEvaluation;
   // Called on every rank after each evaluation of the run, after the
-  // observer's report of it and before any checkpoint there, with its result
-  // and the global step it followed: --save-best's write. Every rank calls
-  // it at the same point, so it may hold collectives; its time counts as the
-  // evaluation's for timeUp's reserve.
-  std::function<void(const EvalResult&, std::size_t globalStep)> onEvaluated;
+  // observer's report of it and before any checkpoint there, with its result,
+  // the global step it followed and judgeEvaluation's verdict (none judged:
+  // the default one): --save-best's write. Every rank calls it at the same
+  // point, so it may hold collectives; its time counts as the evaluation's
+  // for timeUp's reserve.
+  std::function<void(const EvalResult&, std::size_t globalStep, const EvaluationVerdict&)>
+      onEvaluated;
   std::size_t checkpointEvery = 0;
   // A graceful stop: at each stop check the ranks agree (one small
   // all-reduce) whether any rank's stopRequested() returned a signal; if so,

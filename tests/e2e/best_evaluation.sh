@@ -13,37 +13,29 @@ c=(--dataset synthetic --synthetic-samples 2048 --hidden 64 --threads 1 --epochs
   --lr-schedule constant --lr 0.5 --seed 1 --log-every 1000)
 # evaluations FILE: "global_step test_loss test_accuracy" of each evaluation
 # of a --metrics file (16 steps an epoch at np=2: the epoch lines' steps add
-# up).
+# up). evaluations FILE best: the global steps of those it marks "best",
+# comma-separated, or "unmarked" when one of them says nothing.
 evaluations() {
   python3 -c '
 import json, sys
-step = 0
-for line in open(sys.argv[1]):
-    m = json.loads(line)
-    if "train_loss" in m:
-        step += m["steps"]
-        print(step, repr(m["test_loss"]), repr(m["test_accuracy"]))
-    elif "test_loss" in m:
-        print(m["global_step"], repr(m["test_loss"]), repr(m["test_accuracy"]))' "$1"
-}
-# marked FILE: the global steps of the evaluations a --metrics file marks
-# "best", or "unmarked" when one of its evaluations says nothing.
-marked() {
-  python3 -c '
-import json, sys
-step, best = 0, []
+epochs, best = 0, []
 for line in open(sys.argv[1]):
     m = json.loads(line)
     if "test_loss" not in m:
         continue
-    step = step + m["steps"] if "train_loss" in m else m["global_step"]
-    if "best" not in m:
-        print("unmarked")
-        sys.exit()
-    if m["best"]:
+    if "train_loss" in m:  # an epoch line: its steps follow the epochs before
+        epochs += m["steps"]
+    step = m.get("global_step", epochs)
+    if sys.argv[2:] != ["best"]:
+        print(step, repr(m["test_loss"]), repr(m["test_accuracy"]))
+    elif "best" not in m:
+        sys.exit(print("unmarked"))
+    elif m["best"]:
         best.append(str(step))
-print(",".join(best))' "$1"
+if best:
+    print(",".join(best))' "$@"
 }
+marked() { evaluations "$1" best; }
 # metadata FILE KEY: the safetensors metadata entry KEY of FILE ("" if none).
 metadata() {
   python3 -c '
