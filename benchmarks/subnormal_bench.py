@@ -47,7 +47,8 @@ def run(args, options, mode, first_epoch, checkpoint_dir=None):
         if checkpoint_dir:
             cmd += ["--checkpoint-dir", checkpoint_dir]
         subprocess.run(cmd, env=mpi_env(), check=True, capture_output=True, text=True, timeout=900)
-        epochs = [json.loads(line) for line in open(metrics)]
+        # The epoch lines; the run's end line follows them.
+        epochs = [m for m in map(json.loads, open(metrics)) if "train_loss" in m]
     kept = [e for e in epochs if e["epoch"] >= first_epoch]
     steps = sum(e["steps"] for e in kept)
     mean = lambda part: sum(e["step_ms"][part] * e["steps"] for e in kept) / steps

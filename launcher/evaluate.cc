@@ -41,7 +41,9 @@ std::string evaluationMetrics(const EvaluationReport& r) {
                          {"wall_time_s", r.seconds}};
   if (r.checkpointStep) line["checkpoint_step"] = *r.checkpointStep;
   if (const auto step = r.weightsStep()) line["weights_step"] = *step;
-  return line.dump();
+  // A file name need not be UTF-8, which JSON requires: such bytes become
+  // U+FFFD instead of an exception after the evaluation.
+  return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace ddp::launcher

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -31,6 +32,7 @@
 #include "launcher/progress.h"
 #include "launcher/resume.h"
 #include "launcher/run_config.h"
+#include "launcher/run_end.h"
 #include "launcher/run_report.h"
 #include "launcher/time_limit.h"
 #include "launcher/version.h"
@@ -223,6 +225,40 @@ int train(Options o) {
   const int threads = threadCount.threads;  // Note [Threads per rank]
   trainer::setBlasThreads(threads);
 
+  // Note [The run's last --metrics line] in launcher/run_end.h: what rank 0
+  // knows of the run, kept outside the try below so that a failure's
+  // handler can write it too (the try's locals are gone by then).
+  std::unique_ptr<ProgressPrinter> progress;
+  // Note [Keeping the best weights] in launcher/best_evaluation.h; made
+  // once the resumed checkpoint's record is known.
+  std::optional<BestEvaluation> best;
+  RunOutcome outcome;
+  std::mutex newestCheckpointMutex;  // the checkpoint writer's thread sets it
+  std::string newestCheckpoint;      // this run's, once on disk
+  const auto endRun = [&](RunOutcome& end) {
+    if (world.rank() != 0 || !progress || o.evaluate) return;
+    end.wallSeconds = std::chrono::duration<double>(TimeLimit::Clock::now() - kStartedAt).count();
+    if (!o.checkpointDir.empty()) {
+      const std::lock_guard lock(newestCheckpointMutex);
+      end.checkpoint = newestCheckpoint;
+    }
+    if (best) end.best = best->record();
+    if (!o.saveBest.empty()) end.bestFile = o.saveBest;
+    progress->onRunEnd(end);
+  };
+  // A failure rank 0 learned of: its end line, if it can still write one.
+  const auto endRunWithError = [&](const std::string& error) noexcept {
+    try {
+      outcome.endedBy = "error";
+      outcome.exitCode = kExitFailure;
+      outcome.error = error;
+      if (progress) outcome.globalStep = std::max(outcome.globalStep, progress->lastReportedStep());
+      endRun(outcome);
+    } catch (const std::exception& e) {
+      log::warn(str("--metrics: the run's end line was not written: ", e.what()));
+    }
+  };
+
   try {
     comm::WatchdogOptions watchdogOptions;
     watchdogOptions.stallAfter =
@@ -245,7 +281,6 @@ int train(Options o) {
     const FaultInjection fault = parseFaultInjection(o.injectFault);
     Data data;
     std::unique_ptr<trainer::Sequential> model;
-    std::unique_ptr<ProgressPrinter> progress;
     std::optional<CheckpointDirLock> checkpointLock;  // Note [One run per checkpoint directory]
     EvaluationReport evaluation;                      // --evaluate: rank 0's
     // Agreed on before any rank allocates (Note [Refusing a model the node
@@ -326,16 +361,15 @@ int train(Options o) {
     std::optional<trainer::CheckpointWriter> checkpointWriter;
     if (!o.checkpointDir.empty() && world.rank() == 0) {
       checkpointWriter.emplace(
-          [&timeLimit, report = reportCheckpoint(o)](const std::string& path,
-                                                     const trainer::TrainPosition& at) {
+          [&, report = reportCheckpoint(o)](const std::string& path,
+                                            const trainer::TrainPosition& at) {
             report(path, at);
             if (timeLimit) timeLimit->writeDone();
+            const std::lock_guard lock(newestCheckpointMutex);
+            newestCheckpoint = path;
           },
           staging);
     }
-    // Note [Keeping the best weights] in launcher/best_evaluation.h; made
-    // once the resumed checkpoint's record is known.
-    std::optional<BestEvaluation> best;
     // The run's last evaluation, which --save-model records when the run
     // ends at its step (Note [Where a model file's weights came from]).
     std::optional<std::pair<trainer::EvalResult, std::size_t>> lastEvaluation;
@@ -401,6 +435,8 @@ int train(Options o) {
       });
     }
     trainer::Trainer trainer(comm, *model, *optimizer, *data.train, *data.test, trainOptions);
+    outcome.globalStep = start.globalStep;
+    outcome.plannedSteps = trainer.plannedSteps();
     printBuckets(trainer.reducer(), o);
     if (world.rank() == 0) {
       if (const auto warning = warmupWarning(o, trainer.plannedSteps())) log::warn(*warning);
@@ -429,7 +465,8 @@ int train(Options o) {
     Trace trace(world.rank());
     if (!o.trace.empty()) trainer.setTrace(&trace, kTraceFirstStep, kTraceSteps);
     installStopHandlers();
-    if (best && o.earlyStop > 0 && best->sinceImproved() >= o.earlyStop) {
+    const bool stoppedBefore = best && o.earlyStop > 0 && best->sinceImproved() >= o.earlyStop;
+    if (stoppedBefore) {
       if (world.rank() == 0) {
         log::info(str("resumed a run that had ", best->earlyStopText(o.earlyStop),
                       ": nothing to train (a larger --early-stop goes on)"));
@@ -461,35 +498,51 @@ int train(Options o) {
       const auto now = TimeLimit::Clock::now();
       (timeLimit->endedPastLimit(now) ? log::warn : log::info)(timeLimit->endText(now));
     }
-    if (trainer.stoppedBy() != 0) return 128 + trainer.stoppedBy();
-    return trainer.stoppedByTimeLimit() ? kExitTimeLimit : kExitOk;
+    outcome.exitCode = trainer.stoppedBy() != 0       ? 128 + trainer.stoppedBy()
+                       : trainer.stoppedByTimeLimit() ? kExitTimeLimit
+                                                      : kExitOk;
+    outcome.endedBy = stoppedBefore ? "early_stop" : endedByName(trainer.ended());
+    outcome.signal = trainer.stoppedBy();
+    outcome.globalStep = trainer.globalStep();
+    if (!o.saveModel.empty()) outcome.savedModel = o.saveModel;
+    endRun(outcome);
+    return outcome.exitCode;
   } catch (const comm::PeerFailedError& e) {
     log::error(e.what());
+    endRunWithError(e.what());
     return kExitFailure;
   } catch (const CommError& e) {
     // A collective failed or hung: peers may be blocked, so end the whole job,
     // saying who did not arrive.
     explain(e.what());
+    endRunWithError(e.what());
     world.abort(kExitFailure);
   } catch (const InternalError& e) {
     log::error(e.what());
+    endRunWithError(e.what());
     world.abort(kExitFailure);
   } catch (const OutOfMemoryError& e) {
     // Possibly outside agree(): the peers may be waiting in a collective.
-    log::error(str("out of memory: ", e.what(),
-                   " (try a smaller model or batch, or fewer ranks per node)"));
+    const std::string error = str("out of memory: ", e.what(),
+                                  " (try a smaller model or batch, or fewer ranks per node)");
+    log::error(error);
+    endRunWithError(error);
     world.abort(kExitFailure);
   } catch (const DeviceError& e) {
     // A CUDA failure on this rank's GPU: the peers may be waiting in NCCL.
     log::error(e.what());
+    endRunWithError(e.what());
     world.abort(kExitFailure);
   } catch (const Error& e) {
     // A user error this rank raised inside agree(): every rank knows and stops.
     log::error(e.what());
+    endRunWithError(e.what());
     return kExitFailure;
   } catch (const std::exception& e) {
     // Reached only from code outside agree(): the other ranks may be waiting.
-    log::error(describeFailure(e));
+    const std::string error = describeFailure(e);
+    log::error(error);
+    endRunWithError(error);
     world.abort(kExitFailure);
   }
 }

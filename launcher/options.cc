@@ -238,8 +238,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
           ->value_name("SECONDS")
           ->default_value(o.stallWarningSeconds, "60"),
       "warn about a collective waiting this long (at most half of --timeout), naming the ranks "
-      "that have not arrived; ranks found in different collectives end the job as a desync (inf: "
-      "half of --timeout)")(
+      "that have not arrived; ranks found in different collectives end the job as a desync, and "
+      "a rank whose process has exited ends it there too, as it will never arrive (inf: half of "
+      "--timeout)")(
       "pace-check-every",
       po::value(&o.paceCheckSeconds)
           ->value_name("SECONDS")
@@ -262,7 +263,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "backward, each bucket's all-reduce); merge them with benchmarks/merge_traces.py")(
       "metrics", po::value(&o.metrics)->value_name("FILE"),
       "append one JSON line per epoch to FILE (and per --eval-every evaluation and "
-      "--metrics-every steps)")(
+      "--metrics-every steps), and a last one saying how the run ended (ended_by: epochs, "
+      "max_steps, early_stop, time_limit, signal or error), its last step, the checkpoint to "
+      "resume from and the best evaluation")(
       "metrics-every", po::value(&raw.metricsEvery)->value_name("N"),
       "also append a JSON line to --metrics after every N-th step of the run, for a training "
       "curve: over the steps since the previous one, the mean loss over all ranks (as "

@@ -165,6 +165,7 @@ void ProgressPrinter::endLiveLine() {
 }
 
 void ProgressPrinter::onStep(const trainer::StepReport& r) {
+  lastReportedStep_ = r.globalStep;
   if (!enabled_) return;
   if (!r.skippedFor.empty()) {
     endLiveLine();
@@ -356,6 +357,10 @@ void ProgressPrinter::onEvaluation(const EvaluationReport& report) {
   if (!enabled_) return;
   log::info(evaluationText(report));
   writeMetrics(evaluationMetrics(report), "the evaluation is");
+}
+
+void ProgressPrinter::onRunEnd(const RunOutcome& outcome) {
+  writeMetrics(runEndMetrics(outcome), "the run's end is");
 }
 
 // Within an epoch: the same warnings, but only when the ranks they name

@@ -56,6 +56,7 @@
 #include <vector>
 
 #include "launcher/evaluate.h"
+#include "launcher/run_end.h"
 #include "trainer/trainer.h"
 
 namespace ddp::launcher {
@@ -139,6 +140,12 @@ class ProgressPrinter final : public trainer::TrainObserver {
   void onStepEvaluation(const trainer::StepEvaluation& report) override;
   // --evaluate's result (launcher/evaluate.h): its line, and its --metrics line.
   void onEvaluation(const EvaluationReport& report);
+  // A training run's end: its last --metrics line (Note [The run's last
+  // --metrics line] in launcher/run_end.h). Rank 0's main thread, once the
+  // run's writes are done, or in its failure's handler.
+  void onRunEnd(const RunOutcome& outcome);
+  // The global step of the last onStep report (0: none): where a failed run got to.
+  std::size_t lastReportedStep() const { return lastReportedStep_; }
 
  private:
   // Ends the live terminal line, if one is drawn, before a warning.
@@ -167,6 +174,7 @@ class ProgressPrinter final : public trainer::TrainObserver {
     std::size_t gradNorms = 0;
   } sinceMetrics_;
   std::vector<std::string> hosts_;
+  std::size_t lastReportedStep_ = 0;
   std::chrono::steady_clock::time_point lastDraw_;
   bool lineOpen_ = false;
   trainer::PhaseTimes sinceLine_;  // summed over the steps since the last progress line

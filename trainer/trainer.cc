@@ -378,8 +378,12 @@ void Trainer::run(TrainObserver& observer) {
   auto endsLossWindow = [&](std::size_t step) {
     return options_.lossWindow > 0 && step % options_.lossWindow == 0;
   };
+  ended_ = RunEnd::kEpochs;
   for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
-    if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) break;
+    if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) {
+      ended_ = RunEnd::kMaxSteps;
+      break;
+    }
     Stretch epochSteps(globalStep_ + 1, options_.quotaCgroup);  // this run's part of the epoch
     const auto epochStart = epochSteps.start;
     // --eval-every's evaluations within the epoch, left out of its samples/s.
@@ -593,7 +597,7 @@ void Trainer::run(TrainObserver& observer) {
         }
         if (signal != 0 || agreed[2] != 0) {
           stoppedBy_ = signal;
-          stoppedByTimeLimit_ = signal == 0;
+          ended_ = signal != 0 ? RunEnd::kSignal : RunEnd::kTimeLimit;
           reportUnread();
           if (end < shard.size()) {
             if (!checkpointed) checkpoint(epoch, consumed);
@@ -649,7 +653,11 @@ void Trainer::run(TrainObserver& observer) {
     } else if (!checkpointed) {
       checkpoint(epoch, consumed);  // stopped in mid-epoch (maxSteps, judgeEvaluation)
     }
-    if (verdict.stop) return;
+    if (verdict.stop) {
+      ended_ = RunEnd::kEarlyStop;
+      return;
+    }
+    if (!finished) ended_ = RunEnd::kMaxSteps;  // the only other way out of an epoch's steps
   }
 }
 

@@ -296,6 +296,15 @@ class TrainObserver {
   virtual void onPace(const PaceReport&) {}
 };
 
+// Why Trainer::run() returned.
+enum class RunEnd {
+  kEpochs,     // every epoch was trained (a resumed run: every epoch left)
+  kMaxSteps,   // TrainOptions::maxSteps ended the run before the last epoch's end
+  kEarlyStop,  // TrainOptions::judgeEvaluation's verdict
+  kSignal,     // TrainOptions::stopRequested (Trainer::stoppedBy names the signal)
+  kTimeLimit,  // TrainOptions::timeUp
+};
+
 class Trainer {
  public:
   // All references must outlive the Trainer. Collective: every rank constructs
@@ -315,10 +324,12 @@ class Trainer {
   // another, the rest of the epoch is re-sharded
   // (DistributedSampler::remainingIndices).
   void resumeFrom(const TrainPosition& position);
+  // Why run() returned; kEpochs before it has.
+  RunEnd ended() const { return ended_; }
   // The signal that stopped run() early (TrainOptions::stopRequested), or 0.
   int stoppedBy() const { return stoppedBy_; }
   // Whether TrainOptions::timeUp stopped run() early.
-  bool stoppedByTimeLimit() const { return stoppedByTimeLimit_; }
+  bool stoppedByTimeLimit() const { return ended_ == RunEnd::kTimeLimit; }
   // Loss and accuracy on the test set, over every rank (trainer::evaluate).
   // Collective.
   EvalResult evaluate();
@@ -383,8 +394,8 @@ class Trainer {
   std::size_t traceSteps_ = 0;
   double baseLr_;
   TrainPosition resume_;  // where run() starts
+  RunEnd ended_ = RunEnd::kEpochs;
   int stoppedBy_ = 0;
-  bool stoppedByTimeLimit_ = false;
   std::string skippedFor_;         // the last step's, when its update was skipped
   std::optional<float> gradNorm_;  // the last step's (CPU; GPUs: read with the loss)
 };

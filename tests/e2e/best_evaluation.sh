@@ -69,6 +69,15 @@ saved=$(sed -n 's/^\[r0\] saved the best weights so far (test_loss [0-9.]* after
   fail "written after steps '$saved', not after each new lowest '$lowest_steps': $(cat "$WORK/evaluations")"
 [ "$(marked "$WORK/run.jsonl")" = "$lowest_steps" ] ||
   fail "--metrics marks the steps '$(marked "$WORK/run.jsonl")' best, not '$lowest_steps'"
+# The run's end line names the best, bit for bit, and the file holding it.
+python3 -c '
+import json, sys
+end = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+want = {"ended_by": "epochs", "best_step": int(sys.argv[2]), "best_test_loss": float(sys.argv[3]),
+        "best_file": sys.argv[4], "model": sys.argv[5], "last_step": 48}
+assert {k: end.get(k) for k in want} == want and "checkpoint" not in end, end' \
+  "$WORK/run.jsonl" "$best_step" "$best_loss" "$WORK/best.st" "$WORK/last.st" ||
+  fail "the end line does not name the best: $(tail -1 "$WORK/run.jsonl")"
 run 2 "${c[@]}" --evaluate --init-from "$WORK/best.st" --metrics "$WORK/eval.jsonl" > "$WORK/eval.log"
 python3 -c '
 import json, sys
@@ -169,12 +178,18 @@ evaluations "$WORK/early.jsonl" > "$WORK/early.evaluations"
 # Stopped within an epoch, the stopping evaluation is the partial epoch's
 # line, as --max-steps makes one: its training loss is not lost.
 [ $((third % 16)) -ne 0 ] || fail "the early stop fell at an epoch's end, which tests nothing"
+# The run's end line follows it (Note [The run's last --metrics line]),
+# naming the stop, the best and the checkpoint to resume from.
 python3 -c '
 import json, sys
-m = json.loads(open(sys.argv[1]).read().splitlines()[-1])
-assert "train_loss" in m and m["steps"] == int(sys.argv[2]) and m["steps_in_epoch"] == 16, m' \
-  "$WORK/early.jsonl" "$((third % 16))" ||
-  fail "the stopped epoch has no line of its own: $(tail -2 "$WORK/early.jsonl")"
+*_, m, end = map(json.loads, open(sys.argv[1]))
+assert "train_loss" in m and m["steps"] == int(sys.argv[2]) and m["steps_in_epoch"] == 16, m
+want = {"ended_by": "early_stop", "exit_code": 0, "last_step": int(sys.argv[3]),
+        "best_metric": "test_loss", "best_step": int(sys.argv[4]),
+        "checkpoint": "%s/checkpoint-%09d.safetensors" % (sys.argv[5], int(sys.argv[3]))}
+assert {k: end.get(k) for k in want} == want, end' \
+  "$WORK/early.jsonl" "$((third % 16))" "$third" "$best_step" "$WORK/early" ||
+  fail "the stopped epoch has no line of its own, or no end line after it: $(tail -2 "$WORK/early.jsonl")"
 grep -q "^\[r0\] epoch 2/3  train_loss [0-9.]*  test_loss .*  (stopped by --early-stop after step $((third % 16)) of 16)$" \
   "$WORK/early.log" || fail "no epoch line for the stopped epoch: $(grep "epoch 2/3" "$WORK/early.log")"
 newest=$(ls "$WORK"/early/checkpoint-*.safetensors | tail -1)
@@ -183,9 +198,15 @@ newest=$(ls "$WORK"/early/checkpoint-*.safetensors | tail -1)
 run 1 "${c[@]}" --batch-size 128 --early-stop 3 --metrics "$WORK/early1.jsonl" > /dev/null
 [ "$(evaluations "$WORK/early1.jsonl" | tail -1 | cut -d' ' -f1)" = "$third" ] ||
   fail "np=1 did not stop at step $third: $(evaluations "$WORK/early1.jsonl")"
-run 2 "${c[@]}" --early-stop 3 --checkpoint-dir "$WORK/early" --resume > "$WORK/again.log"
+run 2 "${c[@]}" --early-stop 3 --checkpoint-dir "$WORK/early" --resume --metrics "$WORK/again.jsonl" \
+  > "$WORK/again.log"
 grep -q "resumed a run that had stopped early: 3 evaluations in a row .*: nothing to train" \
   "$WORK/again.log" || fail "a stopped run trained on: $(tail -5 "$WORK/again.log")"
+python3 -c '
+import json, sys
+(end,) = map(json.loads, open(sys.argv[1]))
+assert (end["ended_by"], end["last_step"], end["checkpoint"]) == ("early_stop", int(sys.argv[2]), None), end' \
+  "$WORK/again.jsonl" "$third" || fail "nothing to train, yet not its end line: $(cat "$WORK/again.jsonl")"
 [ "$(ls "$WORK"/early/checkpoint-*.safetensors | tail -1)" = "$newest" ] ||
   fail "resuming a stopped run wrote a checkpoint"
 run 2 "${c[@]}" --early-stop 5 --checkpoint-dir "$WORK/early" --resume --metrics "$WORK/more.jsonl" \

@@ -208,7 +208,7 @@ wait "$job" || true
 # stop after the same step, write a checkpoint there and exit 128 + 15.
 term=$WORK/term
 timeout 120 mpirun -q -np 2 "$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 50 --checkpoint-dir "$term" \
-  > "$WORK/term.log" 2>&1 &
+  --metrics "$WORK/term.jsonl" > "$WORK/term.log" 2>&1 &
 job=$!
 await_checkpoint "$term"  # running, past its first checkpoint (the end of epoch 1)
 ranks=$(for launcher in $(children "$job"); do children "$launcher"; done)  # timeout -> mpirun -> ranks
@@ -217,6 +217,8 @@ kill -TERM $ranks
 set +e; wait "$job"; code=$?; set -e
 [ "$code" = 143 ] || fail "exit $code after SIGTERM, not 143: $(tail -3 "$WORK/term.log")"
 step=$(stop_step "$WORK/term.log" "$term" 15 "SIGTERM to the ranks")
+ends_with "$WORK/term.jsonl" ended_by=signal signal=SIGTERM exit_code=143 last_step="$step" \
+  checkpoint="$term/checkpoint-$(printf %09d "$step").safetensors"
 run 2 "${base[@]}" --hidden 64,32 --epochs 50 --max-steps $((step + 3)) --checkpoint-dir "$term" --resume \
   > "$WORK/after-term.log" || fail "cannot resume after SIGTERM"
 

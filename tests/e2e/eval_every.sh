@@ -24,10 +24,13 @@ want=$(for s in $(seq 7 7 125); do [ "$s" != 63 ] && printf '%s ' "$s"; done)
 [ "$(grep -c '"train_loss"' "$WORK/np2.jsonl")" = 2 ] || fail "not one line per epoch: $(cat "$WORK/np2.jsonl")"
 grep -q '^\[r0\] epoch 2/2  step 7/63  test_loss [0-9.]*  test_acc [0-9.]*%  (after step 70 of the run, evaluated in [0-9.]* s)$' \
   "$WORK/np2.log" || fail "no evaluation line for step 70: $(grep 'test_loss' "$WORK/np2.log" | head -3)"
-# The lines come in the run's order: the epoch-1 line after step 56's.
+# The lines come in the run's order: the epoch-1 line after step 56's, and
+# the run's end last (Note [The run's last --metrics line]).
 python3 -c '
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
+end = lines.pop()
+assert end["ended_by"] == "epochs" and end["last_step"] == 126, end
 order = [(m["epoch"], m.get("global_step", 10**9)) for m in lines]
 sys.exit(order != sorted(order))' "$WORK/np2.jsonl" || fail "metrics out of order: $(cat "$WORK/np2.jsonl")"
 
@@ -54,9 +57,18 @@ run 2 "${c[@]}" --batch-size 16 --checkpoint-dir "$WORK/ck" --resume \
 diff <(metrics "$WORK/first.jsonl"; metrics "$WORK/rest.jsonl") <(metrics "$WORK/np2.jsonl" | grep -v '^28 ') ||
   fail "stopped and resumed, the evaluations differ from the whole run's"
 # The stop's epoch line evaluated the weights the whole run evaluated after step 28.
-stop_line=$(python3 -c 'import json, sys; m = json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(28, m["test_accuracy"], "%.6g" % m["test_loss"])' "$WORK/first.jsonl")
+stop_line=$(python3 -c 'import json, sys; m = [m for m in map(json.loads, open(sys.argv[1])) if "test_loss" in m][-1]; print(28, m["test_accuracy"], "%.6g" % m["test_loss"])' "$WORK/first.jsonl")
 [ "$stop_line" = "$(metrics "$WORK/np2.jsonl" | grep '^28 ')" ] ||
   fail "the stop at step 28 evaluated '$stop_line', the whole run '$(metrics "$WORK/np2.jsonl" | grep '^28 ')'"
+# Each part ends with its own end line: the stop, then the resumed rest.
+python3 -c '
+import json, sys
+ends = [[m for m in map(json.loads, open(f)) if "ended_by" in m] for f in sys.argv[1:]]
+want = [[("max_steps", 28, 28, "ck/checkpoint-000000028.safetensors")],
+        [("epochs", 126, 126, "ck/checkpoint-000000126.safetensors")]]
+got = [[(m["ended_by"], m["last_step"], m["planned_steps"], "/".join(m["checkpoint"].split("/")[-2:])) for m in e] for e in ends]
+assert got == want, got' "$WORK/first.jsonl" "$WORK/rest.jsonl" ||
+  fail "the stopped and resumed runs do not end with their end lines: $(tail -qn1 "$WORK/first.jsonl" "$WORK/rest.jsonl")"
 
 # 4. Not a step count: a usage error.
 exits_with 2 "$WORK/bad.log" run 1 "${c[@]}" --eval-every -3

@@ -8,14 +8,16 @@
 c=(--dataset synthetic --synthetic-samples 2000 --batch-size 16 --hidden 64,32 --threads 1)
 ck=$WORK/ck
 # metric FILE KEY: KEY of FILE's last JSON line.
-metric() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])[sys.argv[2]])' "$1" "$2"; }
+# metric FILE KEY: KEY of FILE's last line that has it (a training run's
+# last line is its end: Note [The run's last --metrics line]).
+metric() { python3 -c 'import json,sys; print([m for m in map(json.loads, open(sys.argv[1])) if sys.argv[2] in m][-1][sys.argv[2]])' "$1" "$2"; }
 
 run 2 "${c[@]}" --epochs 2 --checkpoint-dir "$ck" --save-model "$WORK/model.safetensors" \
   --metrics "$WORK/train.jsonl" > /dev/null
 accuracy=$(metric "$WORK/train.jsonl" test_accuracy)
 loss=$(metric "$WORK/train.jsonl" test_loss)
 samples=$(metric "$WORK/train.jsonl" test_samples)
-trained=$(python3 -c 'import json,sys; print(sum(json.loads(l)["steps"] for l in open(sys.argv[1])))' \
+trained=$(python3 -c 'import json,sys; print(sum(m["steps"] for m in map(json.loads, open(sys.argv[1])) if "train_loss" in m))' \
   "$WORK/train.jsonl")
 
 # 1. The model file at 1, 2 and 3 ranks (3 shares of 500 samples are
@@ -77,7 +79,13 @@ args = sys.argv[1:]
 for model, metrics, step, by in (args[0:4], args[4:8]):
     f = open(model, "rb")
     meta = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))["__metadata__"]
-    last = json.loads(open(metrics).read().splitlines()[-1])
+    lines = [json.loads(l) for l in open(metrics)]
+    last = [m for m in lines if "test_loss" in m][-1]
+    # A training run ends with its end line, naming the model it wrote;
+    # --evaluate writes none (Note [The run's last --metrics line]).
+    ends = [m for m in lines if "ended_by" in m]
+    assert ends == ([] if by.startswith("--evaluate") else [lines[-1]]), (metrics, lines)
+    assert all(m["model"] == model for m in ends), ends
     assert (meta["ddp.step"], meta["ddp.saved_by"]) == (step, by), (model, meta)
     assert float(meta["ddp.test_loss"]) == last["test_loss"], (model, meta, last)
     assert float(meta["ddp.test_accuracy"]) == last["test_accuracy"], (model, meta, last)
@@ -135,6 +143,19 @@ PY
 exits_with 1 "$WORK/too-many.log" run 2 "${c[@]}" --evaluate --init-from "$WORK/model.safetensors" --eval-samples 501
 grep -q "error: --eval-samples 501 is more than the 500 samples of the test set synthetic/test (0: all of them)" \
   "$WORK/too-many.log" || fail "too many: $(cat "$WORK/too-many.log")"
+
+# A file name that is not UTF-8 (JSON's text must be): the --metrics line is
+# written with U+FFFD in its place, where it once failed the run after the
+# evaluation.
+latin1=$WORK/$'caf\xe9.safetensors'
+cp "$WORK/model.safetensors" "$latin1"
+run 2 "${c[@]}" --evaluate --init-from "$latin1" --metrics "$WORK/latin1.jsonl" > "$WORK/latin1.log" 2>&1 ||
+  fail "a file name that is not UTF-8 failed --evaluate: $(tail -3 "$WORK/latin1.log")"
+python3 -c '
+import json, sys
+(m,) = map(json.loads, open(sys.argv[1], encoding="utf-8"))
+assert m["evaluated"].endswith("/caf\ufffd.safetensors"), m' "$WORK/latin1.jsonl" ||
+  fail "not UTF-8: $(cat "$WORK/latin1.jsonl")"
 
 # 4. Errors: nothing to evaluate (a usage error, before MPI starts), an empty
 # directory, a directory given as the file, weights of another shape.

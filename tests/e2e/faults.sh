@@ -111,9 +111,13 @@ grep -q "issued barrier" "$WORK/desync.out" || fail "desync: the extra collectiv
 # NaN gradients on one rank: every rank stops at that step, naming the first
 # parameter, before the update.
 expect nonfinite 1 "step 4: the gradient of layers.0.weight holds a NaN or infinity" 30 2 \
-  --inject-fault nonfinite:1:4
+  --inject-fault nonfinite:1:4 --metrics "$WORK/nonfinite.jsonl"
 [ "$(grep -c "step 4: the gradient of layers.0.weight" "$WORK/nonfinite.out")" = 2 ] ||
   fail "nonfinite: not every rank stopped"
+# The failure ends --metrics too (Note [The run's last --metrics line]),
+# with the error rank 0 logged and the last step done.
+ends_with "$WORK/nonfinite.jsonl" ended_by=error exit_code=1 last_step=3 \
+  error="$(sed -n 's/^\[r0\] error: \(step 4: the gradient .*\)$/\1/p' "$WORK/nonfinite.out")"
 
 # With --skip-nonfinite the step's update is skipped on every rank and
 # counted; training goes on with finite losses.
@@ -184,11 +188,13 @@ echo "window: $(grep -m1 -oE "steps 1-[0-9]+ of epoch 1: rank 2 .{0,40}" "$WORK/
 
 # A rank fails alone, outside any agreement: it prints its error and leaves;
 # the others, blocked in the step's all-reduce, find it gone (its status
-# server is closed) and end the job within the timeout, naming it.
-expect error nonzero "error: --inject-fault: failing before step 5" 40 2 \
-  --timeout 6 --stall-warning 2 --inject-fault error:1:5
-grep -qE "watchdog: .*not answering: rank 1 \(.*\): its status server refused the connection: the process has exited" "$WORK/error.out" ||
+# server is closed) at the stall check and end the job there, naming it,
+# long before the timeout (Note [A peer that has exited]).
+expect error nonzero "error: --inject-fault: failing before step 5" 30 2 \
+  --timeout 60 --stall-warning 2 --inject-fault error:1:5
+grep -qE "error: watchdog: .*not answering: rank 1 \(.*\): its status server refused the connection: the process has exited; 0 have arrived; a rank that has exited will never arrive$" "$WORK/error.out" ||
   fail "error: the failed rank is not named by the others: $(cat "$WORK/error.out")"
+! grep -q "stall:" "$WORK/error.out" || fail "error: a peer that has exited was only warned about"
 
 # A rank frozen whole (SIGSTOP: its watchdog cannot answer either): the
 # others time out and report it as not answering.

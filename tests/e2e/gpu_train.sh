@@ -43,7 +43,11 @@ one_epoch() {
     "$WORK/best_eval.jsonl" <<'PY' ||
 import json, sys
 lines = [[json.loads(l) for l in open(p)] for p in sys.argv[1:5]]
-gpu, cpu, gpu_eval, cpu_eval = (ls[-1] for ls in lines)
+# A training run's last line is its end (Note [The run's last --metrics
+# line]); its last epoch line comes before it.
+assert all(ls[-1]["ended_by"] == "epochs" and ls[-1]["last_step"] == 938 for ls in lines[:2]), lines
+gpu, cpu = ([m for m in ls if "train_loss" in m][-1] for ls in lines[:2])
+gpu_eval, cpu_eval = (ls[-1] for ls in lines[2:])
 gpu_steps, cpu_steps = ([m for m in ls if "test_accuracy" in m and "global_step" in m] for ls in lines[:2])
 gpu_curve, cpu_curve = ([m for m in ls if "loss" in m] for ls in lines[:2])
 for curve, end in ((gpu_curve, gpu), (cpu_curve, cpu)):

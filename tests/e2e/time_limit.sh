@@ -11,13 +11,16 @@ limit=$((6 * TIME_SCALE))
 # 1. Stopped by the limit: every epoch's checkpoint is timed, so the stop
 # keeps time for its own and for --save-model, and the run ends before it.
 exits_with 3 "$WORK/stop.log" timeout "$((60 * TIME_SCALE))" mpirun -q -np 2 "$DDP_TRAIN" "${c[@]}" \
-  --epochs 1000 --time-limit "${limit}s" --checkpoint-dir "$WORK/ck" --save-model "$WORK/stop.safetensors"
+  --epochs 1000 --time-limit "${limit}s" --checkpoint-dir "$WORK/ck" --save-model "$WORK/stop.safetensors" \
+  --metrics "$WORK/stop.jsonl"
 line=$(grep "stopped by --time-limit after step" "$WORK/stop.log") || fail "no stop line: $(tail -5 "$WORK/stop.log")"
 step=$(sed -n 's/.*after step \([0-9]*\) of 64000: at .* of [0-9.]* s, the steps to the next stop check could take up to [0-9.]* s and the last writes [0-9.]* s; resume with --checkpoint-dir .* --resume$/\1/p' <<< "$line")
 [ -n "$step" ] || fail "unexpected stop line: $line"
 [ $((step % 10)) = 0 ] || fail "stopped after step $step, not at a stop check (every 10 steps)"
 [ -f "$WORK/ck/checkpoint-$(printf %09d "$step").safetensors" ] || fail "no checkpoint at step $step: $(ls "$WORK/ck")"
 [ -f "$WORK/stop.safetensors" ] || fail "--save-model not written after the stop"
+ends_with "$WORK/stop.jsonl" ended_by=time_limit exit_code=3 last_step="$step" planned_steps=64000 \
+  checkpoint="$WORK/ck/checkpoint-$(printf %09d "$step").safetensors" model="$WORK/stop.safetensors"
 grep -q "\[r0\] --time-limit [0-9.]* s: the run ended [0-9.]* s before it$" "$WORK/stop.log" ||
   fail "did not end before the limit: $(tail -3 "$WORK/stop.log")"
 

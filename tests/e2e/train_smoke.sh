@@ -10,8 +10,13 @@ grep -q "ddp_train: 2 ranks on 1 node" "$WORK/out" || fail "no start-up summary"
 python3 - "$WORK/metrics.jsonl" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
-assert len(lines) == 1, lines
-m = lines[0]
+assert len(lines) == 2, lines
+m, end = lines
+# The run's end (Note [The run's last --metrics line]): keys of its own only.
+assert end["ended_by"] == "epochs" and end["exit_code"] == 0, end
+assert end["last_step"] == end["planned_steps"] == 469 and end["run_time_s"] > 0, end
+assert end["model"].endswith("/m.safetensors") and "checkpoint" not in end, end
+assert not {"epoch", "train_loss", "test_loss", "loss", "global_step"} & set(end), end
 for key in ("epoch", "train_loss", "test_loss", "test_accuracy", "samples_per_s", "wall_time_s", "step_ms"):
     assert key in m, key
 assert "best" not in m, m  # judged only for --save-best and --early-stop
