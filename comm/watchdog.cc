@@ -194,7 +194,7 @@ Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers)
   d.channel = mine->channel;
   d.sequence = waiting.sequence;
   std::vector<std::string> absent, silent, diverged;
-  std::vector<int> absentRanks, silentRanks, divergedRanks, exitedRanks;
+  std::vector<int> absentRanks, silentRanks, divergedRanks, endedRanks;
   std::size_t arrived = 0;
   for (const PeerAnswer& peer : peers) {
     if (peer.rank == self.rank) continue;
@@ -202,7 +202,7 @@ Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers)
     if (!peer.answered) {
       silent.push_back(str(name, ": ", peer.error));
       silentRanks.push_back(peer.rank);
-      if (peer.exited) exitedRanks.push_back(peer.rank);
+      if (peer.ended) endedRanks.push_back(peer.rank);
       continue;
     }
     const ChannelActivity* theirs = findChannel(peer.status, mine->channel);
@@ -253,10 +253,10 @@ Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers)
     if (!absent.empty()) d.report += str(": ", listed(absent));
     if (!silent.empty()) d.report += str("; not answering: ", listed(silent));
     d.report += str("; ", arrived, arrived == 1 ? " has" : " have", " arrived");
-    if (!exitedRanks.empty()) {  // Note [A peer that has exited]
-      d.verdict = Diagnosis::Verdict::kPeerExited;
-      d.report += str("; ", exitedRanks.size() == 1 ? "a rank that has" : "ranks that have",
-                      " exited will never arrive");
+    if (!endedRanks.empty()) {  // Note [A peer that has ended]
+      d.verdict = Diagnosis::Verdict::kPeerEnded;
+      d.report += str("; ", endedRanks.size() == 1 ? "a rank that has" : "ranks that have",
+                      " ended will never arrive");
     }
     return d;
   }
@@ -478,9 +478,11 @@ PeerAnswer Watchdog::ask(int rank, bool withStack) const {
       error = e.what();
     }
   }
-  if (error == std::strerror(ECONNREFUSED)) {  // Note [A peer that has exited]
-    answer.error = "its status server refused the connection: the process has exited";
-    answer.exited = true;
+  if (error == std::strerror(ECONNREFUSED)) {  // Note [A peer that has ended]
+    answer.error =
+        "its status server refused the connection: the rank has ended (its process has exited or "
+        "is ending)";
+    answer.ended = true;
     return answer;
   }
   // A timeout says nothing more than "no answer"; other reasons (no route, ...) are kept.
@@ -489,7 +491,7 @@ PeerAnswer Watchdog::ask(int rank, bool withStack) const {
     const auto process = sampleProcess(peer.pid);
     why = !process ? str("its process (pid ", peer.pid, ") has exited")
                    : str("its process (pid ", peer.pid, ") is ", describeThreadState(*process));
-    answer.exited = !process;
+    answer.ended = !process;
   }
   answer.error = str("no answer within ", seconds(options_.probeTimeout.count() / 1000.0),
                      error == net::kTimedOut ? "" : str(" (", error, ")"), ": ", why);
@@ -621,7 +623,7 @@ void Watchdog::check() {
       const bool current = d.verdict != Diagnosis::Verdict::kNothingPending && still != nullptr &&
                            still->oldestPending && still->oldestPending->sequence == d.sequence;
       if (current && (d.verdict == Diagnosis::Verdict::kDesync ||
-                      d.verdict == Diagnosis::Verdict::kPeerExited)) {
+                      d.verdict == Diagnosis::Verdict::kPeerEnded)) {
         endJob(d);
       } else if (current) {
         log::warn(str("watchdog: stall: ", d.report));

@@ -24,7 +24,7 @@
 //   - a peer past #s has completed it (its last data may still be in flight).
 // When the oldest pending collective has waited `stallAfter` (as Horovod's
 // stall check does), the watchdog thread asks every peer: a desync, or a
-// peer that has exited (Note [A peer that has exited]), ends the job at once
+// peer that has ended (Note [A peer that has ended]), ends the job at once
 // through the handler, not at the timeout; otherwise it warns with the
 // ranks that have not arrived, and says when the stall ends.
 // When the collective reaches its timeout (Work::wait throws), the caller asks
@@ -86,23 +86,26 @@
 // peers with their stacks (diagnose(true)), which tells the checker to
 // leave the ending to it.
 //
-// Note [A peer that has exited]
-// A rank whose process has ended will never arrive at a collective, so
+// Note [A peer that has ended]
+// A rank that has left training will never arrive at a collective, so
 // waiting on for --timeout (300 s by default) only idles every other GPU.
-// mpirun ends a job when one of its processes dies, but srun does not
-// unless told (--kill-on-bad-exit, or the cluster's KillOnBadExit), and a
-// rank that failed alone and returned through MPI_Finalize ends nobody's
-// job either. The stall check (stallAfter, --stall-warning) asks every peer
-// anyway; a peer whose status server refuses the connection has a host
-// that is up and nothing listening on its port, which the server closes
-// only as its process ends, and a peer on this node with no process of its
-// pid is gone too. Either ends the job there, with the usual report naming
-// it, instead of at the timeout. A peer that does not answer at all (its
-// node down, the network cut, the process stopped) may still come back,
-// and is only warned about, as before. Measured on the development VM, a
-// rank failing alone (--inject-fault error:1:5) with the default --timeout
-// 300 and --stall-warning 60: the job ended after 62.2 s, where such a run
-// waited out the timeout before (300.1 s).
+// A process killed outright is the launcher's to see: mpirun ends the job,
+// and so did srun with PMIx on the test cluster (1.3 s after a SIGKILL).
+// But a rank that fails alone (an error outside agree()) returns from
+// training and waits in MPI_Finalize, whose fence needs every rank, so its
+// process stays, and neither launcher ends anything. Its watchdog, though,
+// has gone with its training: the status server closes when the Watchdog
+// is destroyed. So at the stall check (stallAfter, --stall-warning), which
+// asks every peer anyway, a peer whose server refuses the connection (its
+// host up, nothing listening on its port) has ended, as has a peer on this
+// node with no process of its pid; either ends the job there, with the
+// usual report naming it, instead of at the timeout. A peer that does not
+// answer at all (its node down, the network cut, the process stopped) may
+// still come back, and is only warned about, as before. Measured on the
+// development VM, a rank failing alone (--inject-fault error:1:5) with the
+// default --timeout 300 and --stall-warning 60 under mpirun: the job ended
+// after 61.7 s and 62.2 s, where such a run waited out the timeout before (300.1 s);
+// under srun --mpi=pmix with --stall-warning 10, after 10.2 s.
 #pragma once
 
 #include <atomic>
@@ -152,10 +155,10 @@ struct PeerAnswer {
   bool answered = false;
   std::string error;  // why not, when !answered
   RankStatus status;
-  // Not answering because its process is gone: its status server refused
-  // the connection (its host is up, nothing listens on the port), or, on
-  // this node, no process has its pid (Note [A peer that has exited]).
-  bool exited = false;
+  // Not answering because the rank has left training: its status server
+  // refused the connection (its host is up, nothing listens on the port),
+  // or, on this node, no process has its pid (Note [A peer that has ended]).
+  bool ended = false;
 };
 
 struct Diagnosis {
@@ -163,7 +166,7 @@ struct Diagnosis {
     kNothingPending,      // this rank waits for no collective
     kNotArrived,          // some peers have not arrived or do not answer
     kDesync,              // some peer waits in a different collective at the same position
-    kPeerExited,          // some peer that has not arrived has exited: it never will
+    kPeerEnded,           // some peer that has not arrived has ended: it never will
     kAllArrived,          // every peer arrived: the collective itself is stuck
     kOutsideCollectives,  // this rank has been in no collective for too long (diagnoseQuiet)
   };

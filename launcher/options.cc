@@ -239,8 +239,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
           ->default_value(o.stallWarningSeconds, "60"),
       "warn about a collective waiting this long (at most half of --timeout), naming the ranks "
       "that have not arrived; ranks found in different collectives end the job as a desync, and "
-      "a rank whose process has exited ends it there too, as it will never arrive (inf: half of "
-      "--timeout)")(
+      "a rank that has left training (its status server closed) ends it there too, as it will "
+      "never arrive (inf: half of --timeout)")(
       "pace-check-every",
       po::value(&o.paceCheckSeconds)
           ->value_name("SECONDS")

@@ -16,8 +16,10 @@
 // still write: an error it caught itself or a peer's that reached it.
 // A process that is killed (SIGKILL, the OOM killer, MPI_Abort from another
 // rank, the watchdog's own thread ending a desync, a wait for a rank that
-// has exited or a rank stuck outside any collective: rank 0's main thread
-// may be anywhere then, holding the file) writes none: a file whose last line is not an end line
+// has ended or a rank stuck outside any collective: rank 0's main thread
+// may be anywhere then, even inside a write of the file, and the file's
+// own file system may be what hangs, which the watchdog must not wait on
+// before it ends the job) writes none: a file whose last line is not an end line
 // belongs to a run still going, or to one killed. (A collective that times
 // out on rank 0 throws there, so that end is written.)
 // --evaluate writes no end line: its one line is the whole result.

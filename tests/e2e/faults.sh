@@ -189,10 +189,10 @@ echo "window: $(grep -m1 -oE "steps 1-[0-9]+ of epoch 1: rank 2 .{0,40}" "$WORK/
 # A rank fails alone, outside any agreement: it prints its error and leaves;
 # the others, blocked in the step's all-reduce, find it gone (its status
 # server is closed) at the stall check and end the job there, naming it,
-# long before the timeout (Note [A peer that has exited]).
+# long before the timeout (Note [A peer that has ended]).
 expect error nonzero "error: --inject-fault: failing before step 5" 30 2 \
   --timeout 60 --stall-warning 2 --inject-fault error:1:5
-grep -qE "error: watchdog: .*not answering: rank 1 \(.*\): its status server refused the connection: the process has exited; 0 have arrived; a rank that has exited will never arrive$" "$WORK/error.out" ||
+grep -qE "error: watchdog: .*not answering: rank 1 \(.*\): its status server refused the connection: the rank has ended \(its process has exited or is ending\); 0 have arrived; a rank that has ended will never arrive$" "$WORK/error.out" ||
   fail "error: the failed rank is not named by the others: $(cat "$WORK/error.out")"
 ! grep -q "stall:" "$WORK/error.out" || fail "error: a peer that has exited was only warned about"
 

@@ -147,7 +147,7 @@ TEST(Watchdog, ALowerRankThatHasExitedIsLeftToEndTheJob) {
   EXPECT_EQ(d.verdict, Diagnosis::Verdict::kOutsideCollectives) << d.report;
   EXPECT_EQ(d.report.rfind("rank 1 (host-1) has made no progress for ", 0), 0u) << d.report;
   EXPECT_NE(d.report.find("not answering: rank 0 (host-0): its status server refused the "
-                          "connection: the process has exited"),
+                          "connection: the rank has ended (its process has exited or is ending)"),
             std::string::npos)
       << d.report;
 }

@@ -72,21 +72,25 @@ TEST(WatchdogDiagnosis, APeerThatDoesNotAnswerIsNamedWithTheReason) {
       << d.report;
 }
 
-// Note [A peer that has exited]: it will never arrive, so the stall check
+// Note [A peer that has ended]: it will never arrive, so the stall check
 // ends the job; a peer that is only silent may come back.
 TEST(WatchdogDiagnosis, APeerWhoseProcessHasExitedWillNeverArrive) {
-  PeerAnswer gone{2,     "node-b",
-                  false, "its status server refused the connection: the process has exited",
-                  {},    true};
+  PeerAnswer gone{2,
+                  "node-b",
+                  false,
+                  "its status server refused the connection: the rank has ended (its process has "
+                  "exited or is ending)",
+                  {},
+                  true};
   PeerAnswer silent{3, "node-b", false, "no answer within 2.0 s", {}};
   Diagnosis d = diagnose(rank(0, 43, 42), {answer(rank(1, 43, 42)), gone, silent});
-  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kPeerExited);
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kPeerEnded);
   EXPECT_EQ(d.culprits, (std::vector<int>{2, 3}));
   EXPECT_NE(d.report.find("not answering: rank 2 (node-b): its status server refused the "
-                          "connection: the process has exited"),
+                          "connection: the rank has ended (its process has exited or is ending)"),
             std::string::npos)
       << d.report;
-  EXPECT_TRUE(d.report.ends_with("; 1 has arrived; a rank that has exited will never arrive"))
+  EXPECT_TRUE(d.report.ends_with("; 1 has arrived; a rank that has ended will never arrive"))
       << d.report;
   d = diagnose(rank(0, 43, 42), {answer(rank(1, 43, 42)), silent});
   EXPECT_EQ(d.verdict, Diagnosis::Verdict::kNotArrived) << d.report;
