@@ -74,7 +74,7 @@ TEST(WatchdogDiagnosis, APeerThatDoesNotAnswerIsNamedWithTheReason) {
 
 // Note [A peer that has ended]: it will never arrive, so the stall check
 // ends the job; a peer that is only silent may come back.
-TEST(WatchdogDiagnosis, APeerWhoseProcessHasExitedWillNeverArrive) {
+TEST(WatchdogDiagnosis, APeerThatHasEndedWillNeverArrive) {
   PeerAnswer gone{2,
                   "node-b",
                   false,
