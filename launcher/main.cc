@@ -235,16 +235,18 @@ int train(Options o) {
   RunOutcome outcome;
   std::mutex newestCheckpointMutex;  // the checkpoint writer's thread sets it
   std::string newestCheckpoint;      // this run's, once on disk
-  const auto endRun = [&](RunOutcome& end) {
+  // Completes `outcome` with what is known at the end and writes its line.
+  const auto endRun = [&] {
     if (world.rank() != 0 || !progress || o.evaluate) return;
-    end.wallSeconds = std::chrono::duration<double>(TimeLimit::Clock::now() - kStartedAt).count();
+    outcome.wallSeconds =
+        std::chrono::duration<double>(TimeLimit::Clock::now() - kStartedAt).count();
     if (!o.checkpointDir.empty()) {
       const std::lock_guard lock(newestCheckpointMutex);
-      end.checkpoint = newestCheckpoint;
+      outcome.checkpoint = newestCheckpoint;
     }
-    if (best) end.best = best->record();
-    if (!o.saveBest.empty()) end.bestFile = o.saveBest;
-    progress->onRunEnd(end);
+    if (best) outcome.best = best->record();
+    if (!o.saveBest.empty()) outcome.bestFile = o.saveBest;
+    progress->onRunEnd(outcome);
   };
   // A failure rank 0 learned of: its end line, if it can still write one.
   const auto endRunWithError = [&](const std::string& error) noexcept {
@@ -253,7 +255,7 @@ int train(Options o) {
       outcome.exitCode = kExitFailure;
       outcome.error = error;
       if (progress) outcome.globalStep = std::max(outcome.globalStep, progress->lastReportedStep());
-      endRun(outcome);
+      endRun();
     } catch (const std::exception& e) {
       log::warn(str("--metrics: the run's end line was not written: ", e.what()));
     }
@@ -505,7 +507,7 @@ int train(Options o) {
     outcome.signal = trainer.stoppedBy();
     outcome.globalStep = trainer.globalStep();
     if (!o.saveModel.empty()) outcome.savedModel = o.saveModel;
-    endRun(outcome);
+    endRun();
     return outcome.exitCode;
   } catch (const comm::PeerFailedError& e) {
     log::error(e.what());

@@ -41,18 +41,18 @@ std::string runEndMetrics(const RunOutcome& o) {
         o.checkpoint->empty() ? nlohmann::json(nullptr) : nlohmann::json(*o.checkpoint);
   }
   if (o.savedModel) line["model"] = *o.savedModel;
+  // Each best key is null while no evaluation was the best, the file's too.
+  const bool anyBest = o.best && o.best->step > 0;
+  const auto ifBest = [&](const nlohmann::json& value) {
+    return anyBest ? value : nlohmann::json(nullptr);
+  };
   if (o.best) {
-    const trainer::BestRecord& b = *o.best;
-    const bool any = b.step > 0;
-    line["best_metric"] = trainer::bestMetricName(b.metric);
-    line["best_step"] = any ? nlohmann::json(b.step) : nlohmann::json(nullptr);
-    line["best_test_loss"] = any ? nlohmann::json(b.testLoss) : nlohmann::json(nullptr);
-    line["best_test_accuracy"] = any ? nlohmann::json(b.testAccuracy) : nlohmann::json(nullptr);
+    line["best_metric"] = trainer::bestMetricName(o.best->metric);
+    line["best_step"] = ifBest(o.best->step);
+    line["best_test_loss"] = ifBest(o.best->testLoss);
+    line["best_test_accuracy"] = ifBest(o.best->testAccuracy);
   }
-  if (o.bestFile) {  // what it holds is the best's, so not without one
-    line["best_file"] =
-        o.best && o.best->step > 0 ? nlohmann::json(*o.bestFile) : nlohmann::json(nullptr);
-  }
+  if (o.bestFile) line["best_file"] = ifBest(*o.bestFile);
   // A path or message need not be UTF-8, which JSON requires: such bytes
   // become U+FFFD instead of an exception at the run's end.
   return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
