@@ -31,6 +31,9 @@ constexpr std::size_t kStackFrames = 32;    // frames printed per stack
 constexpr int kQuietDeferrals = 20;  // checker ticks a quiet rank leaves a lower one to report
 constexpr auto kStackWait = 1s;      // for the training thread to run its handler
 const std::string kStackRequest = "\tstack";
+// Note [Telling rank 0 that the job ends]: this request's second line is why.
+const std::string kEndingRequest = "\tending";
+constexpr std::size_t kEndingBytes = 1 << 16;  // the longest why sent
 
 std::string clean(std::string text) {
   std::replace_if(
@@ -307,11 +310,12 @@ Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& p
 }
 
 Watchdog::Watchdog(Communicator& comm, std::string hostname, WatchdogOptions options,
-                   Handler endJob)
+                   Handler endJob, EndingHandler onEnding)
     : comm_(comm),
       hostname_(std::move(hostname)),
       options_(options),
       endJob_(std::move(endJob)),
+      onEnding_(std::move(onEnding)),
       logs_(comm.activityLogs()) {
   installStackCapture();
   net::Listener listener = net::listenTcp();
@@ -439,10 +443,46 @@ void Watchdog::serve() {
     std::string request;
     if (!net::receiveLine(client.get(), request, std::chrono::steady_clock::now() + 500ms))
       continue;
+    if (request == cookie_ + kEndingRequest) {
+      // Note [Telling rank 0 that the job ends]: answered once recorded.
+      std::string why;
+      if (!net::receiveLine(client.get(), why, std::chrono::steady_clock::now() + 500ms,
+                            kEndingBytes))
+        continue;
+      if (comm_.rank() == 0 && onEnding_) onEnding_(why);
+      net::sendAll(client.get(), "recorded\n", std::chrono::steady_clock::now() + 1s);
+      continue;
+    }
     const bool withStack = request == cookie_ + kStackRequest;
     if (request != cookie_ && !withStack) continue;
     net::sendAll(client.get(), status(withStack).encode(), std::chrono::steady_clock::now() + 1s);
   }
+}
+
+bool Watchdog::exchange(int rank, const std::string& request,
+                        std::chrono::steady_clock::time_point deadline, std::string& answer,
+                        std::string& error) const {
+  const Peer& peer = peers_[static_cast<std::size_t>(rank)];
+  // On this host loopback reaches it; elsewhere its own addresses, loopback excluded.
+  std::vector<std::string> addresses;
+  if (peer.host == hostname_) addresses.push_back("127.0.0.1");
+  for (const std::string& a : peer.addresses) {
+    if (a.rfind("127.", 0) != 0) addresses.push_back(a);
+  }
+  error = "no address";
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    // Each address gets its share of the time left, so one dead link does not use all of it.
+    const auto now = std::chrono::steady_clock::now();
+    const auto share = (deadline - now) / static_cast<long>(addresses.size() - i);
+    net::Fd fd = net::connectTcp(addresses[i], peer.port, now + share, error);
+    if (!fd.valid()) continue;
+    answer.clear();
+    if (net::sendAll(fd.get(), request, deadline) && net::receiveAll(fd.get(), answer, deadline)) {
+      return true;
+    }
+    error = "connected but no answer within the probe timeout";
+  }
+  return false;
 }
 
 PeerAnswer Watchdog::ask(int rank, bool withStack) const {
@@ -451,25 +491,9 @@ PeerAnswer Watchdog::ask(int rank, bool withStack) const {
   answer.rank = rank;
   answer.host = peer.host;
   const auto deadline = std::chrono::steady_clock::now() + options_.probeTimeout;
-  // On this host loopback reaches it; elsewhere its own addresses, loopback excluded.
-  std::vector<std::string> addresses;
-  if (peer.host == hostname_) addresses.push_back("127.0.0.1");
-  for (const std::string& a : peer.addresses) {
-    if (a.rfind("127.", 0) != 0) addresses.push_back(a);
-  }
-  std::string error = "no address";
-  for (std::size_t i = 0; i < addresses.size(); ++i) {
-    // Each address gets its share of the time left, so one dead link does not use all of it.
-    const auto now = std::chrono::steady_clock::now();
-    const auto share = (deadline - now) / static_cast<long>(addresses.size() - i);
-    net::Fd fd = net::connectTcp(addresses[i], peer.port, now + share, error);
-    if (!fd.valid()) continue;
-    std::string text;
-    if (!net::sendAll(fd.get(), cookie_ + (withStack ? kStackRequest : "") + "\n", deadline) ||
-        !net::receiveAll(fd.get(), text, deadline)) {
-      error = "connected but no status within the probe timeout";
-      continue;
-    }
+  const std::string request = cookie_ + (withStack ? kStackRequest : "") + "\n";
+  std::string text, error;
+  if (exchange(rank, request, deadline, text, error)) {
     try {
       answer.status = RankStatus::decode(text);
       answer.answered = true;
@@ -575,6 +599,25 @@ void Watchdog::checkOverdue(const RankStatus& self) {
   appendStack(details, rankName(here.rank, here.host), here);
   d.details.insert(d.details.begin(), details.begin(), details.end());
   endJob(d);
+}
+
+void Watchdog::announceEnding(const std::string& why) const {
+  std::string line = clean(why);
+  if (line.size() >= kEndingBytes) line.resize(kEndingBytes - 1);
+  if (comm_.rank() == 0) {
+    if (onEnding_) onEnding_(line);
+    return;
+  }
+  // Rank 0 answers once its handler has returned (Note [Telling rank 0
+  // that the job ends]); an answer or none, the job ends next.
+  const auto deadline =
+      std::chrono::steady_clock::now() + options_.probeTimeout + options_.endingPatience;
+  std::string answer, error;
+  if (!exchange(0, cookie_ + kEndingRequest + "\n" + line + "\n", deadline, answer, error) &&
+      error != std::strerror(ECONNREFUSED)) {
+    log::warn(str("watchdog: could not tell rank 0 that the job ends (", error,
+                  "): the run's record may miss its end"));
+  }
 }
 
 void Watchdog::endJob(const Diagnosis& d) {

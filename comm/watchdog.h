@@ -106,6 +106,23 @@
 // default --timeout 300 and --stall-warning 60 under mpirun: the job ended
 // after 61.7 s and 62.2 s, where such a run waited out the timeout before (300.1 s);
 // under srun --mpi=pmix with --stall-warning 10, after 10.2 s.
+//
+// Note [Telling rank 0 that the job ends]
+// Rank 0 keeps the run's record (the last --metrics line: Note [The run's
+// last --metrics line] in launcher/run_end.h), but any rank may end the
+// job: its watchdog (a desync, a peer that has ended, a rank stuck outside
+// collectives) or its training thread (a collective timed out there, an
+// internal error). The rank that ends it calls MPI_Abort, and mpirun kills
+// every other rank, rank 0 with its record unwritten. So before ending the
+// job, a rank tells rank 0 why (announceEnding): a request to rank 0's
+// status server, which runs the onEnding handler (ddp_train: write the end
+// line) and answers once it has returned. Bounded at both ends, as
+// everything on this channel: the handler must return within
+// WatchdogOptions::endingPatience, and the teller waits no longer than the
+// probe timeout plus that patience (rank 0 gone or unreachable: the probe
+// timeout, refused at once when its process has exited), then ends the job
+// anyway. Rank 0 ending the job itself runs its handler directly. Of
+// several ranks ending the job at once, the handler's first call counts.
 #pragma once
 
 #include <atomic>
@@ -202,18 +219,30 @@ struct WatchdogOptions {
   // long, once armQuietCheck was called; 0: never (Note
   // [Where a stuck rank is]).
   std::chrono::milliseconds quietAfter{0};
+  // How long rank 0's onEnding handler may take, and a rank telling it
+  // waits for it beyond the probe timeout (Note [Telling rank 0 that the
+  // job ends]).
+  std::chrono::milliseconds endingPatience = std::chrono::seconds(2);
 };
 
 class Watchdog {
  public:
   using Handler = std::function<void(const Diagnosis&)>;
+  // Called with why the job ends (one line), on rank 0 only: on its status
+  // server's thread when another rank tells it, else on the thread of rank
+  // 0 that calls announceEnding. Must return within
+  // WatchdogOptions::endingPatience, and may be called more than once (by
+  // several ranks ending the job at once).
+  using EndingHandler = std::function<void(const std::string& why)>;
   // Collective over `comm` (one allgather of host memory, then nothing on
   // `comm` again): starts the status server and the stall checker, which
   // watch every activity log of `comm`. `endJob` is called at most once, on
   // the checker thread, with a desync or a rank out of collectives for
-  // quietAfter; it should end the job. Throws CommError if no TCP port can
-  // be opened.
-  Watchdog(Communicator& comm, std::string hostname, WatchdogOptions options, Handler endJob);
+  // quietAfter; it should say why, tell rank 0 (announceEnding) and end the
+  // job. `onEnding`: Note [Telling rank 0 that the job ends]. Throws
+  // CommError if no TCP port can be opened.
+  Watchdog(Communicator& comm, std::string hostname, WatchdogOptions options, Handler endJob,
+           EndingHandler onEnding = {});
   // Stops both threads. Never throws, never communicates.
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
@@ -231,6 +260,12 @@ class Watchdog {
   // From now on, end the job once this rank has been out of collectives for
   // quietAfter (Note [Where a stuck rank is]). Any thread.
   void armQuietCheck() { quietArmed_ = true; }
+  // This rank is about to end the job (MPI_Abort), because of `why`: tells
+  // rank 0, whose onEnding handler records it, and returns once it has, or
+  // after at most probeTimeout + endingPatience (Note [Telling rank 0 that
+  // the job ends]). On rank 0, runs the handler itself. Any thread; never
+  // throws.
+  void announceEnding(const std::string& why) const;
 
  private:
   struct Peer {
@@ -243,6 +278,12 @@ class Watchdog {
   // status() without the training thread's state: the checker's view.
   RankStatus activity() const;
   PeerAnswer ask(int rank, bool withStack) const;
+  // Sends `request` to `rank`'s status server and reads its whole answer
+  // before `deadline`, trying each of its addresses in turn (each with its
+  // share of the time left). False with `error` set when none answered.
+  bool exchange(int rank, const std::string& request,
+                std::chrono::steady_clock::time_point deadline, std::string& answer,
+                std::string& error) const;
   std::vector<PeerAnswer> askAll(bool withStacks) const;
   // The thread that issues this rank's collectives; 0 before it has.
   ThreadId trainingThread() const;
@@ -264,6 +305,7 @@ class Watchdog {
   std::string hostname_;
   WatchdogOptions options_;
   Handler endJob_;
+  EndingHandler onEnding_;
   std::vector<const ActivityLog*> logs_;
   std::vector<Peer> peers_;
   std::string cookie_;  // rank 0's; a request must start with it

@@ -33,6 +33,7 @@
 #include "launcher/resume.h"
 #include "launcher/run_config.h"
 #include "launcher/run_end.h"
+#include "launcher/run_end_recorder.h"
 #include "launcher/run_report.h"
 #include "launcher/time_limit.h"
 #include "launcher/version.h"
@@ -206,17 +207,44 @@ int train(Options o) {
       logDiagnosis(watchdog->diagnose(/*withStacks=*/true));  // the job ends next
     }
   };
+  // Note [One end line, from any thread] in launcher/run_end_recorder.h:
+  // what rank 0 will say of the run's end, and who writes it.
+  RunEndRecorder ending(kStartedAt);
+  comm::WatchdogOptions watchdogOptions;
+  // This rank ends the job (MPI_Abort) because of `why`: rank 0 writes its
+  // end line first (bounded: the job ends whatever its file system does),
+  // another rank tells rank 0 (Note [Telling rank 0 that the job ends]).
+  const auto tellRankZero = [&](const std::string& why) noexcept {
+    try {
+      if (world.rank() == 0) {
+        ending.endWithErrorWithin(why, watchdogOptions.endingPatience);
+      } else if (const comm::Watchdog* watchdog = explainer.load()) {
+        // Named once, with its host ("rank 2: ..." from a collective's error).
+        const std::string self = str("rank ", world.rank());
+        const bool named = why.rfind(self + ": ", 0) == 0;
+        watchdog->announceEnding(
+            str(self, " (", world.hostname(), "): ", named ? why.substr(self.size() + 2) : why));
+      }
+    } catch (const std::exception& e) {
+      log::warn(str("--metrics: the run's end line was not written: ", e.what()));
+    }
+  };
   deadline.enter("creating the communicator",
                  placement.device == trainer::Device::kCuda
                      ? "ncclCommInitRank returns once every rank has joined, and some rank has not"
                      : everyRank);
   // A collective the NCCL watchdog gave up on: peers may be stuck, end the job.
   std::unique_ptr<comm::Communicator> communicator = makeCommunicator(
-      placement, world, commOptions, [&world, &explain](const std::string& report) {
+      placement, world, commOptions, [&world, &explain, &tellRankZero](const std::string& report) {
         explain(report);
+        tellRankZero(report);
         world.abort(kExitFailure);
       });
   comm::Communicator& comm = *communicator;
+  // Kept outside the try below, for a failure's handler (the try's locals
+  // are gone by then), and made before the watchdog, whose threads may
+  // write the end line through it until the watchdog is destroyed.
+  std::unique_ptr<ProgressPrinter> progress;
   std::unique_ptr<comm::Watchdog> watchdog;  // Note [Watchdog reports]
   deadline.enter("sharing out the CPUs and learning the ranks' hosts", everyRank);
   const CpuShare cpus = shareCpus(world);
@@ -225,44 +253,19 @@ int train(Options o) {
   const int threads = threadCount.threads;  // Note [Threads per rank]
   trainer::setBlasThreads(threads);
 
-  // Note [The run's last --metrics line] in launcher/run_end.h: what rank 0
-  // knows of the run, kept outside the try below so that a failure's
-  // handler can write it too (the try's locals are gone by then).
-  std::unique_ptr<ProgressPrinter> progress;
   // Note [Keeping the best weights] in launcher/best_evaluation.h; made
   // once the resumed checkpoint's record is known.
   std::optional<BestEvaluation> best;
-  RunOutcome outcome;
-  std::mutex newestCheckpointMutex;  // the checkpoint writer's thread sets it
-  std::string newestCheckpoint;      // this run's, once on disk
-  // Completes `outcome` with what is known at the end and writes its line.
-  const auto endRun = [&] {
-    if (world.rank() != 0 || !progress || o.evaluate) return;
-    outcome.wallSeconds =
-        std::chrono::duration<double>(TimeLimit::Clock::now() - kStartedAt).count();
-    if (!o.checkpointDir.empty()) {
-      const std::lock_guard lock(newestCheckpointMutex);
-      outcome.checkpoint = newestCheckpoint;
-    }
-    if (best) outcome.best = best->record();
-    if (!o.saveBest.empty()) outcome.bestFile = o.saveBest;
-    progress->onRunEnd(outcome);
-  };
-  // A failure rank 0 learned of: its end line, if it can still write one.
+  // A failure rank 0's main thread learned of, after which it returns: its
+  // end line, if it can still write one.
   const auto endRunWithError = [&](const std::string& error) noexcept {
     try {
-      outcome.endedBy = "error";
-      outcome.exitCode = kExitFailure;
-      outcome.error = error;
-      if (progress) outcome.globalStep = std::max(outcome.globalStep, progress->lastReportedStep());
-      endRun();
+      ending.endWithError(error);
     } catch (const std::exception& e) {
       log::warn(str("--metrics: the run's end line was not written: ", e.what()));
     }
   };
-
   try {
-    comm::WatchdogOptions watchdogOptions;
     watchdogOptions.stallAfter =
         std::min(commOptions.timeout / 2,
                  std::chrono::milliseconds(static_cast<long long>(o.stallWarningSeconds * 1000)));
@@ -270,11 +273,16 @@ int train(Options o) {
     watchdogOptions.quietAfter =
         commOptions.timeout +
         std::max(commOptions.timeout / 10, std::chrono::milliseconds(std::chrono::seconds(2)));
-    watchdog = std::make_unique<comm::Watchdog>(comm, world.hostname(), watchdogOptions,
-                                                [&world](const comm::Diagnosis& d) {
-                                                  logDiagnosis(d);
-                                                  world.abort(kExitFailure);
-                                                });
+    watchdog = std::make_unique<comm::Watchdog>(
+        comm, world.hostname(), watchdogOptions,
+        [&](const comm::Diagnosis& d) {
+          logDiagnosis(d);
+          tellRankZero(str("watchdog: ", d.report));
+          world.abort(kExitFailure);
+        },
+        [&](const std::string& why) {  // rank 0, told by another rank
+          ending.endWithErrorWithin(why, watchdogOptions.endingPatience);
+        });
     explainer = watchdog.get();
     // Note [Where a stuck rank is]: from here on, start-up included (its
     // long local work sends heartbeats: Note [Heartbeats of local work]).
@@ -323,6 +331,11 @@ int train(Options o) {
       }
       progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics,
                                                    o.metricsEvery, hosts);
+      if (world.rank() == 0 && !o.evaluate) {  // --evaluate writes no end line
+        ProgressPrinter* printer = progress.get();
+        ending.setWriter([printer](const RunOutcome& out) { printer->onRunEnd(out); },
+                         [printer] { return printer->lastReportedStep(); });
+      }
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model, data));
     printSummary(world, comm, o, threadCount, placement, *model, data);
@@ -367,8 +380,7 @@ int train(Options o) {
                                             const trainer::TrainPosition& at) {
             report(path, at);
             if (timeLimit) timeLimit->writeDone();
-            const std::lock_guard lock(newestCheckpointMutex);
-            newestCheckpoint = path;
+            ending.update([&](RunOutcome& out) { out.checkpoint = path; });
           },
           staging);
     }
@@ -425,6 +437,7 @@ int train(Options o) {
       best.emplace(*trainer::parseBestMetric(o.bestMetric), o.earlyStopMinDelta, start.best);
       trainOptions.judgeEvaluation = [&](const trainer::EvalResult& test, std::size_t step) {
         const bool isBest = best->observe(test, step);
+        ending.update([&](RunOutcome& out) { out.best = best->record(); });
         return trainer::EvaluationVerdict{isBest,
                                           o.earlyStop > 0 && best->sinceImproved() >= o.earlyStop};
       };
@@ -437,8 +450,13 @@ int train(Options o) {
       });
     }
     trainer::Trainer trainer(comm, *model, *optimizer, *data.train, *data.test, trainOptions);
-    outcome.globalStep = start.globalStep;
-    outcome.plannedSteps = trainer.plannedSteps();
+    ending.update([&](RunOutcome& out) {
+      out.globalStep = start.globalStep;
+      out.plannedSteps = trainer.plannedSteps();
+      if (!o.checkpointDir.empty()) out.checkpoint = "";  // null until this run writes one
+      if (best) out.best = best->record();
+      if (!o.saveBest.empty()) out.bestFile = o.saveBest;
+    });
     printBuckets(trainer.reducer(), o);
     if (world.rank() == 0) {
       if (const auto warning = warmupWarning(o, trainer.plannedSteps())) log::warn(*warning);
@@ -500,15 +518,17 @@ int train(Options o) {
       const auto now = TimeLimit::Clock::now();
       (timeLimit->endedPastLimit(now) ? log::warn : log::info)(timeLimit->endText(now));
     }
-    outcome.exitCode = trainer.stoppedBy() != 0       ? 128 + trainer.stoppedBy()
-                       : trainer.stoppedByTimeLimit() ? kExitTimeLimit
-                                                      : kExitOk;
-    outcome.endedBy = stoppedBefore ? "early_stop" : endedByName(trainer.ended());
-    outcome.signal = trainer.stoppedBy();
-    outcome.globalStep = trainer.globalStep();
-    if (!o.saveModel.empty()) outcome.savedModel = o.saveModel;
-    endRun();
-    return outcome.exitCode;
+    const int exitCode = trainer.stoppedBy() != 0       ? 128 + trainer.stoppedBy()
+                         : trainer.stoppedByTimeLimit() ? kExitTimeLimit
+                                                        : kExitOk;
+    ending.end([&](RunOutcome& out) {
+      out.exitCode = exitCode;
+      out.endedBy = stoppedBefore ? "early_stop" : endedByName(trainer.ended());
+      out.signal = trainer.stoppedBy();
+      out.globalStep = trainer.globalStep();
+      if (!o.saveModel.empty()) out.savedModel = o.saveModel;
+    });
+    return exitCode;
   } catch (const comm::PeerFailedError& e) {
     log::error(e.what());
     endRunWithError(e.what());
@@ -517,23 +537,23 @@ int train(Options o) {
     // A collective failed or hung: peers may be blocked, so end the whole job,
     // saying who did not arrive.
     explain(e.what());
-    endRunWithError(e.what());
+    tellRankZero(e.what());
     world.abort(kExitFailure);
   } catch (const InternalError& e) {
     log::error(e.what());
-    endRunWithError(e.what());
+    tellRankZero(e.what());
     world.abort(kExitFailure);
   } catch (const OutOfMemoryError& e) {
     // Possibly outside agree(): the peers may be waiting in a collective.
     const std::string error = str("out of memory: ", e.what(),
                                   " (try a smaller model or batch, or fewer ranks per node)");
     log::error(error);
-    endRunWithError(error);
+    tellRankZero(error);
     world.abort(kExitFailure);
   } catch (const DeviceError& e) {
     // A CUDA failure on this rank's GPU: the peers may be waiting in NCCL.
     log::error(e.what());
-    endRunWithError(e.what());
+    tellRankZero(e.what());
     world.abort(kExitFailure);
   } catch (const Error& e) {
     // A user error this rank raised inside agree(): every rank knows and stops.
@@ -544,7 +564,7 @@ int train(Options o) {
     // Reached only from code outside agree(): the other ranks may be waiting.
     const std::string error = describeFailure(e);
     log::error(error);
-    endRunWithError(error);
+    tellRankZero(error);
     world.abort(kExitFailure);
   }
 }

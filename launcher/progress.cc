@@ -173,7 +173,7 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
                   " holds a NaN or infinity after the all-reduce: update skipped on every rank "
                   "(--skip-nonfinite)"));
   }
-  if (metricsEvery_ > 0 && metrics_.is_open()) addToStepMetrics(r);
+  if (metricsEvery_ > 0 && writesMetrics()) addToStepMetrics(r);
   sinceLine_ += r.times;
   ++stepsSinceLine_;
   clippedSinceLine_ += r.clipped ? 1 : 0;
@@ -251,7 +251,7 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
   const std::string when = paceSpan(r.pace, true);
   if (const auto slow = stragglerIn(r.pace)) log::warn(stragglerWarning(when, *slow, hosts_));
   if (const auto warning = contentionWarning(when, r.pace.rankCpu, hosts_)) log::warn(*warning);
-  if (metrics_.is_open()) {
+  if (writesMetrics()) {
     nlohmann::json line = {{"epoch", r.epoch},
                            {"steps", r.steps},
                            {"steps_in_epoch", r.stepsInEpoch},
@@ -284,8 +284,15 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
   }
 }
 
-void ProgressPrinter::writeMetrics(const std::string& line, const std::string& lost) {
-  if (!metrics_.is_open()) return;
+bool ProgressPrinter::writesMetrics() {
+  const std::lock_guard lock(metricsMutex_);
+  return metrics_.is_open() && !metricsEnded_;
+}
+
+void ProgressPrinter::writeMetrics(const std::string& line, const std::string& lost, bool ends) {
+  const std::lock_guard lock(metricsMutex_);
+  if (!metrics_.is_open() || metricsEnded_) return;
+  metricsEnded_ = ends;
   metrics_ << line << '\n';
   metrics_.flush();
   if (!metrics_) {  // a full disk: say so once, not at every epoch
@@ -341,7 +348,7 @@ void ProgressPrinter::onStepEvaluation(const trainer::StepEvaluation& r) {
                 "  test_loss ", fixed(r.test.loss, 4), "  test_acc ",
                 fixed(100.0 * r.test.accuracy, 2), "%  (after step ", r.globalStep,
                 " of the run, evaluated in ", fixed(r.seconds, 2), " s)"));
-  if (!metrics_.is_open()) return;
+  if (!writesMetrics()) return;
   nlohmann::json line = {{"epoch", r.epoch},
                          {"step_in_epoch", r.stepInEpoch},
                          {"global_step", r.globalStep},
@@ -360,7 +367,7 @@ void ProgressPrinter::onEvaluation(const EvaluationReport& report) {
 }
 
 void ProgressPrinter::onRunEnd(const RunOutcome& outcome) {
-  writeMetrics(runEndMetrics(outcome), "the run's end is");
+  writeMetrics(runEndMetrics(outcome), "the run's end is", /*ends=*/true);
 }
 
 // Within an epoch: the same warnings, but only when the ranks they name

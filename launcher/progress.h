@@ -49,8 +49,10 @@
 // node's cores are. --metrics records every rank's share (rank_cpu_share).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -141,10 +143,13 @@ class ProgressPrinter final : public trainer::TrainObserver {
   // --evaluate's result (launcher/evaluate.h): its line, and its --metrics line.
   void onEvaluation(const EvaluationReport& report);
   // A training run's end: its last --metrics line (Note [The run's last
-  // --metrics line] in launcher/run_end.h). Rank 0's main thread, once the
-  // run's writes are done, or in its failure's handler.
+  // --metrics line] in launcher/run_end.h); no line is written after it.
+  // Rank 0, on any thread (Note [One end line, from any thread] in
+  // launcher/run_end_recorder.h): the main thread once the run's writes are
+  // done or in its failure's handler, or the thread ending the job.
   void onRunEnd(const RunOutcome& outcome);
-  // The global step of the last onStep report (0: none): where a failed run got to.
+  // The global step of the last onStep report (0: none): where a failed run
+  // got to. Any thread.
   std::size_t lastReportedStep() const { return lastReportedStep_; }
 
  private:
@@ -152,9 +157,12 @@ class ProgressPrinter final : public trainer::TrainObserver {
   void endLiveLine();
   // Starts the sums a progress line averages over afresh.
   void resetSinceLine();
-  // Appends one JSON line to --metrics, if open; on a failed write warns
-  // once that `lost` (and what follows) is not recorded, and closes it.
-  void writeMetrics(const std::string& line, const std::string& lost);
+  // Appends one JSON line to --metrics, if open and not ended; on a failed
+  // write warns once that `lost` (and what follows) is not recorded, and
+  // closes it. `ends`: the end line, after which nothing is written.
+  void writeMetrics(const std::string& line, const std::string& lost, bool ends = false);
+  // Whether a line written now would be kept (open, not ended).
+  bool writesMetrics();
   // --metrics-every: adds the step to the next step line, and writes it
   // after every metricsEvery_-th step of the run.
   void addToStepMetrics(const trainer::StepReport& report);
@@ -163,7 +171,11 @@ class ProgressPrinter final : public trainer::TrainObserver {
   bool terminal_;
   std::size_t epochs_;
   std::size_t logEvery_;
+  // The file, written by the main thread, and the end line by whichever
+  // thread ends the run (onRunEnd).
+  std::mutex metricsMutex_;
   std::ofstream metrics_;
+  bool metricsEnded_ = false;
   std::string metricsPath_;
   std::size_t metricsEvery_;
   // Summed over the steps since the last --metrics-every line.
@@ -174,7 +186,7 @@ class ProgressPrinter final : public trainer::TrainObserver {
     std::size_t gradNorms = 0;
   } sinceMetrics_;
   std::vector<std::string> hosts_;
-  std::size_t lastReportedStep_ = 0;
+  std::atomic<std::size_t> lastReportedStep_{0};
   std::chrono::steady_clock::time_point lastDraw_;
   bool lineOpen_ = false;
   trainer::PhaseTimes sinceLine_;  // summed over the steps since the last progress line

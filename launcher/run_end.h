@@ -12,17 +12,19 @@
 // as it tells the others: README "Reading the output"), the exit code, the
 // step, the time, and what was written. A resumed run appends to the same
 // file, so each part of a run stopped and resumed ends with its own line.
-// A run that fails writes it when rank 0's main thread learns of the
-// failure: an error it caught itself, a peer's that reached it, or a
-// collective that timed out there. Nothing is written when the process is
-// killed (SIGKILL, the OOM killer, MPI_Abort from another rank), nor when
-// the watchdog ends the job from its own thread (a desync, a wait for a
-// rank that has ended, a rank stuck outside any collective): the main
-// thread may be inside a write of the file then, and the file's own file
-// system may be what hangs, which the watchdog must never wait on before
-// it ends the job. So a file whose last line is not an end line belongs to
-// a run still going, or to one killed. --evaluate writes no end line: its
-// one line is the whole result.
+// A run that fails writes it when rank 0 learns of the failure: an error
+// its main thread caught itself, a peer's that reached it, or any rank
+// ending the job (a collective timed out there, its watchdog found a
+// desync, a rank that has ended, or a rank stuck outside any collective),
+// which tells rank 0 first (Note [Telling rank 0 that the job ends] in
+// comm/watchdog.h). Rank 0's main thread may be stuck then, even inside a
+// write of this file, so the line may come from another thread, once,
+// and within a bound (Note [One end line, from any thread] in
+// launcher/run_end_recorder.h). Nothing is written when the process is
+// killed outright (SIGKILL, the OOM killer, a lost node) or the file's
+// file system hangs. So a file whose last line is not an end line belongs
+// to a run still going, or to one killed. --evaluate writes no end line:
+// its one line is the whole result.
 #pragma once
 
 #include <cstddef>

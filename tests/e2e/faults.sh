@@ -33,7 +33,7 @@ expect() {
 # warning comes first, at --stall-warning.
 expect stall nonzero \
   "watchdog: rank [02] .* peers have not arrived: rank 1 \(.*\) is not in any collective" 40 3 \
-  --timeout 4 --stall-warning 1 --inject-fault stall:1:5:60
+  --timeout 4 --stall-warning 1 --inject-fault stall:1:5:60 --metrics "$WORK/stall.jsonl"
 grep -qE "watchdog: stall: rank [02] .*not arrived: rank 1" "$WORK/stall.out" ||
   fail "stall: no stall warning before the timeout"
 # The timeout is reported by whichever gives up first: the waiting rank's
@@ -47,19 +47,33 @@ grep -qE "error: watchdog: .*rank 1 \(.*\) is not in any collective .*: its trai
 grep -qE "error: stack of rank 1 \(.*\)'s training thread" "$WORK/stall.out" &&
   grep -qE "error:   #[0-9]+ ddp::trainer::Trainer::runStep \(ddp_train\)" "$WORK/stall.out" ||
   fail "stall: no stack of the stalled rank: $(cat "$WORK/stall.out")"
+# Rank 0's record ends with the failure, whichever rank ended the job (Note
+# [Telling rank 0 that the job ends]).
+ends_with "$WORK/stall.jsonl" ended_by=error exit_code=1 last_step=4 \
+  "error~^(rank 2 \(.*\): )?.*(did not complete within 4 s|waited 4 s for the other ranks)"
+
+# Rank 0 itself stalls: rank 1 times out and ends the job, telling rank 0
+# first, whose status server writes the end line while its training thread
+# is still stuck.
+expect rank0_stall nonzero "did not complete within 4 s|waited 4 s for the other ranks" 40 2 \
+  --timeout 4 --stall-warning 1 --inject-fault stall:0:5:60 --metrics "$WORK/rank0_stall.jsonl"
+ends_with "$WORK/rank0_stall.jsonl" ended_by=error exit_code=1 last_step=4 \
+  "error~^rank 1 \(.*\): .*(did not complete within 4 s|waited 4 s for the other ranks)"
 
 # Every rank stalls outside any collective: no collective waits, so no
 # timeout can fire; the watchdog's quiet check ends the job after --timeout
 # and a grace (2 s here), from one rank, with each rank's state and stack.
 expect all_stalled nonzero \
   "watchdog: rank [0-2] \(.*\) has made no progress for [0-9.]+ s \(no collective, no new step or evaluation batch, no heartbeat from loading or saving\)" 40 3 \
-  --timeout 4 --stall-warning 1 --inject-fault stall:all:5:60
+  --timeout 4 --stall-warning 1 --inject-fault stall:all:5:60 --metrics "$WORK/all_stalled.jsonl"
 [ "$(grep -c "has made no progress for" "$WORK/all_stalled.out")" = 1 ] ||
   fail "all_stalled: not reported once: $(cat "$WORK/all_stalled.out")"
 [ "$(grep -cE "error: stack of rank [0-2] .*'s training thread" "$WORK/all_stalled.out")" = 3 ] ||
   fail "all_stalled: not every rank's stack: $(cat "$WORK/all_stalled.out")"
 grep -q "the other ranks: rank [0-2] (.*) is not in any collective" "$WORK/all_stalled.out" ||
   fail "all_stalled: the other ranks are not described"
+ends_with "$WORK/all_stalled.jsonl" ended_by=error last_step=4 \
+  "error~^(rank [12] \(.*\): )?watchdog: rank [0-2] \(.*\) has made no progress for"
 
 # Start-up is covered too (Note [Heartbeats of local work]): every rank stuck
 # while loading its data ends the job, the report naming where...
@@ -104,9 +118,11 @@ grep -qE "watchdog: stall: rank 1 .*rank 0 \(.*\) is not in any collective" "$WO
 # check, long before the 60 s timeout.
 expect desync nonzero \
   "watchdog: desync: the ranks' programs have diverged: as collective #[0-9]+ on mpi" 30 2 \
-  --timeout 60 --stall-warning 1 --inject-fault desync:1:3
+  --timeout 60 --stall-warning 1 --inject-fault desync:1:3 --metrics "$WORK/desync.jsonl"
 grep -q "issued barrier" "$WORK/desync.out" || fail "desync: the extra collective is not named"
 ! grep -q "did not complete within" "$WORK/desync.out" || fail "desync: reported as a timeout"
+ends_with "$WORK/desync.jsonl" ended_by=error last_step=2 \
+  "error~^(rank 1 \(.*\): )?watchdog: desync: the ranks' programs have diverged"
 
 # NaN gradients on one rank: every rank stops at that step, naming the first
 # parameter, before the update.
@@ -191,10 +207,11 @@ echo "window: $(grep -m1 -oE "steps 1-[0-9]+ of epoch 1: rank 2 .{0,40}" "$WORK/
 # server is closed) at the stall check and end the job there, naming it,
 # long before the timeout (Note [A peer that has ended]).
 expect error nonzero "error: --inject-fault: failing before step 5" 30 2 \
-  --timeout 60 --stall-warning 2 --inject-fault error:1:5
+  --timeout 60 --stall-warning 2 --inject-fault error:1:5 --metrics "$WORK/error.jsonl"
 grep -qE "error: watchdog: .*not answering: rank 1 \(.*\): its status server refused the connection: the rank has ended \(its process has exited or is ending\); 0 have arrived; a rank that has ended will never arrive$" "$WORK/error.out" ||
   fail "error: the failed rank is not named by the others: $(cat "$WORK/error.out")"
 ! grep -q "stall:" "$WORK/error.out" || fail "error: a peer that has exited was only warned about"
+ends_with "$WORK/error.jsonl" ended_by=error last_step=4 "error~a rank that has ended will never arrive$"
 
 # A rank frozen whole (SIGSTOP: its watchdog cannot answer either): the
 # others time out and report it as not answering.
@@ -214,7 +231,7 @@ kill -CONT "$frozen" 2> /dev/null || true
 set +e; wait "$job"; code=$?; set -e
 [ "$code" != 0 ] || fail "frozen: exited 0"
 [ "$code" != 124 ] || fail "frozen: hung"
-grep -qE "error: watchdog: .*not answering: rank 1 \(.*\): .*connected but no status.*: its process \(pid [0-9]+\) is stopped \(SIGSTOP" \
+grep -qE "error: watchdog: .*not answering: rank 1 \(.*\): .*connected but no answer.*: its process \(pid [0-9]+\) is stopped \(SIGSTOP" \
   "$WORK/frozen.out" || fail "frozen: the frozen rank is not named: $(cat "$WORK/frozen.out")"
 grep -qE "warning: watchdog: stall: .*not answering: rank 1" "$WORK/frozen.out" ||
   fail "frozen: no stall warning naming rank 1"

@@ -57,18 +57,21 @@ run() {
   local np=$1; shift
   timeout "$((${RUN_TIMEOUT:-120} * TIME_SCALE))" mpirun -q -np "$np" "$DDP_TRAIN" "$@"
 }
-# ends_with FILE KEY=VALUE...: FILE (a --metrics file) ends with a run's
-# end line (Note [The run's last --metrics line]) holding these values, as
-# Python prints them (JSON's null: null).
+# ends_with FILE KEY=VALUE|KEY~REGEX...: FILE (a --metrics file) ends with a
+# run's end line (Note [The run's last --metrics line]) holding these
+# values, as Python prints them (JSON's null: null), or values matching
+# these Python regular expressions (re.search).
 ends_with() {
   python3 - "$@" <<'PY' || fail "$1 does not end with the end line ${*:2}: $(tail -1 "$1")"
-import json, sys
+import json, re, sys
 end = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 assert "ended_by" in end, end
 for pair in sys.argv[2:]:
-    key, value = pair.split("=", 1)
+    match = re.match(r"([a-z_]+)([=~])(.*)", pair, re.S)
+    key, how, value = match.groups()
     got = end.get(key, "<absent>")
-    assert ("null" if got is None else str(got)) == value, (key, got, value)
+    text = "null" if got is None else str(got)
+    assert text == value if how == "=" else re.search(value, text), (key, got, value)
 PY
 }
 need_fmnist() { [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST in $FMNIST"; exit 77; }; }

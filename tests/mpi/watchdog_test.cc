@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -254,6 +255,59 @@ TEST(Watchdog, NamesTheRankThatHasNotArrived) {
     ASSERT_EQ(v, static_cast<float>(n));
   // Nothing pending afterwards.
   EXPECT_EQ(watchdog.diagnose().verdict, Diagnosis::Verdict::kNothingPending);
+}
+
+// Note [Telling rank 0 that the job ends]: every rank's why reaches rank
+// 0's handler as one line, the teller waits until the handler has returned,
+// and a handler that takes too long holds it no longer than the probe
+// timeout plus the patience.
+TEST(Watchdog, RankZeroIsToldWhyTheJobEnds) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  WatchdogOptions options;
+  options.stallAfter = std::chrono::hours(1);
+  options.probeTimeout = 500ms;
+  options.endingPatience = 1s;
+  std::mutex mutex;
+  std::vector<std::string> told;  // rank 0's
+  std::chrono::milliseconds handlerTakes = 100ms;
+  Watchdog watchdog(*comm, "host-" + std::to_string(r), options, nullptr,
+                    [&](const std::string& why) {
+                      std::chrono::milliseconds takes;
+                      {
+                        std::lock_guard lock(mutex);
+                        told.push_back(why);
+                        takes = handlerTakes;
+                      }
+                      std::this_thread::sleep_for(takes);
+                    });
+  auto start = std::chrono::steady_clock::now();
+  watchdog.announceEnding(str("rank ", r, " ends the job\nbecause"));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms) << "returned before the handler";
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (r == 0) {
+    std::lock_guard lock(mutex);
+    std::vector<std::string> expected;
+    for (int i = 0; i < n; ++i)
+      expected.push_back(str("rank ", i, " ends the job because"));
+    std::sort(told.begin(), told.end());
+    EXPECT_EQ(told, expected);
+    handlerTakes = 2500ms;  // a write that hangs
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (r == 1) {
+    start = std::chrono::steady_clock::now();
+    watchdog.announceEnding("rank 1 again");
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(waited, 1s);  // the patience
+    EXPECT_LT(waited, 3s) << "held past the probe timeout and the patience";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (r == 0 && n > 1) {
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(told.back(), "rank 1 again");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // the watchdogs stop together (rank 0's handler may still sleep)
 }
 
 // Shared memory (from allocate()) or plain memory (MPI_Allreduce).
