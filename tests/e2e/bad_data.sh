@@ -71,6 +71,18 @@ for r in 0 1; do
     fail "--trace not explained on rank $r: $(cat "$WORK/trace.out")"
 done
 ! grep -q "epoch 1/1" "$WORK/trace.out" || fail "--trace was refused only after training"
+# One rank alone failing says why to the others (Note [What a peer's failure
+# says]): rank 0's log and the run's end line hold rank 1's cause, not only
+# its number.
+mkdir -p "$WORK/rank1-only/trace.rank1.json"
+rc=0
+run 2 --hidden 64 --epochs 1 --trace "$WORK/rank1-only/trace" --metrics "$WORK/rank1-only.jsonl" \
+  > "$WORK/rank1-only.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "--trace refused on rank 1 alone: exit $rc"
+grep -q -- "\[r0\] error: stopping: rank 1 failed: --trace: .*rank1-only/trace.rank1.json: cannot create (it is a directory)$" \
+  "$WORK/rank1-only.out" || fail "rank 0 does not say why rank 1 failed: $(cat "$WORK/rank1-only.out")"
+ends_with "$WORK/rank1-only.jsonl" ended_by=error exit_code=1 last_step=0 \
+  "error~^stopping: rank 1 failed: --trace: .*: cannot create \(it is a directory\)$"
 
 # A model no node can hold: refused by rank 0 before any rank allocates it
 # (overcommitted memory would otherwise let it start and be killed part-way).

@@ -406,11 +406,49 @@ TEST(Agreement, OneFailingRankStopsEveryRankAndIsNamed) {
   } catch (const PeerFailedError& e) {
     EXPECT_NE(comm->rank(), failing);
     EXPECT_EQ(e.ranks(), std::vector<int>{failing});
-    EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(failing)), std::string::npos)
-        << e.what();
+    // Note [What a peer's failure says]: the cause, not only who.
+    EXPECT_EQ(std::string(e.what()),
+              str("stopping: rank ", failing, " failed: file.bin: truncated"));
   } catch (const DataError& e) {
     EXPECT_EQ(comm->rank(), failing);
     EXPECT_STREQ(e.what(), "file.bin: truncated");
+  }
+}
+
+// Every rank but 0 fails, each its own way, then all alike: rank 0 hears
+// each message (once, when they say the same), and at most four of them.
+TEST(Agreement, ThePeersThatFailedSayWhy) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  if (n < 3) GTEST_SKIP() << "needs three ranks";
+  std::vector<int> failed;
+  std::string each;
+  for (int i = 1; i < n; ++i) {
+    failed.push_back(i);
+    if (i <= 4) each += str(i > 1 ? "; " : "", "rank ", i, ": shard ", i, " is empty");
+  }
+  const std::string more =
+      n > 5 ? str(" (told by the first 4; see the others' messages)") : std::string();
+  const auto failing = [&](bool alike) {
+    agree(*comm, [&] {
+      if (r > 0)
+        throw DataError(alike ? std::string("no such file") : str("shard ", r, " is empty"));
+    });
+  };
+  for (const bool alike : {false, true}) {
+    try {
+      failing(alike);
+      FAIL() << "agree() returned";
+    } catch (const PeerFailedError& e) {
+      ASSERT_EQ(r, 0);
+      EXPECT_EQ(e.ranks(), failed);
+      EXPECT_EQ(std::string(e.what()), str("stopping: ranks ", join(failed, ", "), " failed: ",
+                                           alike ? std::string("no such file") : each, more));
+    } catch (const DataError& e) {
+      ASSERT_NE(r, 0);
+      EXPECT_EQ(std::string(e.what()),
+                alike ? std::string("no such file") : str("shard ", r, " is empty"));
+    }
   }
 }
 
