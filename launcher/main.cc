@@ -335,6 +335,10 @@ int train(Options o) {
         ProgressPrinter* printer = progress.get();
         ending.setWriter([printer](const RunOutcome& out) { printer->onRunEnd(out); },
                          [printer] { return printer->lastReportedStep(); });
+        ending.update([&](RunOutcome& out) {
+          if (!o.checkpointDir.empty()) out.checkpoint = "";  // null until this run writes one
+          if (!o.saveBest.empty()) out.bestFile = o.saveBest;
+        });
       }
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model, data));
@@ -453,9 +457,7 @@ int train(Options o) {
     ending.update([&](RunOutcome& out) {
       out.globalStep = start.globalStep;
       out.plannedSteps = trainer.plannedSteps();
-      if (!o.checkpointDir.empty()) out.checkpoint = "";  // null until this run writes one
       if (best) out.best = best->record();
-      if (!o.saveBest.empty()) out.bestFile = o.saveBest;
     });
     printBuckets(trainer.reducer(), o);
     if (world.rank() == 0) {
