@@ -34,6 +34,7 @@ const std::string kStackRequest = "\tstack";
 // Note [Telling rank 0 that the job ends]: this request's second line is why.
 const std::string kEndingRequest = "\tending";
 constexpr std::size_t kEndingBytes = 1 << 16;  // the longest why sent
+constexpr auto kSilentRankZeroWait = 200ms;    // for a rank 0 that answers no status request
 
 std::string clean(std::string text) {
   std::replace_if(
@@ -497,6 +498,7 @@ PeerAnswer Watchdog::ask(int rank, bool withStack) const {
     try {
       answer.status = RankStatus::decode(text);
       answer.answered = true;
+      if (rank == 0) rankZeroSilent_ = false;
       return answer;
     } catch (const DataError& e) {
       error = e.what();
@@ -519,6 +521,7 @@ PeerAnswer Watchdog::ask(int rank, bool withStack) const {
   }
   answer.error = str("no answer within ", seconds(options_.probeTimeout.count() / 1000.0),
                      error == net::kTimedOut ? "" : str(" (", error, ")"), ": ", why);
+  if (rank == 0) rankZeroSilent_ = true;
   return answer;
 }
 
@@ -609,13 +612,19 @@ void Watchdog::announceEnding(const std::string& why) const {
     return;
   }
   // Rank 0 answers once its handler has returned (Note [Telling rank 0
-  // that the job ends]); an answer or none, the job ends next.
+  // that the job ends]); an answer or none, the job ends next. A rank 0
+  // that did not answer its last status request (stopped, or its node
+  // hung) gets the request without the wait: should it come back before
+  // the job is gone, it still finds it.
+  const bool silent = rankZeroSilent_;
   const auto deadline =
-      std::chrono::steady_clock::now() + options_.probeTimeout + options_.endingPatience;
+      std::chrono::steady_clock::now() +
+      (silent ? kSilentRankZeroWait : options_.probeTimeout + options_.endingPatience);
   std::string answer, error;
   if (!exchange(0, cookie_ + kEndingRequest + "\n" + line + "\n", deadline, answer, error) &&
       error != std::strerror(ECONNREFUSED)) {
-    log::warn(str("watchdog: could not tell rank 0 that the job ends (", error,
+    log::warn(str("watchdog: could not tell rank 0 that the job ends (",
+                  silent ? "it did not answer its last status request either" : error,
                   "): the run's record may miss its end"));
   }
 }

@@ -119,10 +119,13 @@
 // line) and answers once it has returned. Bounded at both ends, as
 // everything on this channel: the handler must return within
 // WatchdogOptions::endingPatience, and the teller waits no longer than the
-// probe timeout plus that patience (rank 0 gone or unreachable: the probe
-// timeout, refused at once when its process has exited), then ends the job
-// anyway. Rank 0 ending the job itself runs its handler directly. Of
-// several ranks ending the job at once, the handler's first call counts.
+// probe timeout plus that patience (refused at once when rank 0's process
+// has exited), then ends the job anyway. A rank 0 that did not answer the
+// teller's last status request (the report that ends the job asks every
+// rank first) is stopped or cut off: the teller leaves the request with it
+// and waits only 0.2 s, not the 4 s its answer would take to time out.
+// Rank 0 ending the job itself runs its handler directly. Of several ranks
+// ending the job at once, the handler's first call counts.
 #pragma once
 
 #include <atomic>
@@ -311,6 +314,9 @@ class Watchdog {
   std::string cookie_;  // rank 0's; a request must start with it
   std::atomic<bool> quietArmed_{false};
   bool ended_ = false;  // endJob_ was called (checker thread)
+  // Rank 0 did not answer this rank's last status request: announceEnding
+  // does not wait for it.
+  mutable std::atomic<bool> rankZeroSilent_{false};
   // Someone asked for stacks: the job ends by that caller's hand.
   mutable std::atomic<bool> endingElsewhere_{false};
   int listenFd_ = -1;
