@@ -236,3 +236,25 @@ grep -qE "error: watchdog: .*not answering: rank 1 \(.*\): .*connected but no an
 grep -qE "warning: watchdog: stall: .*not answering: rank 1" "$WORK/frozen.out" ||
   fail "frozen: no stall warning naming rank 1"
 echo "frozen: exit $code: $(grep -m1 -oE "not answering: rank 1.{0,100}" "$WORK/frozen.out")"
+
+# Rank 0 frozen whole: rank 1 times out and ends the job. Rank 0 did not
+# answer the report's status request, so rank 1 leaves it the request to
+# write the end line without waiting for an answer that cannot come (Note
+# [Telling rank 0 that the job ends]), and says so.
+timeout 120 mpirun -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 40000 --hidden 64 \
+  --epochs 20 --threads 1 --timeout 4 --stall-warning 2 > "$WORK/frozen0.out" 2>&1 &
+job=$!
+ranks=$(rank_pids "$job" "$WORK/frozen0.out" 2)
+[ "$(echo $ranks | wc -w)" = 2 ] || fail "frozen0: the job did not start 2 ranks: $(cat "$WORK/frozen0.out")"
+frozen=$(echo $ranks | awk '{print $1}')
+sleep 0.5
+start=$(date +%s)
+kill -STOP "$frozen"
+set +e; wait "$job"; code=$?; set -e
+took=$(($(date +%s) - start))
+kill -CONT "$frozen" 2> /dev/null || true
+[ "$code" != 0 ] && [ "$code" != 124 ] || fail "frozen0: exit $code: $(cat "$WORK/frozen0.out")"
+grep -q "\[r1\] warning: watchdog: could not tell rank 0 that the job ends (it did not answer its last status request either)" \
+  "$WORK/frozen0.out" || fail "frozen0: rank 1 waited on a rank 0 that cannot answer: $(cat "$WORK/frozen0.out")"
+[ "$took" -le 30 ] || fail "frozen0: the job took $took s to end"
+echo "frozen0: exit $code after $took s"
