@@ -211,13 +211,19 @@ int train(Options o) {
   // what rank 0 will say of the run's end, and who writes it.
   RunEndRecorder ending(kStartedAt);
   comm::WatchdogOptions watchdogOptions;
+  // Rank 0: the run's end line for a job ending because of `why`, written
+  // on a thread of its own and waited for a bounded time (the job ends
+  // whatever the file system does).
+  const auto recordEnding = [&](const std::string& why) {
+    ending.endWithErrorWithin(why, watchdogOptions.endingPatience);
+  };
   // This rank ends the job (MPI_Abort) because of `why`: rank 0 writes its
   // end line first (bounded: the job ends whatever its file system does),
   // another rank tells rank 0 (Note [Telling rank 0 that the job ends]).
   const auto tellRankZero = [&](const std::string& why) noexcept {
     try {
       if (world.rank() == 0) {
-        ending.endWithErrorWithin(why, watchdogOptions.endingPatience);
+        recordEnding(why);
       } else if (const comm::Watchdog* watchdog = explainer.load()) {
         // Named once, with its host ("rank 2: ..." from a collective's error).
         const std::string self = str("rank ", world.rank());
@@ -280,9 +286,7 @@ int train(Options o) {
           tellRankZero(str("watchdog: ", d.report));
           world.abort(kExitFailure);
         },
-        [&](const std::string& why) {  // rank 0, told by another rank
-          ending.endWithErrorWithin(why, watchdogOptions.endingPatience);
-        });
+        recordEnding);  // rank 0, told by another rank
     explainer = watchdog.get();
     // Note [Where a stuck rank is]: from here on, start-up included (its
     // long local work sends heartbeats: Note [Heartbeats of local work]).

@@ -40,17 +40,11 @@ bool RunEndRecorder::end(const Change& last) {
 }
 
 bool RunEndRecorder::endWithError(const std::string& error) {
-  std::function<std::size_t()> reportedStep;
-  {
-    const std::lock_guard lock(mutex_);
-    reportedStep = reportedStep_;
-  }
-  const std::size_t reported = reportedStep ? reportedStep() : 0;
-  return end([&](RunOutcome& o) {
+  return end([&](RunOutcome& o) {  // under mutex_, as reportedStep_ must be read
     o.endedBy = "error";
     o.exitCode = kExitFailure;
     o.error = error;
-    o.globalStep = std::max(o.globalStep, reported);
+    if (reportedStep_) o.globalStep = std::max(o.globalStep, reportedStep_());
   });
 }
 

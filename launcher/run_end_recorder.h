@@ -40,7 +40,8 @@ class RunEndRecorder {
   // Rank 0, once its --metrics file is open: `write` appends the line, and
   // `reportedStep` gives the last step reported (an error's last_step).
   // Until then, and on the other ranks, the end functions write nothing.
-  // Both are called on the ending thread.
+  // Both are called on the ending thread, `reportedStep` under the
+  // recorder's lock (it must not call back into it).
   void setWriter(Writer write, std::function<std::size_t()> reportedStep);
   // Applies `change` to what the line will say. Any thread; never waits on
   // a write.

@@ -213,16 +213,25 @@ grep -qE "error: watchdog: .*not answering: rank 1 \(.*\): its status server ref
 ! grep -q "stall:" "$WORK/error.out" || fail "error: a peer that has exited was only warned about"
 ends_with "$WORK/error.jsonl" ended_by=error last_step=4 "error~a rank that has ended will never arrive$"
 
-# A rank frozen whole (SIGSTOP: its watchdog cannot answer either): the
-# others time out and report it as not answering.
-timeout 120 mpirun -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 40000 --hidden 64 \
-  --epochs 20 --threads 1 --timeout 4 --stall-warning 2 > "$WORK/frozen.out" 2>&1 &
-job=$!
-ranks=$(rank_pids "$job" "$WORK/frozen.out" 2)
-[ "$(echo $ranks | wc -w)" = 2 ] || fail "frozen: the job did not start 2 ranks: $(cat "$WORK/frozen.out")"
-frozen=$(echo $ranks | awk '{print $2}')
-sleep 0.5
-kill -STOP "$frozen"
+# freeze NAME RANK: starts a long 2-rank job in the background (output in
+# $WORK/NAME.out), and once it trains stops RANK whole with SIGSTOP, so that
+# its watchdog cannot answer either. Sets job (its PID), frozen (the
+# stopped rank's) and frozen_at (when, in seconds).
+freeze() {
+  timeout 120 mpirun -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 40000 --hidden 64 \
+    --epochs 20 --threads 1 --timeout 4 --stall-warning 2 > "$WORK/$1.out" 2>&1 &
+  job=$!
+  local ranks
+  ranks=$(rank_pids "$job" "$WORK/$1.out" 2)
+  [ "$(echo $ranks | wc -w)" = 2 ] || fail "$1: the job did not start 2 ranks: $(cat "$WORK/$1.out")"
+  frozen=$(echo $ranks | awk -v r="$2" '{print $(r + 1)}')
+  sleep 0.5
+  kill -STOP "$frozen"
+  frozen_at=$(date +%s)
+}
+
+# A rank frozen whole: the others time out and report it as not answering.
+freeze frozen 1
 for _ in $(seq 300); do  # the final report comes after --timeout plus the probe timeout
   grep -q "error: watchdog:" "$WORK/frozen.out" && break
   sleep 0.1
@@ -241,17 +250,9 @@ echo "frozen: exit $code: $(grep -m1 -oE "not answering: rank 1.{0,100}" "$WORK/
 # answer the report's status request, so rank 1 leaves it the request to
 # write the end line without waiting for an answer that cannot come (Note
 # [Telling rank 0 that the job ends]), and says so.
-timeout 120 mpirun -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 40000 --hidden 64 \
-  --epochs 20 --threads 1 --timeout 4 --stall-warning 2 > "$WORK/frozen0.out" 2>&1 &
-job=$!
-ranks=$(rank_pids "$job" "$WORK/frozen0.out" 2)
-[ "$(echo $ranks | wc -w)" = 2 ] || fail "frozen0: the job did not start 2 ranks: $(cat "$WORK/frozen0.out")"
-frozen=$(echo $ranks | awk '{print $1}')
-sleep 0.5
-start=$(date +%s)
-kill -STOP "$frozen"
+freeze frozen0 0
 set +e; wait "$job"; code=$?; set -e
-took=$(($(date +%s) - start))
+took=$(($(date +%s) - frozen_at))
 kill -CONT "$frozen" 2> /dev/null || true
 [ "$code" != 0 ] && [ "$code" != 124 ] || fail "frozen0: exit $code: $(cat "$WORK/frozen0.out")"
 grep -q "\[r1\] warning: watchdog: could not tell rank 0 that the job ends (it did not answer its last status request either)" \
