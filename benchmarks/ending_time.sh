@@ -4,16 +4,21 @@
 # the job ends] in comm/watchdog.h). Compares builds side by side, runs
 # interleaved:
 #
-#   bash benchmarks/ending_time.sh [RUNS] BUILD_DIR...     (default RUNS 3)
+#   [CASES="..."] bash benchmarks/ending_time.sh [RUNS] BUILD_DIR...     (default RUNS 3)
 #
 # e.g. bash benchmarks/ending_time.sh 3 /tmp/old/build-old build
 # Cases, np=2, synthetic data, --timeout 4 --stall-warning 1:
 #   desync   --inject-fault desync:1:3 (both watchdogs find it at the stall check)
 #   stall0   --inject-fault stall:0:5:60 (rank 0 stuck: rank 1's collective times out)
 #   frozen0  rank 0 stopped whole with SIGSTOP after start-up (it cannot answer)
-# Prints one markdown row per case and build: the median and each wall time
-# of mpirun (from its start; frozen0: from the SIGSTOP), and how many runs'
-# --metrics files end with an end line.
+# and with the defaults, --timeout 300 --stall-warning 60 (Note [A rank that
+# leaves training alone] in comm/watchdog.h):
+#   alone1   --inject-fault error:1:5 (rank 1 fails alone, outside any agreement)
+#   alone0   --inject-fault error:0:5 (rank 0 does)
+# CASES picks some (default: all five). Prints one markdown row per case and
+# build: the median and each wall time of mpirun (from its start; frozen0:
+# from the SIGSTOP), how many runs' --metrics files end with an end line,
+# and (alone*) how many of those name the failed rank's error.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/mpi_env.sh
@@ -23,10 +28,11 @@ if [[ ${1:-} =~ ^[0-9]+$ ]]; then runs=$1; shift; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 children() { cat /proc/"$1"/task/*/children 2> /dev/null; }
-common=(--dataset synthetic --synthetic-samples 40000 --hidden 64 --epochs 20 --threads 1
-  --timeout 4 --stall-warning 1)
+data=(--dataset synthetic --synthetic-samples 40000 --hidden 64 --epochs 20 --threads 1)
+common=("${data[@]}" --timeout 4 --stall-warning 1)
+cases=${CASES:-desync stall0 frozen0 alone1 alone0}
 
-# one BUILD CASE OUT: prints "SECONDS ENDED(0|1)"
+# one BUILD CASE OUT: prints "SECONDS ENDED(0|1) NAMED(0|1)"
 one() {
   local bin=$1/launcher/ddp_train case=$2 out=$3 start end=""
   rm -f "$out.jsonl"
@@ -36,6 +42,8 @@ one() {
       --metrics "$out.jsonl" > "$out" 2>&1 ;;
     stall0) timeout 120 mpirun -np 2 "$bin" "${common[@]}" --inject-fault stall:0:5:60 \
       --metrics "$out.jsonl" > "$out" 2>&1 ;;
+    alone1 | alone0) timeout 400 mpirun -np 2 "$bin" "${data[@]}" \
+      --inject-fault "error:${case#alone}:5" --metrics "$out.jsonl" > "$out" 2>&1 ;;
     frozen0)
       mpirun -np 2 "$bin" "${common[@]}" --metrics "$out.jsonl" > "$out" 2>&1 &
       local job=$! ranks=""
@@ -58,27 +66,32 @@ one() {
       ;;
   esac
   [ "$case" = frozen0 ] || end=$(date +%s.%N)
-  local ended=0
+  local ended=0 named=0
   [ -s "$out.jsonl" ] && tail -1 "$out.jsonl" | grep -q '"ended_by"' && ended=1
-  echo "$(echo "$end - $start" | bc) $ended"
+  [ $ended = 1 ] && tail -1 "$out.jsonl" | grep -q 'failing before step 5' && named=1
+  echo "$(echo "$end - $start" | bc) $ended $named"
 }
 
-declare -A times ended
-for case in desync stall0 frozen0; do
+declare -A times ended named
+for case in $cases; do
   for ((i = 0; i < runs; i++)); do
     for build in "$@"; do
-      read -r t e < <(one "$build" "$case" "$work/out")
+      read -r t e n < <(one "$build" "$case" "$work/out")
       times[$case,$build]+="$t "
       ended[$case,$build]=$((${ended[$case,$build]:-0} + e))
+      named[$case,$build]=$((${named[$case,$build]:-0} + n))
     done
   done
 done
-echo "| case | build | median s | runs (s) | end lines |"
-echo "|---|---|---:|---|---:|"
-for case in desync stall0 frozen0; do
+echo "| case | build | median s | runs (s) | end lines | naming the error |"
+echo "|---|---|---:|---|---:|---:|"
+for case in $cases; do
   for build in "$@"; do
     median=$(tr ' ' '\n' <<< "${times[$case,$build]}" | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    printf '| %s | %s | %.1f | %s | %d of %d |\n' "$case" "$build" "$median" \
-      "$(for t in ${times[$case,$build]}; do printf '%.1f ' "$t"; done)" "${ended[$case,$build]}" "$runs"
+    cause="-"
+    [[ $case == alone* ]] && cause="${named[$case,$build]} of $runs"
+    printf '| %s | %s | %.1f | %s | %d of %d | %s |\n' "$case" "$build" "$median" \
+      "$(for t in ${times[$case,$build]}; do printf '%.1f ' "$t"; done)" "${ended[$case,$build]}" \
+      "$runs" "$cause"
   done
 done

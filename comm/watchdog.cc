@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -35,6 +36,9 @@ const std::string kStackRequest = "\tstack";
 const std::string kEndingRequest = "\tending";
 constexpr std::size_t kEndingBytes = 1 << 16;  // the longest why sent
 constexpr auto kSilentRankZeroWait = 200ms;    // for a rank 0 that answers no status request
+// Note [A rank that leaves training alone]: this request's second line is
+// the rank, a tab, and why.
+const std::string kLeftRequest = "\tleft";
 
 std::string clean(std::string text) {
   std::replace_if(
@@ -197,15 +201,20 @@ Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers)
   const PendingCollective& waiting = *mine->oldestPending;
   d.channel = mine->channel;
   d.sequence = waiting.sequence;
-  std::vector<std::string> absent, silent, diverged;
-  std::vector<int> absentRanks, silentRanks, divergedRanks, endedRanks;
+  std::vector<std::string> absent, silent, left, diverged;
+  std::vector<int> absentRanks, silentRanks, leftRanks, divergedRanks, endedRanks;
   std::size_t arrived = 0;
   for (const PeerAnswer& peer : peers) {
     if (peer.rank == self.rank) continue;
     const std::string name = rankName(peer.rank, peer.host);
     if (!peer.answered) {
-      silent.push_back(str(name, ": ", peer.error));
-      silentRanks.push_back(peer.rank);
+      if (!peer.left.empty()) {  // Note [A rank that leaves training alone]
+        left.push_back(str(name, ", failing with: ", peer.left));
+        leftRanks.push_back(peer.rank);
+      } else {
+        silent.push_back(str(name, ": ", peer.error));
+        silentRanks.push_back(peer.rank);
+      }
       if (peer.ended) endedRanks.push_back(peer.rank);
       continue;
     }
@@ -249,13 +258,15 @@ Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers)
                    " but ", listed(diverged));
     return d;
   }
-  if (!absent.empty() || !silent.empty()) {
+  if (!absent.empty() || !silent.empty() || !left.empty()) {
     d.verdict = Diagnosis::Verdict::kNotArrived;
     d.culprits = absentRanks;
     d.culprits.insert(d.culprits.end(), silentRanks.begin(), silentRanks.end());
+    d.culprits.insert(d.culprits.end(), leftRanks.begin(), leftRanks.end());
     d.report = str(where, ": ", d.culprits.size(), " of ", others, " peers have not arrived");
     if (!absent.empty()) d.report += str(": ", listed(absent));
     if (!silent.empty()) d.report += str("; not answering: ", listed(silent));
+    if (!left.empty()) d.report += str("; left training: ", listed(left));
     d.report += str("; ", arrived, arrived == 1 ? " has" : " have", " arrived");
     if (!endedRanks.empty()) {  // Note [A peer that has ended]
       d.verdict = Diagnosis::Verdict::kPeerEnded;
@@ -444,6 +455,23 @@ void Watchdog::serve() {
     std::string request;
     if (!net::receiveLine(client.get(), request, std::chrono::steady_clock::now() + 500ms))
       continue;
+    if (request == cookie_ + kLeftRequest) {
+      // Note [A rank that leaves training alone]: kept for the checker.
+      std::string line;
+      if (!net::receiveLine(client.get(), line, std::chrono::steady_clock::now() + 500ms,
+                            kEndingBytes))
+        continue;
+      const std::size_t tab = std::min(line.find('\t'), line.size());
+      int rank = -1;
+      const auto [end, error] = std::from_chars(line.data(), line.data() + tab, rank);
+      if (error == std::errc() && end == line.data() + tab && tab < line.size() && rank >= 0 &&
+          rank < comm_.size() && rank != comm_.rank()) {
+        std::lock_guard lock(leftMutex_);
+        leftPeers_.emplace(rank, line.substr(tab + 1));
+      }
+      net::sendAll(client.get(), "noted\n", std::chrono::steady_clock::now() + 1s);
+      continue;
+    }
     if (request == cookie_ + kEndingRequest) {
       // Note [Telling rank 0 that the job ends]: answered once recorded.
       std::string why;
@@ -491,6 +519,16 @@ PeerAnswer Watchdog::ask(int rank, bool withStack) const {
   PeerAnswer answer;
   answer.rank = rank;
   answer.host = peer.host;
+  {
+    std::lock_guard lock(leftMutex_);
+    if (const auto it = leftPeers_.find(rank); it != leftPeers_.end()) {
+      // It will never arrive (Note [A rank that leaves training alone]).
+      answer.left = it->second;
+      answer.error = str("it left training, failing with: ", answer.left);
+      answer.ended = true;
+      return answer;
+    }
+  }
   const auto deadline = std::chrono::steady_clock::now() + options_.probeTimeout;
   const std::string request = cookie_ + (withStack ? kStackRequest : "") + "\n";
   std::string text, error;
@@ -629,6 +667,26 @@ void Watchdog::announceEnding(const std::string& why) const {
   }
 }
 
+void Watchdog::announceLeaving(const std::string& why) const {
+  if (comm_.size() < 2) return;
+  std::string line = str(comm_.rank(), "\t", clean(why));
+  if (line.size() >= kEndingBytes) line.resize(kEndingBytes - 1);
+  // Note [A rank that leaves training alone]: one peer, which ends the job.
+  const int told = comm_.rank() == 0 ? 1 : 0;
+  const auto deadline = std::chrono::steady_clock::now() + options_.probeTimeout;
+  std::string answer, error;
+  if (!exchange(told, cookie_ + kLeftRequest + "\n" + line + "\n", deadline, answer, error) &&
+      error != std::strerror(ECONNREFUSED)) {  // refused: that rank has ended as well
+    log::warn(str("watchdog: could not tell rank ", told, " that this rank leaves training (",
+                  error, "): the others find out at --stall-warning"));
+  }
+}
+
+std::size_t Watchdog::leftPeerCount() const {
+  std::lock_guard lock(leftMutex_);
+  return leftPeers_.size();
+}
+
 void Watchdog::endJob(const Diagnosis& d) {
   if (ended_) return;
   ended_ = true;
@@ -656,6 +714,10 @@ void Watchdog::check() {
     return false;
   };
   int quietDeferrals = 0;
+  // The peers known to have left when the peers were last asked (Note [A
+  // rank that leaves training alone]): one that leaves later is asked about
+  // at once, stall reported or not.
+  std::size_t leftAsked = 0;
   std::unique_lock lock(mutex_);
   while (!wake_.wait_for(lock, 250ms, [this] { return stopping_; })) {
     lock.unlock();
@@ -664,9 +726,13 @@ void Watchdog::check() {
     if (!ended_) checkQuiet(self, quietDeferrals);
     if (!ended_) checkOverdue(self);
     const ChannelActivity* oldest = oldestPending(self);
-    if (!stallLasts(oldest) && oldest != nullptr &&
-        oldest->oldestPending->waitingSeconds * 1000 >=
-            static_cast<double>(options_.stallAfter.count())) {
+    const bool lasts = stallLasts(oldest);
+    const std::size_t left = leftPeerCount();
+    const std::chrono::milliseconds askAfter =
+        left > 0 ? std::min(options_.stallAfter, options_.leftPeerGrace) : options_.stallAfter;
+    if (!ended_ && (!lasts || left > leftAsked) && oldest != nullptr &&
+        oldest->oldestPending->waitingSeconds * 1000 >= static_cast<double>(askAfter.count())) {
+      leftAsked = left;
       const Diagnosis d = diagnose();
       // Only if this rank still waits for the same collective: one that
       // completed while the peers were asked was no stall.

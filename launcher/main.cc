@@ -562,9 +562,13 @@ int train(Options o) {
     tellRankZero(e.what());
     world.abort(kExitFailure);
   } catch (const Error& e) {
-    // A user error this rank raised inside agree(): every rank knows and stops.
+    // Raised inside agree() (every rank knows and stops), met alike by
+    // every rank (a non-finite loss, a mismatch at start-up), or by this
+    // rank alone, whose peers wait for it: Note [A rank that leaves
+    // training alone] in comm/watchdog.h.
     log::error(e.what());
     endRunWithError(e.what());
+    if (watchdog) watchdog->announceLeaving(e.what());
     return kExitFailure;
   } catch (const std::exception& e) {
     // Reached only from code outside agree(): the other ranks may be waiting.

@@ -240,7 +240,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "warn about a collective waiting this long (at most half of --timeout), naming the ranks "
       "that have not arrived; ranks found in different collectives end the job as a desync, and "
       "a rank that has left training (its status server closed) ends it there too, as it will "
-      "never arrive (inf: half of --timeout)")(
+      "never arrive; one that said why it left ends it a second into the wait (inf: half of "
+      "--timeout)")(
       "pace-check-every",
       po::value(&o.paceCheckSeconds)
           ->value_name("SECONDS")

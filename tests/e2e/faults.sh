@@ -202,16 +202,29 @@ grep -qE "warning: epoch 1: rank 2 \(.*\) took" "$WORK/window.out" ||
   fail "window: no summary at the epoch's end: $(cat "$WORK/window.out")"
 echo "window: $(grep -m1 -oE "steps 1-[0-9]+ of epoch 1: rank 2 .{0,40}" "$WORK/window.out")"
 
-# A rank fails alone, outside any agreement: it prints its error and leaves;
-# the others, blocked in the step's all-reduce, find it gone (its status
-# server is closed) at the stall check and end the job there, naming it,
-# long before the timeout (Note [A peer that has ended]).
-expect error nonzero "error: --inject-fault: failing before step 5" 30 2 \
-  --timeout 60 --stall-warning 2 --inject-fault error:1:5 --metrics "$WORK/error.jsonl"
-grep -qE "error: watchdog: .*not answering: rank 1 \(.*\): its status server refused the connection: the rank has ended \(its process has exited or is ending\); 0 have arrived; a rank that has ended will never arrive$" "$WORK/error.out" ||
-  fail "error: the failed rank is not named by the others: $(cat "$WORK/error.out")"
-! grep -q "stall:" "$WORK/error.out" || fail "error: a peer that has exited was only warned about"
-ends_with "$WORK/error.jsonl" ended_by=error last_step=4 "error~a rank that has ended will never arrive$"
+# A rank fails alone, outside any agreement: it prints its error, tells
+# rank 0 why it leaves, and waits in MPI_Finalize. Rank 0, blocked in the
+# step's all-reduce, ends the job once that has waited a second, not at the
+# stall check (30 s here), naming the rank and its error in its report and
+# in the run's end line (Note [A rank that leaves training alone]).
+expect error nonzero "error: --inject-fault: failing before step 5" 15 2 \
+  --timeout 60 --inject-fault error:1:5 --metrics "$WORK/error.jsonl"
+left="left training: rank 1 \(.*\), failing with: --inject-fault: failing before step 5; 0 have arrived; a rank that has ended will never arrive$"
+grep -qE "^\[r0\] error: watchdog: rank 0 \(.*\) waits in .*: 1 of 1 peers have not arrived; $left" "$WORK/error.out" ||
+  fail "error: rank 0 does not name the failed rank and its error: $(cat "$WORK/error.out")"
+! grep -q "stall:" "$WORK/error.out" || fail "error: a peer that has left was only warned about"
+ends_with "$WORK/error.jsonl" ended_by=error last_step=4 "error~$left"
+# Rank 0 fails alone: its end line is its own error, and rank 1, told
+# instead, ends the job.
+expect error0 nonzero "^\[r1\] error: watchdog: rank 1 \(.*\) waits in .*left training: rank 0 \(.*\), failing with: --inject-fault: failing before step 5" 15 2 \
+  --timeout 60 --inject-fault error:0:5 --metrics "$WORK/error0.jsonl"
+ends_with "$WORK/error0.jsonl" ended_by=error last_step=4 "error=--inject-fault: failing before step 5"
+# Every rank fails alike: each tells a peer it leaves, but no rank waits
+# for another, so none ends the job: they all leave through MPI_Finalize.
+expect error_all 1 "^\[r0\] error: --inject-fault: failing before step 5" 15 3 \
+  --timeout 60 --inject-fault error:all:5
+! grep -qE "watchdog|MPI_ABORT" "$WORK/error_all.out" ||
+  fail "error_all: a failure every rank met was taken for one rank's: $(cat "$WORK/error_all.out")"
 
 # freeze NAME RANK: starts a long 2-rank job in the background (output in
 # $WORK/NAME.out), and once it trains stops RANK whole with SIGSTOP, so that

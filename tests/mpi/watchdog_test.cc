@@ -257,6 +257,71 @@ TEST(Watchdog, NamesTheRankThatHasNotArrived) {
   EXPECT_EQ(watchdog.diagnose().verdict, Diagnosis::Verdict::kNothingPending);
 }
 
+// Note [A rank that leaves training alone]: the rank told (rank 0, or rank
+// 1 when rank 0 leaves) ends its wait once its collective has waited the
+// grace, not stallAfter, naming the rank that left and why; the ranks told
+// nothing wait on.
+TEST(Watchdog, APeerThatLeavesTrainingIsNamedAfterTheGrace) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  if (n == 1) GTEST_SKIP() << "one rank: nobody to tell";
+  for (const int leaving : {n - 1, 0}) {
+    const int told = leaving == 0 ? 1 : 0;
+    WatchdogOptions options;
+    options.stallAfter = std::chrono::hours(1);
+    options.leftPeerGrace = 500ms;
+    std::mutex mutex;
+    std::vector<Diagnosis> reports;
+    const auto reported = [&] {
+      std::lock_guard lock(mutex);
+      return !reports.empty();
+    };
+    std::vector<float> data(64, 1.0f);
+    std::chrono::steady_clock::duration waited{};
+    {
+      Watchdog watchdog(*comm, "host-" + std::to_string(r), options, [&](const Diagnosis& d) {
+        std::lock_guard lock(mutex);
+        reports.push_back(d);
+      });
+      comm->setContext("step 7");
+      WorkPtr work;
+      if (r != leaving) {
+        const auto start = std::chrono::steady_clock::now();
+        work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
+        const auto until = start + (r == told ? 10s : 2s);
+        while (!reported() && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(10ms);
+        waited = std::chrono::steady_clock::now() - start;
+      } else {
+        watchdog.announceLeaving("data: bad label 11\nin a batch");
+      }
+      MPI_Barrier(MPI_COMM_WORLD);  // the told rank has reported
+      if (r == leaving) work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
+      work->wait(60s);
+    }
+    for (float v : data)
+      ASSERT_EQ(v, static_cast<float>(n));
+    if (r != told) {
+      EXPECT_TRUE(reports.empty()) << reports.front().report;
+      continue;
+    }
+    EXPECT_GE(waited, 500ms) << "reported before the grace";
+    EXPECT_LT(waited, 5s) << "the grace did not count";
+    ASSERT_EQ(reports.size(), 1u);
+    const Diagnosis& d = reports.front();
+    EXPECT_EQ(d.verdict, Diagnosis::Verdict::kPeerEnded) << d.report;
+    EXPECT_EQ(d.culprits, std::vector<int>{leaving}) << d.report;
+    EXPECT_EQ(d.report.rfind(str("rank ", told, " (host-", told, ") waits in mpi allreduce"), 0),
+              0u)
+        << d.report;
+    EXPECT_NE(d.report.find(str(": 1 of ", n - 1, " peers have not arrived; left training: rank ",
+                                leaving, " (host-", leaving,
+                                "), failing with: data: bad label 11 in a batch; ")),
+              std::string::npos)
+        << d.report;
+  }
+}
+
 // Note [Telling rank 0 that the job ends]: every rank's why reaches rank
 // 0's handler as one line, the teller waits until the handler has returned,
 // and a handler that takes too long holds it no longer than the probe

@@ -97,6 +97,29 @@ TEST(WatchdogDiagnosis, APeerThatHasEndedWillNeverArrive) {
   EXPECT_EQ(d.report.find("exited"), std::string::npos) << d.report;
 }
 
+// Note [A rank that leaves training alone]: a rank that said it left is
+// named with its why, apart from the ranks that do not answer, and ends the
+// job as one that has ended does.
+TEST(WatchdogDiagnosis, APeerThatSaidItLeftIsNamedWithWhy) {
+  PeerAnswer left{2,
+                  "node-b",
+                  false,
+                  "it left training, failing with: data: bad label 11",
+                  {},
+                  true,
+                  "data: bad label 11"};
+  PeerAnswer silent{3, "node-b", false, "no answer within 2.0 s", {}};
+  const Diagnosis d = diagnose(rank(0, 43, 42), {answer(rank(1, 43, 42)), left, silent});
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kPeerEnded) << d.report;
+  EXPECT_EQ(d.culprits, (std::vector<int>{3, 2}));
+  EXPECT_NE(d.report.find(": 2 of 3 peers have not arrived; not answering: rank 3 (node-b): no "
+                          "answer within 2.0 s; left training: rank 2 (node-b), failing with: "
+                          "data: bad label 11; 1 has arrived; a rank that has ended will never "
+                          "arrive"),
+            std::string::npos)
+      << d.report;
+}
+
 TEST(WatchdogDiagnosis, EveryoneArrivedMeansTheCollectiveItselfIsStuck) {
   const Diagnosis d = diagnose(rank(0, 43, 42), {answer(rank(1, 43, 42)), answer(rank(2, 43, 42))});
   EXPECT_EQ(d.verdict, Diagnosis::Verdict::kAllArrived);
