@@ -63,7 +63,7 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
     // A requeued job that finds nothing most likely lost its checkpoints to
     // another node's local disk: starting over silently would hide that.
     const char* restarts = std::getenv("SLURM_RESTART_COUNT");
-    if (naturalNumber(restarts).value_or(0) > 0) {
+    if (world.rank() == 0 && naturalNumber(restarts).value_or(0) > 0) {  // its disk was looked at
       log::warn(str("resume: this Slurm job was requeued (SLURM_RESTART_COUNT=", restarts, ") but ",
                     o.checkpointDir, " on ", world.hostname(),
                     " holds no checkpoint: if the earlier run wrote its checkpoints on another "
@@ -95,7 +95,7 @@ trainer::TrainPosition resumeFromCheckpoint(comm::Communicator& comm, const Worl
   // A finished run resumed with the same length: correct to do nothing, but
   // not silently.
   const bool stepsDone = o.maxSteps > 0 && start.globalStep >= o.maxSteps;
-  if (stepsDone || start.epoch > o.epochs) {
+  if (world.rank() == 0 && (stepsDone || start.epoch > o.epochs)) {
     log::warn(str("resume: the checkpoint is past the end of this run (",
                   stepsDone
                       ? str("step ", start.globalStep, ", --max-steps ", o.maxSteps)

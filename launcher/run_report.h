@@ -53,7 +53,11 @@ void warnAboutPlacement(const World& world, const Options& o, const CpuShare& cp
 trainer::CheckpointWriter::WrittenHandler reportCheckpoint(const Options& o);
 
 // How the run ended: a stop by signal or by --time-limit (`timeLimit`, null
-// without one) and how to resume, and its memory.
+// without one) and how to resume, and its memory. Called as soon as the
+// stop is agreed, before the last checkpoint's write has finished: after
+// Ctrl-C, mpirun kills the ranks one second after its SIGTERM (Note
+// [Stopping under mpirun] in runtime/signals.h), and the last writes may
+// not fit in it.
 void reportRunEnd(const trainer::Trainer& trainer, const Options& o, const TimeLimit* timeLimit);
 
 }  // namespace ddp::launcher
