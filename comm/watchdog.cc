@@ -224,6 +224,7 @@ Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers)
         theirs->oldestPending->sequence == waiting.sequence) {
       if (theirs->oldestPending->what == waiting.what) {
         ++arrived;
+        d.alsoWaiting.push_back(peer.rank);
       } else {
         diverged.push_back(str(name, " issued ", theirs->oldestPending->what,
                                theirs->oldestPending->context.empty()
@@ -698,6 +699,7 @@ void Watchdog::check() {
     std::string channel;
     std::uint64_t sequence = 0;
     double seconds = 0.0;
+    bool warned = false;  // by this rank, not left to a lower one that waits too
   };
   std::optional<Stall> stall;  // the one reported, while it lasts
   // Says when the reported stall is over; true while it lasts.
@@ -708,8 +710,10 @@ void Watchdog::check() {
       stall->seconds = oldest->oldestPending->waitingSeconds;
       return true;
     }
-    log::warn(str("watchdog: the stall is over: ", stall->channel, " collective #", stall->sequence,
-                  " completed after about ", seconds(stall->seconds)));
+    if (stall->warned) {
+      log::warn(str("watchdog: the stall is over: ", stall->channel, " collective #",
+                    stall->sequence, " completed after about ", seconds(stall->seconds)));
+    }
     stall.reset();
     return false;
   };
@@ -744,8 +748,11 @@ void Watchdog::check() {
                       d.verdict == Diagnosis::Verdict::kPeerEnded)) {
         endJob(d);
       } else if (current) {
-        log::warn(str("watchdog: stall: ", d.report));
-        stall = Stall{d.channel, d.sequence, still->oldestPending->waitingSeconds};
+        // Note [Watchdog reports]: a lower rank waiting too says the same.
+        const bool warns = std::none_of(d.alsoWaiting.begin(), d.alsoWaiting.end(),
+                                        [&](int peer) { return peer < comm_.rank(); });
+        if (warns) log::warn(str("watchdog: stall: ", d.report));
+        stall = Stall{d.channel, d.sequence, still->oldestPending->waitingSeconds, warns};
       }
     }
     lock.lock();

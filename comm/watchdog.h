@@ -28,7 +28,10 @@
 // asks every peer: a desync, or a peer that has ended (Note [A peer that
 // has ended]), ends the job at once through the handler, not at the
 // timeout; otherwise it warns with the ranks that have not arrived, and
-// says when the stall ends.
+// says when the stall ends. Only the lowest-numbered rank that waits in
+// the stalled collective warns: the others waiting with it would say the
+// same, so a thousand ranks waiting on one print one warning, not 999. A
+// desync or an ended peer is still acted on by whichever rank finds it.
 // When the collective reaches its timeout (Work::wait throws), the caller asks
 // diagnose() for the same report to print before ending the job.
 //
@@ -225,6 +228,7 @@ struct Diagnosis {
   Verdict verdict = Verdict::kNothingPending;
   std::string report;         // one line, for the log
   std::vector<int> culprits;  // the ranks named: not arrived, not answering or diverged
+  std::vector<int> alsoWaiting;  // the peers that wait in the same collective
   std::string channel;        // the communicator and collective it is about
   std::uint64_t sequence = 0;
   // Lines to print under the report: the call stacks of the ranks it names

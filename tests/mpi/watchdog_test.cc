@@ -244,6 +244,10 @@ TEST(Watchdog, NamesTheRankThatHasNotArrived) {
                 std::string::npos)
           << d.report;
       EXPECT_NE(d.report.find("(step 3)"), std::string::npos) << d.report;
+      std::vector<int> waiting;  // every other rank but the late one
+      for (int peer = 0; peer < late; ++peer)
+        if (peer != r) waiting.push_back(peer);
+      EXPECT_EQ(d.alsoWaiting, waiting) << d.report;
     }
     MPI_Barrier(MPI_COMM_WORLD);  // now the late rank joins
     work->wait(60s);

@@ -51,6 +51,7 @@ TEST(WatchdogDiagnosis, APeerThatHasNotIssuedTheCollectiveHasNotArrived) {
             std::string::npos)
       << d.report;
   EXPECT_NE(d.report.find("; 2 have arrived"), std::string::npos) << d.report;  // rank 3 is past it
+  EXPECT_EQ(d.alsoWaiting, std::vector<int>{1});  // rank 3 no longer waits
 }
 
 TEST(WatchdogDiagnosis, ADifferentCollectiveAtTheSamePositionIsADesync) {
