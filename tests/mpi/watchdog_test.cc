@@ -31,6 +31,27 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// What a watchdog's handler was given: the checker thread adds while the
+// test thread counts; the list itself is read once the watchdog is gone.
+class Reports {
+ public:
+  Watchdog::Handler handler() {
+    return [this](const Diagnosis& d) {
+      std::lock_guard lock(mutex_);
+      list_.push_back(d);
+    };
+  }
+  std::size_t count() const {
+    std::lock_guard lock(mutex_);
+    return list_.size();
+  }
+  const std::vector<Diagnosis>& list() const { return list_; }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<Diagnosis> list_;
+};
+
 // Every rank stays out of collectives past quietAfter: nothing is reported
 // before the check is armed, nor while a new context or a heartbeat marks
 // progress; then
@@ -42,45 +63,32 @@ TEST(Watchdog, RanksOutOfCollectivesTooLongAreReportedByTheLowest) {
   WatchdogOptions options;
   options.stallAfter = std::chrono::hours(1);
   options.quietAfter = 1s;
-  std::mutex mutex;
-  std::vector<Diagnosis> reports;
+  Reports reports;
   {
-    Watchdog watchdog(*comm, "host-" + std::to_string(r), options, [&](const Diagnosis& d) {
-      std::lock_guard lock(mutex);
-      reports.push_back(d);
-    });
+    Watchdog watchdog(*comm, "host-" + std::to_string(r), options, reports.handler());
     ddpTestQuietSleep(1500);  // not armed yet: nothing reported
-    {
-      std::lock_guard lock(mutex);
-      EXPECT_TRUE(reports.empty());
-    }
+    EXPECT_EQ(reports.count(), 0u);
     watchdog.armQuietCheck();
     for (int batch = 1; batch <= 3; ++batch) {  // progress without collectives
       comm->setContext(str("evaluation, batch ", batch, " of 3"));
       ddpTestQuietSleep(600);
     }
-    {
-      std::lock_guard lock(mutex);
-      EXPECT_TRUE(reports.empty());  // 1.8 s out of collectives, but never 1 s without progress
-    }
+    EXPECT_EQ(reports.count(), 0u);  // 1.8 s out of collectives, but never 1 s without progress
     for (int chunk = 1; chunk <= 3; ++chunk) {  // Note [Heartbeats of local work]: a slow load
       heartbeat();
       ddpTestQuietSleep(600);
     }
-    {
-      std::lock_guard lock(mutex);
-      EXPECT_TRUE(reports.empty());  // the same context for 1.8 s, but heartbeats
-    }
+    EXPECT_EQ(reports.count(), 0u);  // the same context for 1.8 s, but heartbeats
     comm->setContext("step 9");
     ddpTestQuietSleep(1500);  // the report comes within about 0.5 s
   }
   comm->allreduce(std::span<float>(std::vector<float>(1).data(), 1), ReduceOp::kSum)->wait(60s);
   if (r != 0) {
-    EXPECT_TRUE(reports.empty()) << reports.front().report;
+    EXPECT_TRUE(reports.list().empty()) << reports.list().front().report;
     return;
   }
-  ASSERT_EQ(reports.size(), 1u);
-  const Diagnosis& d = reports.front();
+  ASSERT_EQ(reports.list().size(), 1u);
+  const Diagnosis& d = reports.list().front();
   EXPECT_EQ(d.verdict, Diagnosis::Verdict::kOutsideCollectives);
   EXPECT_EQ(static_cast<int>(d.culprits.size()), n) << d.report;
   EXPECT_EQ(d.report.rfind("rank 0 (host-0) has made no progress for ", 0), 0u) << d.report;
@@ -112,39 +120,31 @@ TEST(Watchdog, ALowerRankThatHasExitedIsLeftToEndTheJob) {
   WatchdogOptions options;
   options.stallAfter = std::chrono::hours(1);
   options.quietAfter = 1s;
-  std::mutex mutex;
-  std::vector<Diagnosis> reports;
-  const auto reported = [&] {
-    std::lock_guard lock(mutex);
-    return reports.size();
-  };
+  Reports reports;
   {
-    Watchdog watchdog(*comm, "host-" + std::to_string(r), options, [&](const Diagnosis& d) {
-      std::lock_guard lock(mutex);
-      reports.push_back(d);
-    });
+    Watchdog watchdog(*comm, "host-" + std::to_string(r), options, reports.handler());
     if (r != 0) {
       watchdog.armQuietCheck();
       comm->setContext("step 9");
       // Without the deferral rank 1 reports about 1.25 s in.
       ddpTestQuietSleep(3000);
-      EXPECT_EQ(reported(), 0u);
+      EXPECT_EQ(reports.count(), 0u);
       // After the deferral (20 checks of 250 ms) it reports: the job went on.
-      for (int i = 0; i < 60 && reported() == 0; ++i)
+      for (int i = 0; i < 60 && reports.count() == 0; ++i)
         ddpTestQuietSleep(100);
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (r == 0) {
-    EXPECT_TRUE(reports.empty()) << reports.front().report;
+    EXPECT_TRUE(reports.list().empty()) << reports.list().front().report;
     return;
   }
   if (r > 1) {  // these left it to rank 1 (quiet, answering) as long: they may report too
-    EXPECT_LE(reports.size(), 1u);
+    EXPECT_LE(reports.list().size(), 1u);
     return;
   }
-  ASSERT_EQ(reports.size(), 1u);
-  const Diagnosis& d = reports.front();
+  ASSERT_EQ(reports.list().size(), 1u);
+  const Diagnosis& d = reports.list().front();
   EXPECT_EQ(d.verdict, Diagnosis::Verdict::kOutsideCollectives) << d.report;
   EXPECT_EQ(d.report.rfind("rank 1 (host-1) has made no progress for ", 0), 0u) << d.report;
   EXPECT_NE(d.report.find("not answering: rank 0 (host-0): its status server refused the "
@@ -167,14 +167,10 @@ TEST(Watchdog, ACollectiveNobodyRaisesPastItsTimeoutEndsTheJob) {
     WatchdogOptions options;
     options.stallAfter = std::chrono::hours(1);
     options.quietAfter = 1s;
-    std::mutex mutex;
-    std::vector<Diagnosis> reports;
+    Reports reports;
     std::vector<float> data(64, 1.0f);
     {
-      Watchdog watchdog(*comm, "host-" + std::to_string(r), options, [&](const Diagnosis& d) {
-        std::lock_guard lock(mutex);
-        reports.push_back(d);
-      });
+      Watchdog watchdog(*comm, "host-" + std::to_string(r), options, reports.handler());
       watchdog.armQuietCheck();
       WorkPtr work;
       if (r != late) {
@@ -195,11 +191,11 @@ TEST(Watchdog, ACollectiveNobodyRaisesPastItsTimeoutEndsTheJob) {
     for (float v : data)
       ASSERT_EQ(v, static_cast<float>(n));
     if (r == late || raisedElsewhere) {
-      EXPECT_TRUE(reports.empty()) << reports.front().report;
+      EXPECT_TRUE(reports.list().empty()) << reports.list().front().report;
       continue;
     }
-    ASSERT_EQ(reports.size(), 1u);
-    const Diagnosis& d = reports.front();
+    ASSERT_EQ(reports.list().size(), 1u);
+    const Diagnosis& d = reports.list().front();
     EXPECT_EQ(d.verdict, Diagnosis::Verdict::kNotArrived) << d.report;
     EXPECT_EQ(d.culprits, std::vector<int>{late}) << d.report;
     EXPECT_EQ(d.report.rfind(str("rank ", r, " (host-", r, ") waits in mpi allreduce"), 0), 0u)
@@ -274,26 +270,18 @@ TEST(Watchdog, APeerThatLeavesTrainingIsNamedAfterTheGrace) {
     WatchdogOptions options;
     options.stallAfter = std::chrono::hours(1);
     options.leftPeerGrace = 500ms;
-    std::mutex mutex;
-    std::vector<Diagnosis> reports;
-    const auto reported = [&] {
-      std::lock_guard lock(mutex);
-      return !reports.empty();
-    };
+    Reports reports;
     std::vector<float> data(64, 1.0f);
     std::chrono::steady_clock::duration waited{};
     {
-      Watchdog watchdog(*comm, "host-" + std::to_string(r), options, [&](const Diagnosis& d) {
-        std::lock_guard lock(mutex);
-        reports.push_back(d);
-      });
+      Watchdog watchdog(*comm, "host-" + std::to_string(r), options, reports.handler());
       comm->setContext("step 7");
       WorkPtr work;
       if (r != leaving) {
         const auto start = std::chrono::steady_clock::now();
         work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
         const auto until = start + (r == told ? 10s : 2s);
-        while (!reported() && std::chrono::steady_clock::now() < until)
+        while (reports.count() == 0 && std::chrono::steady_clock::now() < until)
           std::this_thread::sleep_for(10ms);
         waited = std::chrono::steady_clock::now() - start;
       } else {
@@ -306,13 +294,13 @@ TEST(Watchdog, APeerThatLeavesTrainingIsNamedAfterTheGrace) {
     for (float v : data)
       ASSERT_EQ(v, static_cast<float>(n));
     if (r != told) {
-      EXPECT_TRUE(reports.empty()) << reports.front().report;
+      EXPECT_TRUE(reports.list().empty()) << reports.list().front().report;
       continue;
     }
     EXPECT_GE(waited, 500ms) << "reported before the grace";
     EXPECT_LT(waited, 5s) << "the grace did not count";
-    ASSERT_EQ(reports.size(), 1u);
-    const Diagnosis& d = reports.front();
+    ASSERT_EQ(reports.list().size(), 1u);
+    const Diagnosis& d = reports.list().front();
     EXPECT_EQ(d.verdict, Diagnosis::Verdict::kPeerEnded) << d.report;
     EXPECT_EQ(d.culprits, std::vector<int>{leaving}) << d.report;
     EXPECT_EQ(d.report.rfind(str("rank ", told, " (host-", told, ") waits in mpi allreduce"), 0),
