@@ -226,10 +226,10 @@ struct Diagnosis {
     kOutsideCollectives,  // this rank has been in no collective for too long (diagnoseQuiet)
   };
   Verdict verdict = Verdict::kNothingPending;
-  std::string report;         // one line, for the log
-  std::vector<int> culprits;  // the ranks named: not arrived, not answering or diverged
+  std::string report;            // one line, for the log
+  std::vector<int> culprits;     // the ranks named: not arrived, not answering or diverged
   std::vector<int> alsoWaiting;  // the peers that wait in the same collective
-  std::string channel;        // the communicator and collective it is about
+  std::string channel;           // the communicator and collective it is about
   std::uint64_t sequence = 0;
   // Lines to print under the report: the call stacks of the ranks it names
   // that sent one.
