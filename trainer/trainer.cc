@@ -378,7 +378,10 @@ void Trainer::run(TrainObserver& observer) {
   auto endsLossWindow = [&](std::size_t step) {
     return options_.lossWindow > 0 && step % options_.lossWindow == 0;
   };
-  ended_ = RunEnd::kEpochs;
+  // A run resumed past maxSteps ends by it, even with no epoch left either
+  // (the resume's warning names maxSteps first too).
+  ended_ = options_.maxSteps > 0 && globalStep_ >= options_.maxSteps ? RunEnd::kMaxSteps
+                                                                     : RunEnd::kEpochs;
   for (std::size_t epoch = resume_.epoch; epoch <= options_.epochs; ++epoch) {
     if (options_.maxSteps > 0 && globalStep_ >= options_.maxSteps) {
       ended_ = RunEnd::kMaxSteps;

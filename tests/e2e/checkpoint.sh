@@ -84,6 +84,15 @@ run 2 "${c[@]}" --max-steps 50 --resume "$ck/checkpoint-000000070.safetensors" >
   2> "$WORK/past.err" || fail "resuming past --max-steps failed: $(cat "$WORK/past.err")"
 [ "$(grep -c "warning: resume: the checkpoint is past the end of this run (step 70, --max-steps 50): nothing is left to train; raise --max-steps to go on" \
   "$WORK/past.err")" = 1 ] || fail "resuming past --max-steps did not say so once: $(cat "$WORK/past.err")"
+# Past both ends (the end of epoch 1, --epochs 1, and --max-steps): the end
+# line names --max-steps, as the warning does.
+run 2 "${base[@]}" --hidden 64,32 --epochs 1 --max-steps 50 \
+  --resume "$ck/checkpoint-000000063.safetensors" \
+  --metrics "$WORK/past.jsonl" > /dev/null 2> "$WORK/past2.err" ||
+  fail "resuming past both ends failed: $(cat "$WORK/past2.err")"
+grep -q "past the end of this run (step 63, --max-steps 50)" "$WORK/past2.err" ||
+  fail "resuming past both ends: $(cat "$WORK/past2.err")"
+ends_with "$WORK/past.jsonl" ended_by=max_steps last_step=63 exit_code=0
 
 # --init-from a checkpoint: a new run from its weights (a model file
 # elsewhere in these tests is the other kind).
