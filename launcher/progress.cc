@@ -208,7 +208,7 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
     log::raw("\r\033[K" + line);
     lineOpen_ = true;
   } else {
-    log::info(line);
+    log::progress(line);
   }
 }
 

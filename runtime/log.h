@@ -5,9 +5,12 @@
 // info lines (progress, summaries); warnings and errors print on every rank.
 // `--log-all-ranks` makes every rank print info lines too.
 //
-// Thread-safe: a line is written with one call, under a mutex.
+// Thread-safe and in order. A line never waits for a reader of stdout or
+// stderr that is not reading: it is kept, and written once the reader is
+// back (Note [Output that is not read], runtime/line_writer.h).
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "runtime/str.h"
@@ -24,6 +27,9 @@ int processRank();
 
 // Info on stdout: rank 0 only unless setAllRanks(true).
 void info(const std::string& line);
+// A progress line (a step's loss), as info(): the first to be dropped when
+// stdout has not been read for a long time (4 MiB kept).
+void progress(const std::string& line);
 // Warning on stderr, every rank.
 void warn(const std::string& line);
 // Error on stderr, every rank.
@@ -37,8 +43,20 @@ void error(const std::string& line);
 void plain(const std::string& line);
 
 // Writes `text` to stdout as is (no prefix, no newline): live progress lines
-// that redraw themselves with '\r'. Rank 0 only.
+// that redraw themselves with '\r'. Rank 0 only; dropped as progress().
 void raw(const std::string& text);
+
+// How long a rank that ends the job (MPI_Abort, a start-up deadline) waits
+// for a reader that takes nothing of what is kept: the job must end.
+inline constexpr std::chrono::milliseconds kAbortStallLimit{2000};
+// The exit (an atexit handler) waits for every line kept, however long the
+// reader takes: as a blocked write waited, but after the run's work is done.
+inline constexpr std::chrono::milliseconds kNoStallLimit = std::chrono::milliseconds::max();
+
+// Waits until every line so far has been written, or until nothing has been
+// written for `stallLimit`; returns whether all went out. Takes no lock a
+// logging thread holds.
+bool flush(std::chrono::milliseconds stallLimit);
 
 // Whether this process prints info lines.
 bool printsInfo();

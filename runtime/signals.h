@@ -12,10 +12,12 @@
 // process group of its own, and mpirun answers SIGINT or SIGTERM by sending
 // the ranks SIGTERM after odls_base_sigkill_timeout (1 s) and SIGKILL as long
 // again after that, while it stops reading their output. A stop fits in that
-// window only when steps and the checkpoint are short, and when what rank 0
-// prints meanwhile fits its terminal's buffer (mpirun gives each rank a
-// pty: 19.8 KB on Linux 6.18), else it blocks in a write of its log: a run
-// printing 23 KB/s (epochs of 20 ms) did, and was killed without its stop. SIGUSR1, though,
+// window only when steps and the checkpoint are short. What a rank prints
+// meanwhile beyond what its pty holds (19.8 KB on Linux 6.18) waits in
+// memory, not the rank (Note [Output that is not read]): a run printing
+// 23 KB/s blocked in its log's write until then, and was killed without its
+// stop. Its stop line may so never be shown; the --metrics end line, a file,
+// records the stop. SIGUSR1, though,
 // mpirun forwards to every rank at once and otherwise leaves the job alone
 // (ess_base_forward_signals), so `kill -USR1 <mpirun>` stops a job under
 // mpirun with no time limit. It is also the signal Slurm users commonly

@@ -2,8 +2,7 @@
 
 #include <unistd.h>
 
-#include <cstdio>
-
+#include "runtime/log.h"
 #include "runtime/str.h"
 #include "runtime/world.h"
 
@@ -42,14 +41,16 @@ void StartUpDeadline::watch() {
   std::unique_lock<std::mutex> lock(mutex_);
   if (disarmed_.wait_until(lock, start_ + limit_, [this] { return done_; })) return;
   const double seconds = std::chrono::duration<double>(limit_).count();
-  // One write, no locks shared with the stuck thread (it may hold any), then
+  // Through the log, after the lines before it, and not waiting long for a
+  // reader that takes nothing (Note [Output that is not read]): a blocked
+  // stderr must not keep this rank from ending. The stuck thread holds the
+  // log's lock only while writing to a descriptor that was ready. Then
   // _exit: no destructor may wait for what is stuck.
-  const std::string line =
-      str("ddp_train: error: on ", thisHostname(), " (rank ", rankFromEnvironment(), ", pid ",
-          ::getpid(), "): start-up: ", phase_, " has not finished after ", seconds, " s (",
-          limitName_, "): ", why_, "; ending this rank so that the launcher ends the job\n");
-  std::fputs(line.c_str(), stderr);
-  std::fflush(stderr);
+  log::plain(str("ddp_train: error: on ", thisHostname(), " (rank ", rankFromEnvironment(),
+                 ", pid ", ::getpid(), "): start-up: ", phase_, " has not finished after ", seconds,
+                 " s (", limitName_, "): ", why_,
+                 "; ending this rank so that the launcher ends the job"));
+  log::flush(log::kAbortStallLimit);
   ::_exit(exitCode_);
 }
 

@@ -154,6 +154,9 @@ World::~World() {
 }
 
 void World::abort(int code) const {
+  // What this rank said about why goes out first, unless nobody reads it
+  // (Note [Output that is not read]).
+  log::flush(log::kAbortStallLimit);
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);  // MPI_Abort does not return; this keeps [[noreturn]] honest.
 }

@@ -236,10 +236,8 @@ run 2 "${base[@]}" --hidden 64,32 --epochs 50 --max-steps $((step + 3)) --checkp
 # ranks as SIGTERM 1 s later and SIGKILL 1 s after that, so steps of a few
 # ms leave time to agree on a stop step and write its checkpoint; SIGUSR1
 # mpirun forwards at once, with no time limit, and the ranks exit 128 + 10.
-# Meanwhile mpirun reads no output, so what rank 0 prints in those 2 s must
-# fit its terminal's buffer (19.8 KB on Linux 6.18): epochs of 0.2 s and no
-# step lines, not 50 epochs a second (23 KB/s, which blocked rank 0 in its
-# write before SIGTERM came).
+# Meanwhile mpirun reads no output: these cases print little (epochs of
+# 0.2 s, no step lines), so that the stop line reaches the log and is read.
 stop_mpirun() {  # stop_mpirun SIGNAL EXPECTED-EXIT RANK-SIGNAL
   local dir=$WORK/mpirun-$1 code
   timeout 120 mpirun -q -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 20000 \
@@ -254,4 +252,24 @@ stop_mpirun() {  # stop_mpirun SIGNAL EXPECTED-EXIT RANK-SIGNAL
 }
 stop_mpirun INT 1 15   # mpirun's own exit code after an abort
 stop_mpirun USR1 138 10
+# The same Ctrl-C while rank 0 prints 50 epochs a second (23 KB/s), more than
+# its pty holds in those 2 s: its lines wait in memory, not its training
+# (Note [Output that is not read]), so the stop still writes its checkpoint.
+# The stop line may not reach the log, which mpirun no longer reads; the
+# --metrics end line, a file, does. A rank blocked in its write was killed
+# without a stop here.
+chatty=$WORK/mpirun-chatty
+timeout 120 mpirun -q -np 2 "$DDP_TRAIN" "${base[@]}" --hidden 256,128 --epochs 500 \
+  --checkpoint-dir "$chatty" --metrics "$chatty.jsonl" > "$chatty.log" 2>&1 &
+job=$!
+await_checkpoint "$chatty"
+kill -INT "$(children "$job")"  # timeout -> mpirun
+set +e; wait "$job"; code=$?; set -e
+[ "$code" = 1 ] || fail "exit $code after SIGINT to a chatty mpirun, not 1: $(tail -3 "$chatty.log")"
+step=$(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1]).get("last_step"))' \
+  "$chatty.jsonl") || fail "no end line after SIGINT to a chatty mpirun"
+ends_with "$chatty.jsonl" ended_by=signal signal=SIGTERM exit_code=143 \
+  checkpoint="$chatty/checkpoint-$(printf %09d "$step").safetensors"
+[ -f "$(printf '%s/checkpoint-%09d.safetensors' "$chatty" "$step")" ] ||
+  fail "no checkpoint at the stop (step $step) after SIGINT to a chatty mpirun: $(ls "$chatty")"
 echo "checkpoint: ok"
