@@ -486,6 +486,7 @@ void Watchdog::serve() {
     const bool withStack = request == cookie_ + kStackRequest;
     if (request != cookie_ && !withStack) continue;
     net::sendAll(client.get(), status(withStack).encode(), std::chrono::steady_clock::now() + 1s);
+    ++statusRequestsAnswered_;
   }
 }
 
@@ -577,6 +578,22 @@ std::vector<PeerAnswer> Watchdog::askAll(bool withStacks) const {
   }
   answers.erase(answers.begin() + comm_.rank());
   return answers;
+}
+
+std::optional<int> Watchdog::lowerRankWaitingWith(const ChannelActivity& mine) const {
+  const PendingCollective& waiting = *mine.oldestPending;
+  for (int rank = comm_.rank() - 1; rank >= 0; --rank) {
+    const PeerAnswer peer = ask(rank, false);
+    if (!peer.answered) return std::nullopt;  // silent, ended or left: look at every peer
+    const ChannelActivity* theirs = findChannel(peer.status, mine.channel);
+    if (theirs == nullptr || !theirs->oldestPending ||
+        theirs->oldestPending->sequence != waiting.sequence) {
+      continue;  // not arrived, or past it: not the one to leave the stall to
+    }
+    if (theirs->oldestPending->what != waiting.what) return std::nullopt;  // a desync
+    return rank;
+  }
+  return std::nullopt;
 }
 
 Diagnosis Watchdog::diagnose(bool withStacks) const {
@@ -737,6 +754,14 @@ void Watchdog::check() {
     if (!ended_ && (!lasts || left > leftAsked) && oldest != nullptr &&
         oldest->oldestPending->waitingSeconds * 1000 >= static_cast<double>(askAfter.count())) {
       leftAsked = left;
+      // Note [Watchdog reports]: a lower rank that waits in it too asks
+      // every peer and warns; this one says nothing of this stall.
+      if (left == 0 && !lasts && lowerRankWaitingWith(*oldest)) {
+        stall = Stall{oldest->channel, oldest->oldestPending->sequence,
+                      oldest->oldestPending->waitingSeconds, false};
+        lock.lock();
+        continue;
+      }
       const Diagnosis d = diagnose();
       // Only if this rank still waits for the same collective: one that
       // completed while the peers were asked was no stall.

@@ -29,9 +29,15 @@
 // has ended]), ends the job at once through the handler, not at the
 // timeout; otherwise it warns with the ranks that have not arrived, and
 // says when the stall ends. Only the lowest-numbered rank that waits in
-// the stalled collective warns: the others waiting with it would say the
-// same, so a thousand ranks waiting on one print one warning, not 999. A
-// desync or an ended peer is still acted on by whichever rank finds it.
+// the stalled collective asks every peer and warns: the others waiting with
+// it would say the same, so a thousand ranks waiting on one print one
+// warning, not 999, and make about 2000 status requests, not a million. So
+// a waiting rank first asks the ranks below it, nearest first, and leaves
+// the stall to the first one that waits in the same collective (that one
+// asks every peer at its own stallAfter, or did). A rank asked that has not
+// arrived is passed over; one that does not answer, has ended or has
+// diverged calls for asking every peer at once. So does a peer that said it
+// left. A desync or an ended peer is acted on by whichever rank finds it.
 // When the collective reaches its timeout (Work::wait throws), the caller asks
 // diagnose() for the same report to print before ending the job.
 //
@@ -167,6 +173,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -317,6 +324,10 @@ class Watchdog {
   // most probeTimeout. Any thread; never throws.
   void announceLeaving(const std::string& why) const;
 
+  // Status requests this rank's server has answered so far (tests count the
+  // stall check's requests with it). Any thread.
+  std::size_t statusRequestsAnswered() const { return statusRequestsAnswered_; }
+
  private:
   struct Peer {
     std::string host;
@@ -335,6 +346,11 @@ class Watchdog {
                 std::chrono::steady_clock::time_point deadline, std::string& answer,
                 std::string& error) const;
   std::vector<PeerAnswer> askAll(bool withStacks) const;
+  // The nearest lower rank that waits in the same collective as `mine`
+  // (asked one at a time, from this rank down), which then asks every peer
+  // itself; none when no lower rank waits there, or when one asked does not
+  // answer, has ended or has diverged (Note [Watchdog reports]).
+  std::optional<int> lowerRankWaitingWith(const ChannelActivity& mine) const;
   // How many peers said they left training (leftPeers_).
   std::size_t leftPeerCount() const;
   // The thread that issues this rank's collectives; 0 before it has.
@@ -371,6 +387,7 @@ class Watchdog {
   // The peers that said they left training, and why (server thread writes).
   mutable std::mutex leftMutex_;
   std::map<int, std::string> leftPeers_;
+  std::atomic<std::size_t> statusRequestsAnswered_{0};
   int listenFd_ = -1;
   int stopFd_ = -1;  // an eventfd that wakes the server
 

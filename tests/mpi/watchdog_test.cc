@@ -257,6 +257,46 @@ TEST(Watchdog, NamesTheRankThatHasNotArrived) {
   EXPECT_EQ(watchdog.diagnose().verdict, Diagnosis::Verdict::kNothingPending);
 }
 
+// Note [Watchdog reports]: at the stall check only the lowest rank waiting
+// asks every peer; each other waiting rank asks the ranks below it until
+// one waits in the same collective. With the last rank late, rank 0 asks
+// the n - 1 others and rank k (0 < k < n - 1) asks rank k - 1 alone:
+// 2n - 3 status requests in all, where every waiting rank asking every peer
+// made (n - 1)^2.
+TEST(Watchdog, AStallIsLeftToTheLowestRankWaitingInIt) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  if (n == 1) GTEST_SKIP() << "one rank: its collectives complete at once";
+  WatchdogOptions options;
+  options.stallAfter = 300ms;
+  Reports reports;
+  std::size_t answered = 0;
+  {
+    Watchdog watchdog(*comm, "host-" + std::to_string(r), options, reports.handler());
+    std::vector<float> data(16, 1.0f);
+    const int late = n - 1;
+    comm->setContext("step 7");
+    if (r != late) {
+      WorkPtr work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
+      std::this_thread::sleep_for(1500ms);  // the checks come 300 to 550 ms in
+      MPI_Barrier(MPI_COMM_WORLD);
+      work->wait(60s);
+    } else {
+      MPI_Barrier(MPI_COMM_WORLD);
+      comm->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
+    }
+    answered = watchdog.statusRequestsAnswered();
+  }
+  EXPECT_EQ(reports.count(), 0u) << reports.list().front().report;  // a stall, no desync
+  // Rank j is asked by rank 0 (j > 0) and by rank j + 1 (when that one
+  // waits and is not rank 0's only peer).
+  const std::size_t expected = (r > 0 ? 1 : 0) + (r + 1 < n - 1 ? 1 : 0);
+  EXPECT_EQ(answered, expected) << "rank " << r << " of " << n;
+  unsigned long long total = answered;
+  MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(total, static_cast<unsigned long long>(2 * n - 3));
+}
+
 // Note [A rank that leaves training alone]: the rank told (rank 0, or rank
 // 1 when rank 0 leaves) ends its wait once its collective has waited the
 // grace, not stallAfter, naming the rank that left and why; the ranks told
