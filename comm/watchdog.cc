@@ -596,6 +596,14 @@ std::optional<int> Watchdog::lowerRankWaitingWith(const ChannelActivity& mine) c
   return std::nullopt;
 }
 
+bool Watchdog::lowerRankQuiet(double limit) const {
+  for (int rank = comm_.rank() - 1; rank >= 0; --rank) {
+    const PeerAnswer peer = ask(rank, false);
+    if (!peer.answered || quietSeconds(peer.status) >= limit - 1.0) return true;
+  }
+  return false;
+}
+
 Diagnosis Watchdog::diagnose(bool withStacks) const {
   if (withStacks) endingElsewhere_ = true;
   const RankStatus self = status();
@@ -615,14 +623,9 @@ void Watchdog::checkQuiet(const RankStatus& self, int& deferrals) {
     ++deferrals;
     return;
   }
-  if (deferrals == 0) {
-    const std::vector<PeerAnswer> peers = askAll(false);
-    if (std::any_of(peers.begin(), peers.end(), [&](const PeerAnswer& p) {
-          return p.rank < self.rank && (!p.answered || quietSeconds(p.status) >= limit - 1.0);
-        })) {
-      deferrals = 1;
-      return;
-    }
+  if (deferrals == 0 && lowerRankQuiet(limit)) {
+    deferrals = 1;
+    return;
   }
   if (quietSeconds(activity()) < limit) return;  // it issued one meanwhile
   endJob(diagnoseQuiet(status(true), askAll(true)));

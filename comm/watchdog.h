@@ -71,7 +71,9 @@
 // --timeout plus a grace (a tenth, at least 2 s): a peer that waits on this
 // rank reports first, at --timeout, with the fuller picture. Of several
 // quiet ranks the lowest-numbered reports; the others leave it a few seconds
-// (then report themselves, should the job still run). A lower rank that
+// (then report themselves, should the job still run). Each asks the ranks
+// below it, nearest first, and stops at the first quiet one, as the stall
+// check does (Note [Watchdog reports]). A lower rank that
 // no longer answers is left the same seconds: when every rank stalls at
 // once, the lowest may have reported and exited before a higher one asks,
 // and mpirun is already stopping the rest (one report, not two). ddp_train
@@ -351,6 +353,10 @@ class Watchdog {
   // itself; none when no lower rank waits there, or when one asked does not
   // answer, has ended or has diverged (Note [Watchdog reports]).
   std::optional<int> lowerRankWaitingWith(const ChannelActivity& mine) const;
+  // Whether a lower rank, asked from this rank down, has been out of
+  // collectives about `limit` seconds too, or does not answer (Note [Where a
+  // stuck rank is]): it reports, or did and has exited.
+  bool lowerRankQuiet(double limit) const;
   // How many peers said they left training (leftPeers_).
   std::size_t leftPeerCount() const;
   // The thread that issues this rank's collectives; 0 before it has.

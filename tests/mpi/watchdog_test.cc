@@ -56,7 +56,9 @@ class Reports {
 // before the check is armed, nor while a new context or a heartbeat marks
 // progress; then
 // the lowest rank reports once, with each rank's thread and stack, and the
-// others leave it to that rank (Note [Where a stuck rank is]).
+// others leave it to that rank (Note [Where a stuck rank is]), each having
+// asked the rank below it alone: 2n - 2 status requests in all, where asking
+// every peer made n^2 - 1.
 TEST(Watchdog, RanksOutOfCollectivesTooLongAreReportedByTheLowest) {
   auto comm = makeTestComm();
   const int n = comm->size(), r = comm->rank();
@@ -64,6 +66,7 @@ TEST(Watchdog, RanksOutOfCollectivesTooLongAreReportedByTheLowest) {
   options.stallAfter = std::chrono::hours(1);
   options.quietAfter = 1s;
   Reports reports;
+  std::size_t answered = 0;
   {
     Watchdog watchdog(*comm, "host-" + std::to_string(r), options, reports.handler());
     ddpTestQuietSleep(1500);  // not armed yet: nothing reported
@@ -81,7 +84,10 @@ TEST(Watchdog, RanksOutOfCollectivesTooLongAreReportedByTheLowest) {
     EXPECT_EQ(reports.count(), 0u);  // the same context for 1.8 s, but heartbeats
     comm->setContext("step 9");
     ddpTestQuietSleep(1500);  // the report comes within about 0.5 s
+    answered = watchdog.statusRequestsAnswered();
   }
+  // Rank j is asked by rank 0's report (j > 0) and by rank j + 1.
+  EXPECT_EQ(answered, std::size_t{r > 0} + std::size_t{r + 1 < n}) << "rank " << r << " of " << n;
   comm->allreduce(std::span<float>(std::vector<float>(1).data(), 1), ReduceOp::kSum)->wait(60s);
   if (r != 0) {
     EXPECT_TRUE(reports.list().empty()) << reports.list().front().report;
