@@ -21,13 +21,7 @@
 # and (alone*) how many of those name the failed rank's error.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-. scripts/mpi_env.sh
-runs=3
-if [[ ${1:-} =~ ^[0-9]+$ ]]; then runs=$1; shift; fi
-[ $# -ge 1 ] || { echo "usage: $0 [RUNS] BUILD_DIR..." >&2; exit 2; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-children() { cat /proc/"$1"/task/*/children 2> /dev/null; }
+. benchmarks/compare_builds_env.sh
 data=(--dataset synthetic --synthetic-samples 40000 --hidden 64 --epochs 20 --threads 1)
 common=("${data[@]}" --timeout 4 --stall-warning 1)
 cases=${CASES:-desync stall0 frozen0 alone1 alone0}

@@ -17,13 +17,7 @@
 # Prints one markdown row per case and build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-. scripts/mpi_env.sh
-runs=3
-if [[ ${1:-} =~ ^[0-9]+$ ]]; then runs=$1; shift; fi
-[ $# -ge 1 ] || { echo "usage: $0 [RUNS] BUILD_DIR..." >&2; exit 2; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-children() { cat /proc/"$1"/task/*/children 2> /dev/null; }
+. benchmarks/compare_builds_env.sh
 
 # pipe BUILD OUT: prints "SECONDS-TO-END-LINE LINES"
 pipe() {
