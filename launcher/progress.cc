@@ -205,7 +205,7 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
           ms(t.comm), " opt ", ms(t.optimizer));
   resetSinceLine();
   if (terminal_) {
-    log::raw("\r\033[K" + line);
+    log::redraw(line);
     lineOpen_ = true;
   } else {
     log::progress(line);

@@ -93,9 +93,14 @@ void plain(const std::string& line) {
   streams().err->write(str(line, '\n'), Importance::kMessage);
 }
 
+void redraw(const std::string& line) {
+  if (gRank > 0) return;
+  streams().out.write(str("\r\033[K", line), Importance::kProgress);
+}
+
 void raw(const std::string& text) {
   if (gRank > 0) return;
-  streams().out.write(text, Importance::kProgress);
+  streams().out.write(text, Importance::kMessage);
 }
 
 bool flush(std::chrono::milliseconds stallLimit) {

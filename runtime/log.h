@@ -42,8 +42,12 @@ void error(const std::string& line);
 // stream's `<<`s.
 void plain(const std::string& line);
 
-// Writes `text` to stdout as is (no prefix, no newline): live progress lines
-// that redraw themselves with '\r'. Rank 0 only; dropped as progress().
+// Redraws the live progress line on a terminal with `line` (no prefix, no
+// newline). Rank 0 only; dropped as progress() is.
+void redraw(const std::string& line);
+// Writes `text` to stdout as is (no prefix, no newline): what ends or clears
+// the live line, which is never dropped, so that a later line starts on a
+// row of its own. Rank 0 only.
 void raw(const std::string& text);
 
 // How long a rank that ends the job (MPI_Abort, a start-up deadline) waits
