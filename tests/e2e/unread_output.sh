@@ -4,7 +4,7 @@
 # stdout a pipe whose reader waits for the run's --metrics end line before
 # it reads anything. A run that waited for its reader would never write that
 # line. Then every line comes out, in order; past 4 MiB kept, step lines are
-# dropped and one line says how many.
+# dropped and one line says how many. And on a terminal, the live line.
 . "$(dirname "$0")/lib.sh"
 c=(--dataset synthetic --batch-size 16 --hidden 32 --threads 1 --lr 0.01 --lr-schedule constant --log-every 1)
 
@@ -63,5 +63,18 @@ dropped = int(told[0][1])
 assert dropped > 0 and steps + dropped == 8 * 4096, (steps, dropped)
 assert sum(1 for l in lines if re.match(r"\[r0\] epoch \d/8  train_loss", l)) == 8
 assert any(l.startswith("[r0] memory: peak resident") for l in lines)
+PY
+# 3. On a terminal (script's pty) the progress line redraws itself in place,
+# each draw after a carriage return and a clear (log::redraw), and the
+# epoch's line clears it first (log::raw, never dropped) and starts on its
+# row.
+script -qec "$(printf '%q ' "$DDP_TRAIN" "${c[@]}" --synthetic-samples 8192 --epochs 2)" \
+  /dev/null < /dev/null > "$WORK/tty" || fail "exit $? on a terminal: $(tail -c 300 "$WORK/tty")"
+python3 - "$WORK/tty" <<'PY' || fail "no live line on a terminal: $(head -c 600 "$WORK/tty" | cat -v)"
+import re, sys
+text = open(sys.argv[1], encoding="utf-8", newline="").read()  # keeps each \r
+assert re.search(r"\r\033\[Kepoch 1/2  step \d+/512  loss", text), "no redraw"
+assert re.search(r"\r\033\[Kepoch 1/2  step 512/512 .*\r\033\[K\[r0\] epoch 1/2  train_loss", text), "not cleared"
+assert not re.search(r"step \d+/512 [^\r]*\n", text), "a live line ended in a newline"
 PY
 echo "unread_output: ok"
