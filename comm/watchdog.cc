@@ -580,18 +580,15 @@ std::vector<PeerAnswer> Watchdog::askAll(bool withStacks) const {
   return answers;
 }
 
-std::optional<int> Watchdog::lowerRankWaitingWith(const ChannelActivity& mine) const {
-  const PendingCollective& waiting = *mine.oldestPending;
+std::optional<int> Watchdog::lowerRankWaitingWith(const RankStatus& self) const {
   for (int rank = comm_.rank() - 1; rank >= 0; --rank) {
     const PeerAnswer peer = ask(rank, false);
     if (!peer.answered) return std::nullopt;  // silent, ended or left: look at every peer
-    const ChannelActivity* theirs = findChannel(peer.status, mine.channel);
-    if (theirs == nullptr || !theirs->oldestPending ||
-        theirs->oldestPending->sequence != waiting.sequence) {
-      continue;  // not arrived, or past it: not the one to leave the stall to
-    }
-    if (theirs->oldestPending->what != waiting.what) return std::nullopt;  // a desync
-    return rank;
+    // The one rule for a peer's answer: comm::diagnose, over this peer alone.
+    const Diagnosis one = comm::diagnose(self, {peer});
+    if (one.verdict == Diagnosis::Verdict::kDesync) return std::nullopt;
+    if (!one.alsoWaiting.empty()) return rank;
+    // Not arrived, or past it: not the one to leave the stall to.
   }
   return std::nullopt;
 }
@@ -759,7 +756,7 @@ void Watchdog::check() {
       leftAsked = left;
       // Note [Watchdog reports]: a lower rank that waits in it too asks
       // every peer and warns; this one says nothing of this stall.
-      if (left == 0 && !lasts && lowerRankWaitingWith(*oldest)) {
+      if (left == 0 && !lasts && lowerRankWaitingWith(self)) {
         stall = Stall{oldest->channel, oldest->oldestPending->sequence,
                       oldest->oldestPending->waitingSeconds, false};
         lock.lock();

@@ -348,11 +348,12 @@ class Watchdog {
                 std::chrono::steady_clock::time_point deadline, std::string& answer,
                 std::string& error) const;
   std::vector<PeerAnswer> askAll(bool withStacks) const;
-  // The nearest lower rank that waits in the same collective as `mine`
-  // (asked one at a time, from this rank down), which then asks every peer
-  // itself; none when no lower rank waits there, or when one asked does not
-  // answer, has ended or has diverged (Note [Watchdog reports]).
-  std::optional<int> lowerRankWaitingWith(const ChannelActivity& mine) const;
+  // The nearest lower rank that waits in the same collective as `self`'s
+  // oldest pending one (asked one at a time, from this rank down), which
+  // then asks every peer itself; none when no lower rank waits there, or
+  // when one asked does not answer, has ended or has diverged (Note
+  // [Watchdog reports]). Classifies each answer with comm::diagnose.
+  std::optional<int> lowerRankWaitingWith(const RankStatus& self) const;
   // Whether a lower rank, asked from this rank down, has been out of
   // collectives about `limit` seconds too, or does not answer (Note [Where a
   // stuck rank is]): it reports, or did and has exited.
