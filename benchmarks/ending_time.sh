@@ -9,24 +9,28 @@
 # e.g. bash benchmarks/ending_time.sh 3 /tmp/old/build-old build
 # Cases, np=2, synthetic data, --timeout 4 --stall-warning 1:
 #   desync   --inject-fault desync:1:3 (both watchdogs find it at the stall check)
+#   desync4  the same at np=4 (oversubscribed): ranks 0, 2 and 3 issue the
+#            all-reduce, rank 1 the extra barrier
 #   stall0   --inject-fault stall:0:5:60 (rank 0 stuck: rank 1's collective times out)
 #   frozen0  rank 0 stopped whole with SIGSTOP after start-up (it cannot answer)
 # and with the defaults, --timeout 300 --stall-warning 60 (Note [A rank that
 # leaves training alone] in comm/watchdog.h):
 #   alone1   --inject-fault error:1:5 (rank 1 fails alone, outside any agreement)
 #   alone0   --inject-fault error:0:5 (rank 0 does)
-# CASES picks some (default: all five). Prints one markdown row per case and
+# CASES picks some (default: all six). Prints one markdown row per case and
 # build: the median and each wall time of mpirun (from its start; frozen0:
 # from the SIGSTOP), how many runs' --metrics files end with an end line,
-# and (alone*) how many of those name the failed rank's error.
+# (alone*) how many of those name the failed rank's error, and each run's
+# reports: the ranks' "error: watchdog:" lines, and "+N" where mpirun says
+# N more processes called MPI_Abort (Note [Watchdog reports]).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . benchmarks/compare_builds_env.sh
 data=(--dataset synthetic --synthetic-samples 40000 --hidden 64 --epochs 20 --threads 1)
 common=("${data[@]}" --timeout 4 --stall-warning 1)
-cases=${CASES:-desync stall0 frozen0 alone1 alone0}
+cases=${CASES:-desync desync4 stall0 frozen0 alone1 alone0}
 
-# one BUILD CASE OUT: prints "SECONDS ENDED(0|1) NAMED(0|1)"
+# one BUILD CASE OUT: prints "SECONDS ENDED(0|1) NAMED(0|1) REPORTS"
 one() {
   local bin=$1/launcher/ddp_train case=$2 out=$3 start end=""
   rm -f "$out.jsonl"
@@ -34,6 +38,8 @@ one() {
   case $case in
     desync) timeout 120 mpirun -np 2 "$bin" "${common[@]}" --inject-fault desync:1:3 \
       --metrics "$out.jsonl" > "$out" 2>&1 ;;
+    desync4) timeout 120 mpirun -np 4 --oversubscribe "$bin" "${common[@]}" \
+      --inject-fault desync:1:3 --metrics "$out.jsonl" > "$out" 2>&1 ;;
     stall0) timeout 120 mpirun -np 2 "$bin" "${common[@]}" --inject-fault stall:0:5:60 \
       --metrics "$out.jsonl" > "$out" 2>&1 ;;
     alone1 | alone0) timeout 400 mpirun -np 2 "$bin" "${data[@]}" \
@@ -63,29 +69,35 @@ one() {
   local ended=0 named=0
   [ -s "$out.jsonl" ] && tail -1 "$out.jsonl" | grep -q '"ended_by"' && ended=1
   [ $ended = 1 ] && tail -1 "$out.jsonl" | grep -q 'failing before step 5' && named=1
-  echo "$(echo "$end - $start" | bc) $ended $named"
+  local reports more
+  reports=$(grep -cE '^\[r[0-9]+\] error: watchdog:' "$out")
+  more=$(grep -oE '[0-9]+ more process(es)? ha(s|ve) sent help message help-mpi-api.txt / mpi-abort' \
+    "$out" | awk '{n += $1} END {print n + 0}')
+  [ "$more" = 0 ] || reports+="+$more"
+  echo "$(echo "$end - $start" | bc) $ended $named $reports"
 }
 
-declare -A times ended named
+declare -A times ended named reports
 for case in $cases; do
   for ((i = 0; i < runs; i++)); do
     for build in "$@"; do
-      read -r t e n < <(one "$build" "$case" "$work/out")
+      read -r t e n rep < <(one "$build" "$case" "$work/out")
       times[$case,$build]+="$t "
+      reports[$case,$build]+="$rep "
       ended[$case,$build]=$((${ended[$case,$build]:-0} + e))
       named[$case,$build]=$((${named[$case,$build]:-0} + n))
     done
   done
 done
-echo "| case | build | median s | runs (s) | end lines | naming the error |"
-echo "|---|---|---:|---|---:|---:|"
+echo "| case | build | median s | runs (s) | end lines | naming the error | reports |"
+echo "|---|---|---:|---|---:|---:|---|"
 for case in $cases; do
   for build in "$@"; do
     median=$(tr ' ' '\n' <<< "${times[$case,$build]}" | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
     cause="-"
     [[ $case == alone* ]] && cause="${named[$case,$build]} of $runs"
-    printf '| %s | %s | %.1f | %s | %d of %d | %s |\n' "$case" "$build" "$median" \
+    printf '| %s | %s | %.1f | %s | %d of %d | %s | %s|\n' "$case" "$build" "$median" \
       "$(for t in ${times[$case,$build]}; do printf '%.1f ' "$t"; done)" "${ended[$case,$build]}" \
-      "$runs" "$cause"
+      "$runs" "$cause" "${reports[$case,$build]}"
   done
 done

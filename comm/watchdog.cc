@@ -30,7 +30,10 @@ constexpr std::size_t kProbeBatch = 64;     // peers asked at once
 constexpr std::size_t kListed = 8;          // ranks named per category, then "and N more"
 constexpr std::size_t kStackFrames = 32;    // frames printed per stack
 constexpr int kQuietDeferrals = 20;  // checker ticks a quiet rank leaves a lower one to report
-constexpr auto kStackWait = 1s;      // for the training thread to run its handler
+// For a launcher to stop every rank after one rank ended the job (Note [A
+// peer that has ended]): mpirun sends SIGTERM, and SIGKILL 1 s later.
+constexpr auto kLauncherStopping = 5s;
+constexpr auto kStackWait = 1s;  // for the training thread to run its handler
 const std::string kStackRequest = "\tstack";
 // Note [Telling rank 0 that the job ends]: this request's second line is why.
 const std::string kEndingRequest = "\tending";
@@ -580,15 +583,16 @@ std::vector<PeerAnswer> Watchdog::askAll(bool withStacks) const {
   return answers;
 }
 
-std::optional<int> Watchdog::lowerRankWaitingWith(const RankStatus& self) const {
+std::optional<int> Watchdog::lowerRankWaitingAt(const RankStatus& self) const {
   for (int rank = comm_.rank() - 1; rank >= 0; --rank) {
     const PeerAnswer peer = ask(rank, false);
     if (!peer.answered) return std::nullopt;  // silent, ended or left: look at every peer
     // The one rule for a peer's answer: comm::diagnose, over this peer alone.
+    // Waiting at #s in the same call or in another (a desync, which that
+    // rank finds as well): the one to leave it to. Not arrived, or past it:
+    // not that one.
     const Diagnosis one = comm::diagnose(self, {peer});
-    if (one.verdict == Diagnosis::Verdict::kDesync) return std::nullopt;
-    if (!one.alsoWaiting.empty()) return rank;
-    // Not arrived, or past it: not the one to leave the stall to.
+    if (one.verdict == Diagnosis::Verdict::kDesync || !one.alsoWaiting.empty()) return rank;
   }
   return std::nullopt;
 }
@@ -739,6 +743,15 @@ void Watchdog::check() {
   // rank that leaves training alone]): one that leaves later is asked about
   // at once, stall reported or not.
   std::size_t leftAsked = 0;
+  // A peer found ended without saying why, in the collective this rank
+  // waits for: when, so that the launcher is left kLauncherStopping to end
+  // the job first (Note [A peer that has ended]).
+  struct EndedPeer {
+    std::string channel;
+    std::uint64_t sequence = 0;
+    std::chrono::steady_clock::time_point seen;
+  };
+  std::optional<EndedPeer> endedPeer;
   std::unique_lock lock(mutex_);
   while (!wake_.wait_for(lock, 250ms, [this] { return stopping_; })) {
     lock.unlock();
@@ -753,10 +766,17 @@ void Watchdog::check() {
         left > 0 ? std::min(options_.stallAfter, options_.leftPeerGrace) : options_.stallAfter;
     if (!ended_ && (!lasts || left > leftAsked) && oldest != nullptr &&
         oldest->oldestPending->waitingSeconds * 1000 >= static_cast<double>(askAfter.count())) {
+      const bool sameAsEnded = endedPeer && endedPeer->channel == oldest->channel &&
+                               endedPeer->sequence == oldest->oldestPending->sequence;
+      if (left == 0 && sameAsEnded &&
+          std::chrono::steady_clock::now() - endedPeer->seen < kLauncherStopping) {
+        lock.lock();
+        continue;
+      }
       leftAsked = left;
       // Note [Watchdog reports]: a lower rank that waits in it too asks
       // every peer and warns; this one says nothing of this stall.
-      if (left == 0 && !lasts && lowerRankWaitingWith(self)) {
+      if (left == 0 && !lasts && lowerRankWaitingAt(self)) {
         stall = Stall{oldest->channel, oldest->oldestPending->sequence,
                       oldest->oldestPending->waitingSeconds, false};
         lock.lock();
@@ -769,8 +789,10 @@ void Watchdog::check() {
       const ChannelActivity* still = findChannel(now, d.channel);
       const bool current = d.verdict != Diagnosis::Verdict::kNothingPending && still != nullptr &&
                            still->oldestPending && still->oldestPending->sequence == d.sequence;
-      if (current && (d.verdict == Diagnosis::Verdict::kDesync ||
-                      d.verdict == Diagnosis::Verdict::kPeerEnded)) {
+      if (current && d.verdict == Diagnosis::Verdict::kPeerEnded && left == 0 && !sameAsEnded) {
+        endedPeer = EndedPeer{d.channel, d.sequence, std::chrono::steady_clock::now()};
+      } else if (current && (d.verdict == Diagnosis::Verdict::kDesync ||
+                             d.verdict == Diagnosis::Verdict::kPeerEnded)) {
         endJob(d);
       } else if (current) {
         // Note [Watchdog reports]: a lower rank waiting too says the same.

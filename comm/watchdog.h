@@ -26,18 +26,19 @@
 // stall check does), or `leftPeerGrace` once a peer has said it left
 // training (Note [A rank that leaves training alone]), the watchdog thread
 // asks every peer: a desync, or a peer that has ended (Note [A peer that
-// has ended]), ends the job at once through the handler, not at the
-// timeout; otherwise it warns with the ranks that have not arrived, and
-// says when the stall ends. Only the lowest-numbered rank that waits in
-// the stalled collective asks every peer and warns: the others waiting with
-// it would say the same, so a thousand ranks waiting on one print one
-// warning, not 999, and make about 2000 status requests, not a million. So
-// a waiting rank first asks the ranks below it, nearest first, and leaves
-// the stall to the first one that waits in the same collective (that one
-// asks every peer at its own stallAfter, or did). A rank asked that has not
-// arrived is passed over; one that does not answer, has ended or has
-// diverged calls for asking every peer at once. So does a peer that said it
-// left. A desync or an ended peer is acted on by whichever rank finds it.
+// has ended]), ends the job through the handler, not at the timeout; otherwise it warns with the
+// ranks that have not arrived, and says when the stall ends. Only the lowest-numbered rank that
+// waits in the stalled collective asks every peer and warns: the others waiting with it would say
+// the same, so a thousand ranks waiting on one print one warning, not 999, and make about 2000
+// status requests, not a million. So a waiting rank first asks the ranks below it, nearest first,
+// and leaves the stall to the first one that waits in the same collective (that one asks every peer
+// at its own stallAfter, or did). A rank asked that has not arrived is passed over; one that does
+// not answer or has ended calls for asking every peer at once. So does a peer that said it left. An
+// ended peer is acted on by whichever rank finds it. A desync is left to a lower rank waiting at #s
+// in another call just the same: that rank finds the same desync, so the lowest rank waiting at #s
+// ends the job, once, where every diverged rank did (several reports of one desync, several
+// MPI_Aborts). Only a lower rank that has not arrived by then leaves a
+// second report possible.
 // When the collective reaches its timeout (Work::wait throws), the caller asks
 // diagnose() for the same report to print before ending the job.
 //
@@ -116,9 +117,18 @@
 // answer at all (its node down, the network cut, the process stopped) may
 // still come back, and is only warned about, as before. Measured on the
 // development VM, a rank failing alone (--inject-fault error:1:5) with the
-// default --timeout 300 and --stall-warning 60 under mpirun: the job ended
-// after 61.7 s and 62.2 s, where such a run waited out the timeout before (300.1 s);
-// under srun --mpi=pmix with --stall-warning 10, after 10.2 s.
+// default --timeout 300 and --stall-warning 60 under mpirun, before the
+// Note below: the job ended after 61.7 s and 62.2 s, where such a run waited
+// out the timeout before (300.1 s); under srun --mpi=pmix with
+// --stall-warning 10, after 10.2 s.
+//
+// A peer found ended without having said why (the Note below) may have
+// ended the job itself, though: it reported, called MPI_Abort and exited,
+// and the launcher is stopping every rank (mpirun: SIGTERM, then SIGKILL
+// 1 s later), which a rank that catches SIGTERM outlives by that second.
+// A second report from such a rank names the wrong cause ("rank 0 has
+// ended") after the real one, and its MPI_Abort a second banner. So that
+// peer is left 5 s, and asked again: a job that still goes on ends then.
 //
 // Note [A rank that leaves training alone]
 // That still leaves the peers waiting --stall-warning (60 s by default),
@@ -348,12 +358,13 @@ class Watchdog {
                 std::chrono::steady_clock::time_point deadline, std::string& answer,
                 std::string& error) const;
   std::vector<PeerAnswer> askAll(bool withStacks) const;
-  // The nearest lower rank that waits in the same collective as `self`'s
-  // oldest pending one (asked one at a time, from this rank down), which
-  // then asks every peer itself; none when no lower rank waits there, or
-  // when one asked does not answer, has ended or has diverged (Note
-  // [Watchdog reports]). Classifies each answer with comm::diagnose.
-  std::optional<int> lowerRankWaitingWith(const RankStatus& self) const;
+  // The nearest lower rank that waits at the position of `self`'s oldest
+  // pending collective (its channel's #s), in the same call or a diverged
+  // one; asked one at a time, from this rank down. That rank then asks
+  // every peer itself. None when no lower rank waits there, or when one
+  // asked does not answer, has ended or has left (Note [Watchdog reports]).
+  // Classifies each answer with comm::diagnose.
+  std::optional<int> lowerRankWaitingAt(const RankStatus& self) const;
   // Whether a lower rank, asked from this rank down, has been out of
   // collectives about `limit` seconds too, or does not answer (Note [Where a
   // stuck rank is]): it reports, or did and has exited.

@@ -9,13 +9,16 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "comm/bfloat16.h"
 #include "comm/reducer.h"
+#include "forwarding_comm.h"
 #include "runtime/heartbeat.h"
 #include "test_comm.h"
 
@@ -157,6 +160,51 @@ TEST(Watchdog, ALowerRankThatHasExitedIsLeftToEndTheJob) {
                           "connection: the rank has ended (its process has exited or is ending)"),
             std::string::npos)
       << d.report;
+}
+
+// Note [A peer that has ended]: a peer whose status server has closed
+// without its saying why may have ended the job itself, the launcher
+// stopping the rest: the ranks waiting for it leave the launcher 5 s, then
+// the lowest reports it and ends the job. The last rank's server closing
+// stands in for its exit.
+TEST(Watchdog, APeerEndedWithoutSayingWhyIsLeftToTheLauncherFirst) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  if (n == 1) GTEST_SKIP() << "one rank: no peer to end";
+  WatchdogOptions options;
+  options.stallAfter = 300ms;
+  const int gone = n - 1;
+  Reports reports;
+  std::chrono::steady_clock::duration waited{};
+  {
+    std::optional<Watchdog> watchdog(std::in_place, *comm, "host-" + std::to_string(r), options,
+                                     reports.handler());
+    if (r == gone) watchdog.reset();
+    MPI_Barrier(MPI_COMM_WORLD);  // its server has closed
+    std::vector<float> data(16, 1.0f);
+    if (r != gone) {
+      const auto start = std::chrono::steady_clock::now();
+      WorkPtr work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
+      for (int i = 0; i < 100 && reports.count() == 0 && (r == 0 || i < 70); ++i)
+        std::this_thread::sleep_for(100ms);
+      waited = std::chrono::steady_clock::now() - start;
+      MPI_Barrier(MPI_COMM_WORLD);  // the last rank joins now
+      work->wait(60s);
+    } else {
+      MPI_Barrier(MPI_COMM_WORLD);
+      comm->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
+    }
+  }
+  if (r != 0) {
+    EXPECT_TRUE(reports.list().empty()) << reports.list().front().report;
+    return;
+  }
+  ASSERT_EQ(reports.list().size(), 1u);
+  const Diagnosis& d = reports.list().front();
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kPeerEnded) << d.report;
+  EXPECT_EQ(d.culprits, std::vector<int>{gone}) << d.report;
+  EXPECT_GE(waited, 5s) << "reported before the launcher's time";
+  EXPECT_LT(waited, 8s);
 }
 
 // A collective pending past quietAfter whose issuing thread never raises the
@@ -301,6 +349,65 @@ TEST(Watchdog, AStallIsLeftToTheLowestRankWaitingInIt) {
   unsigned long long total = answered;
   MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   EXPECT_EQ(total, static_cast<unsigned long long>(2 * n - 3));
+}
+
+// The MPI backend with one more channel, whose collectives the test issues
+// by hand: a desync without a real mismatched collective, which MPI could
+// not recover from.
+class SideChannelCommunicator final : public ForwardingCommunicator {
+ public:
+  explicit SideChannelCommunicator(CommOptions options) : ForwardingCommunicator(options) {}
+  std::vector<const ActivityLog*> activityLogs() const override {
+    std::vector<const ActivityLog*> logs = ForwardingCommunicator::activityLogs();
+    logs.push_back(&side_);
+    return logs;
+  }
+  ActivityLog& side() { return side_; }
+
+ private:
+  ActivityLog side_{"side"};
+};
+
+// Note [Watchdog reports]: a desync is left to the lowest rank waiting at
+// its position, whichever call each waits in. Rank 1 issues a barrier where
+// the others issue an all-reduce: rank 0 alone reports it, naming rank 1,
+// and ends the job (when every diverged rank did, several MPI_Aborts came
+// at once). Rank 0 asks the n - 1 others, every other rank the one below
+// it: 2n - 2 status requests.
+TEST(Watchdog, ADesyncIsReportedByTheLowestRankWaitingAtItsPosition) {
+  CommOptions commOptions;
+  commOptions.timeout = 60s;
+  SideChannelCommunicator comm(commOptions);
+  const int n = comm.size(), r = comm.rank();
+  if (n == 1) GTEST_SKIP() << "one rank: nobody to diverge from";
+  WatchdogOptions options;
+  options.stallAfter = 300ms;
+  Reports reports;
+  std::size_t answered = 0;
+  {
+    Watchdog watchdog(comm, "host-" + std::to_string(r), options, reports.handler());
+    auto work = std::make_shared<Work>("side #0");
+    comm.side().issued(0, r == 1 ? "barrier()" : "allreduce(float32 x 16, sum)", "step 4", work);
+    std::this_thread::sleep_for(1500ms);  // the checks come 300 to 550 ms in
+    work->complete();
+    MPI_Barrier(MPI_COMM_WORLD);  // no rank's watchdog goes while others ask it
+    answered = watchdog.statusRequestsAnswered();
+  }
+  if (r == 0) {
+    ASSERT_EQ(reports.count(), 1u);
+    const Diagnosis& d = reports.list().front();
+    EXPECT_EQ(d.verdict, Diagnosis::Verdict::kDesync) << d.report;
+    EXPECT_EQ(d.culprits, std::vector<int>{1}) << d.report;
+    EXPECT_NE(d.report.find("rank 1 (host-1) issued barrier() (step 4)"), std::string::npos)
+        << d.report;
+  } else {
+    EXPECT_EQ(reports.count(), 0u) << reports.list().front().report;
+  }
+  const std::size_t expected = (r > 0 ? 1 : 0) + (r + 1 < n ? 1 : 0);
+  EXPECT_EQ(answered, expected) << "rank " << r << " of " << n;
+  unsigned long long total = answered;
+  MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(total, static_cast<unsigned long long>(2 * n - 2));
 }
 
 // Note [A rank that leaves training alone]: the rank told (rank 0, or rank
