@@ -1,10 +1,14 @@
 #include "comm/activity.h"
 
+#include "runtime/process_stops.h"
+
 namespace ddp::comm {
 namespace {
 
+// Note [Time the process was stopped]: the watchdog's limits count only
+// time this process ran.
 double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stops::runningSecondsSince(start);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "runtime/error.h"
 #include "runtime/heartbeat.h"
 #include "runtime/log.h"
+#include "runtime/process_stops.h"
 #include "runtime/socket.h"
 #include "runtime/thread_state.h"
 
@@ -752,9 +753,27 @@ void Watchdog::check() {
     std::chrono::steady_clock::time_point seen;
   };
   std::optional<EndedPeer> endedPeer;
+  // Note [Time the process was stopped]: the stops rank 0 has told of.
+  int stopsSeen = stops::stopCount();
+  auto stoppedSeen = stops::totalStopped();
   std::unique_lock lock(mutex_);
-  while (!wake_.wait_for(lock, 250ms, [this] { return stopping_; })) {
+  for (;;) {
+    // Note [Time the process was stopped]: a tick far later than asked
+    // records a stop, which the times below then leave out.
+    const auto due = std::chrono::steady_clock::now() + stops::kLookEvery;
+    if (wake_.wait_until(lock, due, [this] { return stopping_; })) break;
+    stops::noteWake(due, std::chrono::steady_clock::now());
     lock.unlock();
+    if (const int count = stops::stopCount(); count != stopsSeen) {
+      // Once a stop: another thread's later look may lengthen it a little.
+      const auto stopped = stops::totalStopped();
+      log::info(str("watchdog: this process was not run for ",
+                    seconds(std::chrono::duration<double>(stopped - stoppedSeen).count()),
+                    " (stopped or starved: a suspended job, Ctrl-Z, a paused VM); the "
+                    "collectives' timeouts and the watchdog leave that time out"));
+      stopsSeen = count;
+      stoppedSeen = stopped;
+    }
     sampleCpu();
     const RankStatus self = activity();
     if (!ended_) checkQuiet(self, quietDeferrals);

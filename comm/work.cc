@@ -2,12 +2,17 @@
 
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/process_stops.h"
 
 namespace ddp::comm {
 
 void Work::wait(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  if (!done_.wait_for(lock, timeout, [this] { return completed_; })) {
+  // Note [Time the process was stopped]: only time this process ran counts.
+  stops::Deadline deadline(timeout);
+  while (!completed_ && !deadline.passed())
+    done_.wait_until(lock, deadline.nextLook());
+  if (!completed_) {
     throw CommTimeoutError(str("rank ", log::processRank(), ": ", description_,
                                " did not complete within ", timeout.count() / 1000.0,
                                " s (a peer rank may have died, stalled or diverged)"));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -64,6 +65,9 @@ std::string paceSpan(const trainer::PaceReport& pace, bool wholeEpoch) {
 
 std::optional<Straggler> stragglerOf(const std::vector<double>& computeMs) {
   if (computeMs.size() < 2) return std::nullopt;
+  // A rank stopped in the stretch sent NaN (gatherPace): no verdict.
+  if (std::any_of(computeMs.begin(), computeMs.end(), [](double ms) { return std::isnan(ms); }))
+    return std::nullopt;
   const auto slowest = std::max_element(computeMs.begin(), computeMs.end());
   // The others' median: at np=2 the other rank, not a mean the straggler is half of.
   std::vector<double> others = computeMs;

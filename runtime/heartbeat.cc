@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "runtime/process_stops.h"
+
 namespace ddp {
 namespace {
 
@@ -23,8 +25,8 @@ void heartbeat() {
 double secondsSinceHeartbeat() {
   const std::int64_t last = lastBeat.load(std::memory_order_relaxed);
   if (last == kNever) return std::numeric_limits<double>::infinity();
-  const Clock::duration since = Clock::now().time_since_epoch() - Clock::duration(last);
-  return std::chrono::duration<double>(since).count();
+  // Note [Time the process was stopped]: only time this process ran.
+  return stops::runningSecondsSince(Clock::time_point(Clock::duration(last)));
 }
 
 }  // namespace ddp

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "runtime/log.h"
+#include "runtime/process_stops.h"
 #include "runtime/str.h"
 #include "runtime/world.h"
 
@@ -39,7 +40,10 @@ void StartUpDeadline::disarm() {
 
 void StartUpDeadline::watch() {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (disarmed_.wait_until(lock, start_ + limit_, [this] { return done_; })) return;
+  // Note [Time the process was stopped]: only time this process ran counts.
+  stops::Deadline deadline(limit_ - (std::chrono::steady_clock::now() - start_));
+  while (!deadline.passed())
+    if (disarmed_.wait_until(lock, deadline.nextLook(), [this] { return done_; })) return;
   const double seconds = std::chrono::duration<double>(limit_).count();
   // Through the log, after the lines before it, and not waiting long for a
   // reader that takes nothing (Note [Output that is not read]): a blocked

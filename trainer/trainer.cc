@@ -11,6 +11,7 @@
 #include "runtime/cpu_quota.h"
 #include "runtime/cpu_share.h"
 #include "runtime/error.h"
+#include "runtime/process_stops.h"
 #include "trainer/clip.h"
 #include "trainer/replica_check.h"
 #include "trainer/trainer_gpu.h"
@@ -59,8 +60,14 @@ PaceReport gatherPace(comm::Communicator& comm, const TrainOptions& options, std
                       std::size_t lastStep, const Stretch& stretch) {
   const RunQueueTimes cpuNow = threadRunQueueTimes().value_or(stretch.cpu);
   const PhaseTimes& sum = stretch.sum;
-  const double computeMs =
-      stretch.steps > 0 ? (sum.total() - sum.comm) / static_cast<double>(stretch.steps) * 1e3 : 0.0;
+  // A stretch this process was stopped in (Note [Time the process was
+  // stopped] in runtime/process_stops.h) says nothing of its pace: the stop
+  // sits in whichever phase it came in. NaN: not compared.
+  const bool stopped = stops::stoppedBetween(stretch.start, Clock::now()) > Clock::duration::zero();
+  const double computeMs = stopped ? std::numeric_limits<double>::quiet_NaN()
+                           : stretch.steps > 0
+                               ? (sum.total() - sum.comm) / static_cast<double>(stretch.steps) * 1e3
+                               : 0.0;
   std::optional<double> throttled;
   if (stretch.throttle) {
     if (const auto now = throttleCounts(options.quotaCgroup))

@@ -5,10 +5,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/process_stops.h"
 
 namespace ddp::comm {
 namespace {
@@ -51,18 +53,19 @@ void NodeBarrier::wait(std::chrono::milliseconds timeout, const char* what) {
     if (state_->generation.load(std::memory_order_acquire) != generation) return;
     cpuRelax();
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Note [Time the process was stopped]: only time this process ran counts.
+  stops::Deadline deadline(timeout);
   while (state_->generation.load(std::memory_order_acquire) == generation) {
-    const auto left = deadline - std::chrono::steady_clock::now();
-    if (left <= std::chrono::nanoseconds::zero()) {
+    if (deadline.passed()) {
       throw CommTimeoutError(str("rank ", log::processRank(), ": ", what, ": waited ",
                                  timeout.count() / 1000.0, " s for the other ranks of this node (",
                                  size_ - state_->arrived.load(), " of ", size_,
                                  " had not arrived; a peer may have died or stalled)"));
     }
     // Sleep until woken, at most 100 ms at a time so the deadline is checked.
-    const long slice = std::min<long>(
-        100'000'000, std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+    const auto next = deadline.nextLook() - std::chrono::steady_clock::now();
+    const long slice = std::clamp<long>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(next).count(), 0, 100'000'000);
     futexWait(&state_->generation, generation, slice);
   }
 }

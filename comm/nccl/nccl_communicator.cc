@@ -10,6 +10,7 @@
 #include "runtime/cuda/memory.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/process_stops.h"
 
 namespace ddp::detail {
 
@@ -103,8 +104,9 @@ class NcclCommunicator::DeviceWork final : public Work {
   void wait(std::chrono::milliseconds timeout) override {
     using Clock = std::chrono::steady_clock;
     const Clock::time_point start = Clock::now();
-    const Clock::time_point deadline = start + timeout;
-    for (Clock::time_point now = start; !isCompleted() && now < deadline; now = Clock::now()) {
+    // Note [Time the process was stopped]: only time this process ran counts.
+    stops::Deadline deadline(timeout);
+    for (Clock::time_point now = start; !isCompleted() && !deadline.passed(); now = Clock::now()) {
       bool ran = false;
       try {
         ran = done->query();
@@ -124,11 +126,11 @@ class NcclCommunicator::DeviceWork final : public Work {
       if (waited < 2ms) {
         std::this_thread::yield();
       } else {
-        std::this_thread::sleep_for(std::min<Clock::duration>({waited / 32, 1ms, deadline - now}));
+        std::this_thread::sleep_for(std::min<Clock::duration>({waited / 32, 1ms, deadline.left()}));
       }
+      deadline.nextLook();  // the look after this sleep is due by then
     }
-    Work::wait(std::chrono::ceil<std::chrono::milliseconds>(
-        std::max(deadline - Clock::now(), Clock::duration::zero())));
+    Work::wait(std::chrono::ceil<std::chrono::milliseconds>(deadline.left()));
   }
 
   void synchronize(std::chrono::milliseconds) override {
@@ -249,7 +251,11 @@ void NcclCommunicator::watch() {
   }
   std::unique_lock lock(shared_->mutex);
   while (!stopping_) {
-    wake_.wait_for(lock, inFlight_.empty() ? 100ms : 1ms);
+    // Note [Time the process was stopped]: a wake far later than asked
+    // records a stop, which the timeout below leaves out.
+    const auto due = std::chrono::steady_clock::now() + (inFlight_.empty() ? 100ms : 1ms);
+    wake_.wait_until(lock, due);
+    stops::noteWake(due, std::chrono::steady_clock::now());
     if (shared_->failed || comm_ == nullptr) continue;
     std::string report;
     bool timedOut = false;
@@ -275,7 +281,7 @@ void NcclCommunicator::watch() {
           inFlight_.empty() ? std::string() : str(" during ", inFlight_.front()->description()));
     }
     if (report.empty() && !inFlight_.empty() &&
-        std::chrono::steady_clock::now() - inFlight_.front()->issuedAt > options().timeout) {
+        stops::runningSince(inFlight_.front()->issuedAt) > options().timeout) {
       timedOut = true;
       report = str("rank ", rank_, ": ", inFlight_.front()->description(),
                    " did not complete within ", options().timeout.count() / 1000.0,

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "runtime/log.h"
 
 namespace ddp::launcher {
@@ -31,6 +33,16 @@ TEST(Straggler, RanksWithinTheRatioOrAloneAreNotStragglers) {
   EXPECT_FALSE(stragglerOf({10.0}));
   EXPECT_FALSE(stragglerOf({0.0, 0.0}));  // an epoch without timed steps
   EXPECT_FALSE(stragglerOf({}));
+}
+
+// A rank stopped in the stretch (Note [Time the process was stopped] in
+// runtime/process_stops.h) sends NaN: whichever phase the stop fell in says
+// nothing of its pace, so no rank is named.
+TEST(Straggler, AStretchARankWasStoppedInNamesNoRank) {
+  const double stopped = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(stragglerOf({10.0, 10.5, 25.0}));
+  EXPECT_FALSE(stragglerOf({10.0, stopped, 25.0}));
+  EXPECT_FALSE(stragglerOf({stopped, 10.0}));
 }
 
 using CpuTime = trainer::PaceReport::CpuTime;

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# A job whose every rank is stopped whole (SIGSTOP, as Slurm's scontrol
+# suspend does) for twice --timeout, then continued, goes on to its end: no
+# collective timeout, no watchdog report or stall warning, and rank 0 says
+# how long it was not run (Note [Time the process was stopped] in
+# runtime/process_stops.h). Two cases: the ranks mostly computing, and rank
+# 0 mostly waiting in the all-reduce for a slower rank 1, so that a
+# collective is pending across the stop.
+. "$(dirname "$0")/lib.sh"
+
+# suspended NAME ARGS...: runs a 2-rank job, stops both ranks for 8 s a
+# second after training starts, and checks how it ended.
+suspended() {
+  local name=$1; shift
+  timeout 180 mpirun -q -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 40000 \
+    --hidden 256 --threads 1 --timeout 4 --stall-warning 1 --metrics "$WORK/$name.jsonl" "$@" \
+    > "$WORK/$name.out" 2>&1 &
+  local job=$! ranks code
+  ranks=$(rank_pids "$job" "$WORK/$name.out" 2)
+  [ "$(echo $ranks | wc -w)" = 2 ] || fail "$name: the job did not start 2 ranks: $(tail -3 "$WORK/$name.out")"
+  sleep 1
+  kill -STOP $ranks
+  sleep 8
+  kill -CONT $ranks
+  set +e; wait "$job"; code=$?; set -e
+  [ "$code" = 0 ] || fail "$name: exit $code after the stop: $(grep -vE '^\[r0\] (epoch|step)' "$WORK/$name.out" | tail -12)"
+  ends_with "$WORK/$name.jsonl" ended_by=epochs exit_code=0
+  ! grep -qE "error|stall|watchdog: rank|timed out|did not complete" "$WORK/$name.out" ||
+    fail "$name: reported after the stop: $(grep -E "error|stall|watchdog" "$WORK/$name.out" | head -5)"
+  local said
+  said=$(grep -oE "^\[r0\] watchdog: this process was not run for [0-9.]+ s" "$WORK/$name.out") ||
+    fail "$name: rank 0 did not say it was stopped: $(grep -vE '^\[r0\] (epoch|step)' "$WORK/$name.out" | tail -5)"
+  python3 -c "import sys; s = float(sys.argv[1].split()[-2]); assert 7 <= s <= 9, s" "$said" ||
+    fail "$name: $said (stopped for 8 s)"
+  echo "$name: exit 0 after an 8 s stop; $said"
+}
+
+suspended computing --epochs 40
+suspended waiting --epochs 4 --inject-fault slow:1:1:0.005
