@@ -131,3 +131,29 @@ for _ in $(seq 300); do
 done
 step=$(stop_step "$WORK/scancel-$job.out" "$ck" 15 "scancel ($state)")
 echo "slurm: scancel: $state, stopped after step $step, checkpoint written"
+
+# scontrol suspend on a running batch job stops every task (SIGSTOP), and
+# resume continues them: the job goes on to its end, its timeouts leaving
+# the suspension out (Note [Time the process was stopped] in
+# runtime/process_stops.h), suspended for twice --timeout here.
+job=$(DDP_TRAIN=$DDP_TRAIN DDP_CHECKPOINT_DIR=$WORK/suspend sbatch --parsable --ntasks-per-node=2 \
+  --output="$WORK/suspend-%j.out" \
+  "$root/launcher/slurm/ddp_train.sbatch" --dataset synthetic --synthetic-samples 40000 \
+  --hidden 256 --epochs 30 --threads 1 --timeout 4 --stall-warning 1 --log-every 100)
+out=$WORK/suspend-$job.out
+for _ in $(seq 600); do grep -q "epoch 1/30 " "$out" 2> /dev/null && break; sleep 0.05; done
+grep -q "epoch 1/30 " "$out" || fail "the job to suspend did not train: $(tail -3 "$out" 2> /dev/null)"
+scontrol suspend "$job"
+sleep 8
+scontrol resume "$job"
+for _ in $(seq 1200); do
+  state=$(scontrol show job "$job" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1)
+  [ "$state" != JobState=RUNNING ] && [ "$state" != JobState=COMPLETING ] && break
+  sleep 0.1
+done
+[ "$state" = JobState=COMPLETED ] ||
+  fail "a job suspended for 8 s ended $state: $(grep -vE '^\[r0\] (epoch|step)' "$out" | tail -8)"
+grep -qE "^\[r0\] watchdog: this process was not run for [0-9.]+ s" "$out" ||
+  fail "the suspended job did not say it was stopped: $(grep -vE '^\[r0\] (epoch|step)' "$out" | tail -5)"
+! grep -qE "error|stall" "$out" || fail "the suspended job reported: $(grep -E 'error|stall' "$out" | head -3)"
+echo "slurm: scontrol suspend for 8 s, then resume: $state; $(grep -oE 'this process was not run for [0-9.]+ s' "$out")"
