@@ -12,7 +12,7 @@
 # second after training starts, and checks how it ended.
 suspended() {
   local name=$1; shift
-  timeout 180 mpirun -q -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 40000 \
+  timeout $((180 * TIME_SCALE)) mpirun -q -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 40000 \
     --hidden 256 --threads 1 --timeout 4 --stall-warning 1 --metrics "$WORK/$name.jsonl" "$@" \
     > "$WORK/$name.out" 2>&1 &
   local job=$! ranks code
@@ -35,5 +35,5 @@ suspended() {
   echo "$name: exit 0 after an 8 s stop; $said"
 }
 
-suspended computing --epochs 40
+suspended computing --epochs 15
 suspended waiting --epochs 4 --inject-fault slow:1:1:0.005
