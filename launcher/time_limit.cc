@@ -6,13 +6,17 @@
 #include <cstdio>
 #include <vector>
 
+#include "runtime/process_stops.h"
 #include "runtime/str.h"
 
 namespace ddp::launcher {
 namespace {
 
+// Less the time the process was stopped (Note [Time the process was
+// stopped] in runtime/process_stops.h): a suspended Slurm job's end moves
+// by the suspension, so the budget does too.
 double secondsBetween(TimeLimit::Clock::time_point from, TimeLimit::Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
+  return std::chrono::duration<double>(to - from - stops::stoppedBetween(from, to)).count();
 }
 
 // Digits only, as sbatch --time's fields.

@@ -29,7 +29,11 @@
 // Measured, so they follow the run: a slower file system reserves more.
 // Before the first checkpoint has been written, a write timed at start-up
 // stands in for it (Note [The first write's time] in
-// launcher/write_probe.h). The clock is rank 0's, from ddp_train's start;
+// launcher/write_probe.h). The clock is rank 0's, from ddp_train's start,
+// less the time the process was stopped (Note [Time the process was
+// stopped] in runtime/process_stops.h): Slurm moves a suspended job's end
+// by the suspension (EndTime, checked on the test cluster), so a budget
+// that counted it would stop the run that much early;
 // the job's own start (the scheduler's prolog, mpirun's launch) came a
 // little earlier, so a limit a few seconds under the job's is the one to
 // give. Every rank stops after the same step (the stop check is a

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "launcher/write_probe.h"
+#include "runtime/process_stops.h"
 #include "test_files.h"
 
 namespace ddp::launcher {
@@ -71,6 +72,22 @@ TEST(TimeLimit, StopsWhenTheNextStretchAndTheWritesWouldNotFit) {
   EXPECT_EQ(limit.endText(at(start, 101)),
             "--time-limit 0:01:40: the run ended 1.00 s after it: its last steps or writes took "
             "longer than the longest before them");
+}
+
+// Note [Time the process was stopped]: Slurm moves a suspended job's end by
+// the suspension, so the 80 s budget leaves out the 30 s the process was
+// stopped, as it does the writes'. Times in the past, so that the stop
+// recorded overlaps no other test's.
+TEST(TimeLimit, TimeTheProcessWasStoppedIsNotCounted) {
+  const Clock::time_point start = Clock::now() - std::chrono::seconds(1000);
+  TimeLimit limit(80, start, true, false);
+  stops::noteWake(at(start, 10), at(start, 40));  // stopped from 10 s to 40 s
+  limit.writeStarted(at(start, 5));
+  limit.writeDone(at(start, 45));                  // 40 s, 30 of them stopped
+  EXPECT_FALSE(limit.timeUp(5, at(start, 94.9)));  // ran 64.9 s; + 5 + 10 < 80
+  EXPECT_TRUE(limit.timeUp(5, at(start, 95)));
+  EXPECT_FALSE(limit.endedPastLimit(at(start, 100)));  // ran 70 s
+  EXPECT_EQ(limit.endText(at(start, 100)), "--time-limit 0:01:20: the run ended 10.00 s before it");
 }
 
 TEST(TimeLimit, SavingTheModelKeepsTimeForASecondWrite) {
