@@ -12,23 +12,30 @@
 // for the whole stop, and ended the job with a false report. So timeouts
 // count only time this process ran.
 //
-// No clock tells that a process was stopped, but a thread that asked to
-// wake at a time and wakes much later was not run in between: the kernel
-// does not hold a timed wait back for seconds while the process runs (only
-// a machine starved that long would, and then counting less is harmless). Every thread that waits
-// with a timeout here wakes at least every kLookEvery to look (Deadline), and so does the
-// watchdog's checker; a look kLateBy or more past its time records the gap as a stop (noteWake),
-// once for every thread, and every elapsed time that decides something (a timeout, the watchdog's
-// waiting, quiet and heartbeat times) leaves out the stops recorded within it (runningSince). The
-// look that finds a stop records it before it decides, so a waiter never times out on a stop no
-// thread has recorded yet.
+// No clock tells that a process was stopped, but a thread that asked to wake
+// at a time and wakes much later was not run in between: the kernel does not
+// hold a timed wait back for seconds while the process runs (only a machine
+// starved that long would, and then counting less is harmless). Every thread
+// that waits with a timeout here wakes at least every kLookEvery to look
+// (Deadline), and so does the watchdog's checker; a look kLateBy or more
+// past its time records the gap as a stop (noteWake), once for every thread,
+// and every elapsed time that decides something (a timeout, the watchdog's
+// waiting, quiet and heartbeat times) leaves out the stops recorded within
+// it (runningSince). The look that finds a stop records it before it
+// decides, so a waiter never times out on a stop no thread has recorded yet.
 //
-// Rank 0's watchdog says so when it finds a stop: "this process was not
-// run for 8.0 s (...)", so that a gap in the log has its cause beside it.
+// The trainer's own times leave the stops out too (an epoch's time and
+// throughput, the phase times, the step rate the stop checks plan with,
+// --time-limit's budget, since Slurm moves a suspended job's end as much),
+// where a thread has looked by then: a step that ends before any thread has
+// woken since the resume still counts its stop, and a pace window with a
+// stop in it names no straggler. Rank 0's watchdog says so when it finds a
+// stop: "this process was not run for 8.0 s (...)", so that a gap in the log
+// has its cause beside it.
 //
-// A stop of this rank alone (a debugger, kill -STOP of one process) is
-// left out of this rank's own times only: its peers, which ran, still see
-// it not arrive, and report it stopped (Note [Where a stuck rank is] in
+// A stop of this rank alone (a debugger, kill -STOP of one process) is left
+// out of this rank's own times only: its peers, which ran, still see it not
+// arrive, and report it stopped (Note [Where a stuck rank is] in
 // comm/watchdog.h).
 #pragma once
 

@@ -30,8 +30,12 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kSomeParameter = "at least one parameter";
 #endif
 
+// Less the time the process was stopped (Note [Time the process was
+// stopped] in runtime/process_stops.h), once a thread has looked: a
+// suspended job's epoch time, throughput, step rate and phase times are
+// those of its training.
 double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+  return stops::runningSecondsSince(start);
 }
 
 // A stretch of steps (an epoch, or a pace window within one): its steps'
@@ -246,7 +250,9 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
   const auto stepStart = phaseMark_;
   auto lap = [this] {
     const auto now = Clock::now();
-    const double seconds = std::chrono::duration<double>(now - phaseMark_).count();
+    const double seconds =
+        std::chrono::duration<double>(now - phaseMark_ - stops::stoppedBetween(phaseMark_, now))
+            .count();
     phaseMark_ = now;
     return seconds;
   };

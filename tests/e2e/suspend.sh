@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # A job whose every rank is stopped whole (SIGSTOP, as Slurm's scontrol
 # suspend does) for twice --timeout, then continued, goes on to its end: no
-# collective timeout, no watchdog report or stall warning, and rank 0 says
-# how long it was not run (Note [Time the process was stopped] in
-# runtime/process_stops.h). Two cases: the ranks mostly computing, and rank
-# 0 mostly waiting in the all-reduce for a slower rank 1, so that a
-# collective is pending across the stop.
+# collective timeout, no watchdog report or stall warning; rank 0 says how
+# long it was not run, and the epoch the stop came in is timed without it
+# (Note [Time the process was stopped] in runtime/process_stops.h). Two
+# cases: the ranks mostly computing, and rank 0 mostly waiting in the
+# all-reduce for a slower rank 1, so that a collective is pending across
+# the stop.
 . "$(dirname "$0")/lib.sh"
 
 # suspended NAME ARGS...: runs a 2-rank job, stops both ranks for 8 s a
@@ -32,7 +33,13 @@ suspended() {
     fail "$name: rank 0 did not say it was stopped: $(grep -vE '^\[r0\] (epoch|step)' "$WORK/$name.out" | tail -5)"
   python3 -c "import sys; s = float(sys.argv[1].split()[-2]); assert 7 <= s <= 9, s" "$said" ||
     fail "$name: $said (stopped for 8 s)"
-  echo "$name: exit 0 after an 8 s stop; $said"
+  # The epoch the stop came in is timed without it (its line's "time").
+  local longest
+  longest=$(grep -oE "^\[r0\] epoch [0-9]+/[0-9]+  train_loss .* time [0-9.]+s" "$WORK/$name.out" |
+    grep -oE "[0-9.]+s$" | tr -d s | sort -g | tail -1)
+  python3 -c "import sys; assert float(sys.argv[1]) < 4 * int(sys.argv[2])" "$longest" "$TIME_SCALE" ||
+    fail "$name: an epoch took ${longest} s: the stop was counted in it"
+  echo "$name: exit 0 after an 8 s stop; $said; the longest epoch ${longest} s"
 }
 
 suspended computing --epochs 15
