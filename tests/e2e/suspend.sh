@@ -6,13 +6,15 @@
 # (Note [Time the process was stopped] in runtime/process_stops.h). Two
 # cases: the ranks mostly computing, and rank 0 mostly waiting in the
 # all-reduce for a slower rank 1, so that a collective is pending across
-# the stop.
+# the stop; and Ctrl-Z on mpirun.
 . "$(dirname "$0")/lib.sh"
 
-# suspended NAME ARGS...: runs a 2-rank job, stops both ranks for 8 s a
-# second after training starts, and checks how it ended.
+# suspended NAME HOW ARGS...: runs a 2-rank job, stops both ranks for 8 s a
+# second after training starts, and checks how it ended. HOW: ranks
+# (SIGSTOP and SIGCONT to each rank, as Slurm does) or mpirun (SIGTSTP and
+# SIGCONT to mpirun, as Ctrl-Z and fg in its terminal: it passes them on).
 suspended() {
-  local name=$1; shift
+  local name=$1 how=$2; shift 2
   timeout $((180 * TIME_SCALE)) mpirun -q -np 2 "$DDP_TRAIN" --dataset synthetic --synthetic-samples 40000 \
     --hidden 256 --threads 1 --timeout 4 --stall-warning 1 --metrics "$WORK/$name.jsonl" "$@" \
     > "$WORK/$name.out" 2>&1 &
@@ -20,9 +22,17 @@ suspended() {
   ranks=$(rank_pids "$job" "$WORK/$name.out" 2)
   [ "$(echo $ranks | wc -w)" = 2 ] || fail "$name: the job did not start 2 ranks: $(tail -3 "$WORK/$name.out")"
   sleep 1
-  kill -STOP $ranks
-  sleep 8
-  kill -CONT $ranks
+  if [ "$how" = mpirun ]; then
+    local mpirun
+    mpirun=$(children "$job")
+    kill -TSTP "$mpirun"
+    sleep 8
+    kill -CONT "$mpirun"
+  else
+    kill -STOP $ranks
+    sleep 8
+    kill -CONT $ranks
+  fi
   set +e; wait "$job"; code=$?; set -e
   [ "$code" = 0 ] || fail "$name: exit $code after the stop: $(grep -vE '^\[r0\] (epoch|step)' "$WORK/$name.out" | tail -12)"
   ends_with "$WORK/$name.jsonl" ended_by=epochs exit_code=0
@@ -42,5 +52,6 @@ suspended() {
   echo "$name: exit 0 after an 8 s stop; $said; the longest epoch ${longest} s"
 }
 
-suspended computing --epochs 15
-suspended waiting --epochs 4 --inject-fault slow:1:1:0.005
+suspended computing ranks --epochs 15
+suspended waiting ranks --epochs 4 --inject-fault slow:1:1:0.005
+suspended ctrl-z mpirun --epochs 15
