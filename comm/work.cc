@@ -9,8 +9,10 @@ namespace ddp::comm {
 void Work::wait(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
   // Note [Time the process was stopped]: only time this process ran counts.
+  // Every wake looks, the last too: a stop found here is left out of the
+  // step's times before the caller measures them.
   stops::Deadline deadline(timeout);
-  while (!completed_ && !deadline.passed())
+  while (!deadline.passed() && !completed_)
     done_.wait_until(lock, deadline.nextLook());
   if (!completed_) {
     throw CommTimeoutError(str("rank ", log::processRank(), ": ", description_,

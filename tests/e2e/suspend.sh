@@ -3,10 +3,10 @@
 # suspend does) for twice --timeout, then continued, goes on to its end: no
 # collective timeout, no watchdog report or stall warning; rank 0 says how
 # long it was not run, and the epoch the stop came in is timed without it
-# (Note [Time the process was stopped] in runtime/process_stops.h). Two
-# cases: the ranks mostly computing, and rank 0 mostly waiting in the
-# all-reduce for a slower rank 1, so that a collective is pending across
-# the stop; and Ctrl-Z on mpirun.
+# (Note [Time the process was stopped] in runtime/process_stops.h). Cases:
+# the ranks mostly computing; rank 0 mostly waiting in the all-reduce for a
+# slower rank 1, so that a collective is pending across the stop; and
+# Ctrl-Z on mpirun.
 . "$(dirname "$0")/lib.sh"
 
 # suspended NAME HOW ARGS...: runs a 2-rank job, stops both ranks for 8 s a
