@@ -16,7 +16,7 @@ namespace {
 // stopped] in runtime/process_stops.h): a suspended Slurm job's end moves
 // by the suspension, so the budget does too.
 double secondsBetween(TimeLimit::Clock::time_point from, TimeLimit::Clock::time_point to) {
-  return std::chrono::duration<double>(to - from - stops::stoppedBetween(from, to)).count();
+  return std::chrono::duration<double>(stops::runningBetween(from, to)).count();
 }
 
 // Digits only, as sbatch --time's fields.

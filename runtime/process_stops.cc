@@ -64,9 +64,12 @@ Clock::duration stoppedBetween(Clock::time_point from, Clock::time_point to) {
   return covered;
 }
 
+Clock::duration runningBetween(Clock::time_point from, Clock::time_point to) {
+  return std::max(Clock::duration::zero(), (to - from) - stoppedBetween(from, to));
+}
+
 Clock::duration runningSince(Clock::time_point start) {
-  const Clock::time_point now = Clock::now();
-  return std::max(Clock::duration::zero(), (now - start) - stoppedBetween(start, now));
+  return runningBetween(start, Clock::now());
 }
 
 double runningSecondsSince(Clock::time_point start) {
@@ -87,17 +90,23 @@ Clock::duration totalStopped() {
 Deadline::Deadline(Clock::duration limit) : start_(Clock::now()), limit_(limit) {}
 
 Clock::time_point Deadline::nextLook() {
-  due_ = Clock::now() + std::min(kLookEvery, left());
+  const Clock::time_point now = Clock::now();
+  due_ = now + std::min(kLookEvery, leftAt(now));
   return due_;
 }
 
 bool Deadline::passed() {
-  if (due_ != Clock::time_point{}) noteWake(due_, Clock::now());
-  return runningSince(start_) >= limit_;
+  const Clock::time_point now = Clock::now();
+  if (due_ != Clock::time_point{}) noteWake(due_, now);
+  return leftAt(now) == Clock::duration::zero();
 }
 
 Clock::duration Deadline::left() const {
-  return std::max(Clock::duration::zero(), limit_ - runningSince(start_));
+  return leftAt(Clock::now());
+}
+
+Clock::duration Deadline::leftAt(Clock::time_point now) const {
+  return std::max(Clock::duration::zero(), limit_ - runningBetween(start_, now));
 }
 
 }  // namespace ddp::stops

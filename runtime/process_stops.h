@@ -59,7 +59,10 @@ void noteWake(Clock::time_point due, Clock::time_point woke);
 // lock-free while no stop has been recorded.
 Clock::duration stoppedBetween(Clock::time_point from, Clock::time_point to);
 
-// Clock::now() - start, less the stops recorded since `start`.
+// to - from, less the stops recorded between them: the time this process
+// ran. Any thread.
+Clock::duration runningBetween(Clock::time_point from, Clock::time_point to);
+// runningBetween(start, Clock::now()).
 Clock::duration runningSince(Clock::time_point start);
 double runningSecondsSince(Clock::time_point start);
 
@@ -84,6 +87,8 @@ class Deadline {
   Clock::duration left() const;
 
  private:
+  Clock::duration leftAt(Clock::time_point now) const;
+
   Clock::time_point start_;
   Clock::duration limit_;
   Clock::time_point due_{};  // the last nextLook(); none before the first

@@ -251,8 +251,7 @@ void Trainer::runStep(std::span<const std::size_t> batchIndices) {
   auto lap = [this] {
     const auto now = Clock::now();
     const double seconds =
-        std::chrono::duration<double>(now - phaseMark_ - stops::stoppedBetween(phaseMark_, now))
-            .count();
+        std::chrono::duration<double>(stops::runningBetween(phaseMark_, now)).count();
     phaseMark_ = now;
     return seconds;
   };
