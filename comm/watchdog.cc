@@ -326,6 +326,18 @@ Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& p
   return d;
 }
 
+namespace {
+
+// Enough for a report at quietAfter (or at a --timeout near it), capped: a
+// span longer than the history is reported as the history's.
+std::chrono::steady_clock::duration cpuHistoryKept(std::chrono::milliseconds quietAfter) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::clamp<std::chrono::milliseconds>(quietAfter + std::chrono::minutes(1),
+                                            std::chrono::minutes(10), std::chrono::minutes(30)));
+}
+
+}  // namespace
+
 Watchdog::Watchdog(Communicator& comm, std::string hostname, WatchdogOptions options,
                    Handler endJob, EndingHandler onEnding)
     : comm_(comm),
@@ -333,7 +345,8 @@ Watchdog::Watchdog(Communicator& comm, std::string hostname, WatchdogOptions opt
       options_(options),
       endJob_(std::move(endJob)),
       onEnding_(std::move(onEnding)),
-      logs_(comm.activityLogs()) {
+      logs_(comm.activityLogs()),
+      cpuHistory_(cpuHistoryKept(options.quietAfter)) {
   installStackCapture();
   net::Listener listener = net::listenTcp();
   std::string cookie = str(std::random_device{}(), std::random_device{}());
@@ -410,39 +423,18 @@ std::string Watchdog::describeTrainingThread(double quiet) const {
   const auto sample = thread != 0 ? sampleThread(thread) : std::nullopt;
   if (!sample) return "";
   std::string text = str("its training thread is ", describeThreadState(*sample));
-  // The CPUs used since the first sample inside the quiet span.
-  const auto now = std::chrono::steady_clock::now();
-  const auto start = now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                               std::chrono::duration<double>(quiet));
-  std::optional<CpuSample> from;
-  {
-    std::lock_guard lock(cpuMutex_);
-    const auto it = std::find_if(cpuHistory_.begin(), cpuHistory_.end(),
-                                 [&](const CpuSample& c) { return c.at >= start; });
-    if (it != cpuHistory_.end()) from = *it;
-  }
-  const double span = from ? std::chrono::duration<double>(now - from->at).count() : 0.0;
-  if (span >= 0.5) {
-    text +=
-        str(", and the process used ", fixed((processCpuSeconds() - from->cpuSeconds) / span, 2),
-            " CPUs over the last ", seconds(span));
+  // The CPUs used since the first sample inside the quiet span, both in
+  // running time (runtime/cpu_history.h).
+  if (const auto use =
+          cpuHistory_.over(quiet, std::chrono::steady_clock::now(), processCpuSeconds())) {
+    text += str(", and the process used ", fixed(use->cpus, 2), " CPUs over the last ",
+                seconds(use->seconds));
   }
   return text;
 }
 
 void Watchdog::sampleCpu() {
-  const auto now = std::chrono::steady_clock::now();
-  // Enough for a report at quietAfter (or at a --timeout near it), capped:
-  // a span longer than the history is reported as the history's.
-  const std::chrono::milliseconds wanted = options_.quietAfter + std::chrono::minutes(1);
-  const auto keep = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::clamp<std::chrono::milliseconds>(wanted, std::chrono::minutes(10),
-                                            std::chrono::minutes(30)));
-  const double cpu = processCpuSeconds();
-  std::lock_guard lock(cpuMutex_);
-  cpuHistory_.push_back({now, cpu});
-  while (cpuHistory_.front().at < now - keep)
-    cpuHistory_.pop_front();
+  cpuHistory_.add(std::chrono::steady_clock::now(), processCpuSeconds());
 }
 
 void Watchdog::serve() {

@@ -49,14 +49,14 @@
 // look at the rank's training thread (the one that issues collectives)
 // without that thread's help: the kernel's state and wait channel for it
 // (/proc/self/task/<tid>), and the CPU time the process used since its last
-// collective. So the report says, e.g., "its training thread is asleep in the
-// kernel's futex_wait_queue (a lock or a condition variable), and the process
-// used 0.00 CPUs over the last 61.0 s". For the report that ends the job, the
-// server also interrupts that thread with a signal whose handler records its
-// call stack (runtime/thread_state.h), printed under the report. Not for
-// warnings: the signal makes a few system calls (poll, nanosleep) return
-// early, which code outside ddp may not expect, so it is sent only where
-// the job ends anyway.
+// collective (over the time it ran: runtime/cpu_history.h). So the report
+// says, e.g., "its training thread is asleep in the kernel's futex_wait_queue
+// (a lock or a condition variable), and the process used 0.00 CPUs over the
+// last 61.0 s". For the report that ends the job, the server also interrupts
+// that thread with a signal whose handler records its call stack
+// (runtime/thread_state.h), printed under the report. Not for warnings: the
+// signal makes a few system calls (poll, nanosleep) return early, which code
+// outside ddp may not expect, so it is sent only where the job ends anyway.
 //
 // The collective timeout cannot see every hang: it fires on a rank that waits
 // in a collective. If every rank is stuck outside communication (all blocked
@@ -192,6 +192,7 @@
 
 #include "comm/activity.h"
 #include "comm/communicator.h"
+#include "runtime/cpu_history.h"
 
 namespace ddp::comm {
 
@@ -417,12 +418,7 @@ class Watchdog {
 
   // The process's CPU time, sampled by the checker each tick, for the CPUs
   // used over a span (describeTrainingThread).
-  struct CpuSample {
-    std::chrono::steady_clock::time_point at;
-    double cpuSeconds = 0.0;
-  };
-  mutable std::mutex cpuMutex_;
-  std::deque<CpuSample> cpuHistory_;
+  CpuHistory cpuHistory_;
 };
 
 }  // namespace ddp::comm
