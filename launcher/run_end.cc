@@ -33,6 +33,7 @@ std::string runEndMetrics(const RunOutcome& o) {
                          {"exit_code", o.exitCode},
                          {"last_step", o.globalStep},
                          {"run_time_s", o.wallSeconds}};
+  if (o.suspendedSeconds > 0) line["suspended_s"] = o.suspendedSeconds;
   if (o.plannedSteps) line["planned_steps"] = *o.plannedSteps;
   if (o.endedBy == "signal") line["signal"] = signalName(o.signal);
   if (o.endedBy == "error") line["error"] = o.error;

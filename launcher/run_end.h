@@ -51,8 +51,11 @@ struct RunOutcome {
   std::size_t globalStep = 0;
   std::optional<std::size_t> plannedSteps;  // Trainer::plannedSteps, once known
   double wallSeconds = 0.0;                 // since ddp_train started
-  int signal = 0;                           // endedBy "signal"
-  std::string error;                        // endedBy "error": what rank 0 logged
+  // Of wallSeconds, the time rank 0's process was not run (Note [Time the
+  // process was stopped] in runtime/process_stops.h): a suspended job.
+  double suspendedSeconds = 0.0;
+  int signal = 0;     // endedBy "signal"
+  std::string error;  // endedBy "error": what rank 0 logged
   // --checkpoint-dir: the newest checkpoint this run wrote (null in JSON:
   // none). Without it, no key.
   std::optional<std::string> checkpoint;
@@ -64,8 +67,9 @@ struct RunOutcome {
 };
 
 // The JSON line (no newline) for `outcome`: ended_by, exit_code,
-// last_step, run_time_s (keys of no other line); planned_steps once known; signal (its name) for
-// a signal; error for an error; checkpoint (null: none written) with
+// last_step, run_time_s (keys of no other line); suspended_s when the run
+// was suspended; planned_steps once known; signal (its name) for a signal;
+// error for an error; checkpoint (null: none written) with
 // --checkpoint-dir; model once --save-model wrote it; best_metric,
 // best_step, best_test_loss, best_test_accuracy with --save-best or
 // --early-stop, and best_file with --save-best (each null while there is no

@@ -8,6 +8,7 @@
 
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/process_stops.h"
 #include "runtime/str.h"
 
 namespace ddp::launcher {
@@ -31,7 +32,10 @@ bool RunEndRecorder::end(const Change& last) {
     if (claimed_ || !write_) return false;
     claimed_ = true;
     last(outcome_);
-    outcome_.wallSeconds = std::chrono::duration<double>(Clock::now() - startedAt_).count();
+    const Clock::time_point now = Clock::now();
+    outcome_.wallSeconds = std::chrono::duration<double>(now - startedAt_).count();
+    outcome_.suspendedSeconds =
+        std::chrono::duration<double>(stops::stoppedBetween(startedAt_, now)).count();
     outcome = outcome_;
     write = write_;
   }

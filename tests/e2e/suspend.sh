@@ -6,7 +6,8 @@
 # (Note [Time the process was stopped] in runtime/process_stops.h). Cases:
 # the ranks mostly computing; rank 0 mostly waiting in the all-reduce for a
 # slower rank 1, so that a collective is pending across the stop; and
-# Ctrl-Z on mpirun.
+# Ctrl-Z on mpirun. The end line of --metrics says how long it was
+# suspended.
 . "$(dirname "$0")/lib.sh"
 
 # suspended NAME HOW ARGS...: runs a 2-rank job, stops both ranks for 8 s a
@@ -36,6 +37,11 @@ suspended() {
   set +e; wait "$job"; code=$?; set -e
   [ "$code" = 0 ] || fail "$name: exit $code after the stop: $(grep -vE '^\[r0\] (epoch|step)' "$WORK/$name.out" | tail -12)"
   ends_with "$WORK/$name.jsonl" ended_by=epochs exit_code=0
+  # The end line says how long of run_time_s the run was suspended.
+  python3 -c "import json, sys
+end = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+assert 7 <= end.get('suspended_s', 0) <= 9 and end['run_time_s'] > end['suspended_s'], end" \
+    "$WORK/$name.jsonl" || fail "$name: the end line: $(tail -1 "$WORK/$name.jsonl")"
   ! grep -qE "error|stall|watchdog: rank|timed out|did not complete" "$WORK/$name.out" ||
     fail "$name: reported after the stop: $(grep -E "error|stall|watchdog" "$WORK/$name.out" | head -5)"
   local said

@@ -27,6 +27,17 @@ TEST(RunEnd, AFinishedRunSaysHowFarItGotAndNothingItDidNotUse) {
   for (const char* key :
        {"train_loss", "test_loss", "loss", "epoch", "global_step", "wall_time_s", "evaluated"})
     EXPECT_FALSE(lineOf(done).contains(key)) << key;
+  EXPECT_FALSE(lineOf(done).contains("suspended_s"));  // it was not
+}
+
+// run_time_s is wall time; a run suspended for part of it says how long.
+TEST(RunEnd, ASuspendedRunSaysForHowLong) {
+  RunOutcome done;
+  done.endedBy = "epochs";
+  done.wallSeconds = 20.5;
+  done.suspendedSeconds = 8.25;
+  EXPECT_EQ(lineOf(done)["suspended_s"], 8.25);
+  EXPECT_EQ(lineOf(done)["run_time_s"], 20.5);
 }
 
 TEST(RunEnd, NamesEveryWayARunEnds) {
