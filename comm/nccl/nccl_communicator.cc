@@ -122,13 +122,16 @@ class NcclCommunicator::DeviceWork final : public Work {
           break;
         }
       }
+      // Asked before the sleep, so that the look after it finds a stop
+      // that came in between, before it decides.
+      const Clock::time_point due = deadline.nextLook();
       const Clock::duration waited = now - start;
       if (waited < 2ms) {
         std::this_thread::yield();
       } else {
-        std::this_thread::sleep_for(std::min<Clock::duration>({waited / 32, 1ms, deadline.left()}));
+        std::this_thread::sleep_until(
+            std::min(due, Clock::now() + std::min<Clock::duration>(waited / 32, 1ms)));
       }
-      deadline.nextLook();  // the look after this sleep is due by then
     }
     Work::wait(std::chrono::ceil<std::chrono::milliseconds>(deadline.left()));
   }
