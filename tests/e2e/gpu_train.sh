@@ -241,6 +241,44 @@ sharded() {
 }
 section "--shard-optimizer" sharded
 
+# Every process of the job stopped for 8 s (SIGSTOP, as Slurm's scontrol
+# suspend does), twice --timeout, a collective in flight: the run goes on,
+# with no timeout and no report, and --time-limit 6s ends it after 6 s of
+# running time (Note [Time the process was stopped]): the NCCL waits and
+# the NCCL watch count only the time the process ran. The end line says how
+# long it was suspended.
+suspended() {
+  timeout $((120 * TIME_SCALE)) mpirun -q -np 1 "$DDP_TRAIN" --device cuda --dataset synthetic \
+    --synthetic-samples 40000 --hidden 256 --epochs 100000 --time-limit 6s --timeout 4 \
+    --stall-warning 1 --metrics "$WORK/suspended.jsonl" > "$WORK/suspended.out" 2>&1 &
+  local job=$! code processes
+  for _ in $(seq 400); do
+    grep -q "reducer:" "$WORK/suspended.out" 2> /dev/null && break
+    sleep 0.05
+  done
+  sleep 1
+  processes=$(descendants "$job")
+  kill -STOP $processes
+  sleep 8
+  kill -CONT $processes
+  set +e
+  wait "$job"
+  code=$?
+  set -e
+  [ "$code" = 3 ] || fail "exit $code after the stop: $(grep -v ' step ' "$WORK/suspended.out" | tail -8)"
+  ends_with "$WORK/suspended.jsonl" ended_by=time_limit
+  ! grep -qE "error|stall|watchdog: rank|timed out|did not complete" "$WORK/suspended.out" ||
+    fail "reported after the stop: $(grep -E "error|stall|watchdog" "$WORK/suspended.out" | head -5)"
+  grep -q "watchdog: this process was not run for" "$WORK/suspended.out" ||
+    fail "rank 0 did not say it was stopped: $(grep -v ' step ' "$WORK/suspended.out" | tail -5)"
+  python3 -c "import json, sys
+end = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+ran = end['run_time_s'] - end.get('suspended_s', 0)
+assert 7 <= end.get('suspended_s', 0) <= 9 and ran <= 6, end" "$WORK/suspended.jsonl" ||
+    fail "the end line: $(tail -1 "$WORK/suspended.jsonl")"
+}
+section "suspended 8 s with --timeout 4" suspended
+
 # More ranks on the node than GPUs: a usage error naming both counts.
 too_many_ranks() {
     gpus=$(nvidia-smi -L | grep -c '^GPU')

@@ -88,6 +88,14 @@ skip_without_cuda() {
 }
 # children PID: the PIDs of PID's child processes (from /proc; no procps needed)
 children() { cat /proc/"$1"/task/*/children 2> /dev/null; }
+# descendants PID: every process under PID, parents before their children.
+descendants() {
+  local p
+  for p in $(children "$1"); do
+    echo "$p"
+    descendants "$p"
+  done
+}
 # await_checkpoint DIR [N]: waits (at most 30 s) until DIR holds N (default
 # 1) complete checkpoints.
 await_checkpoint() {
