@@ -3,6 +3,7 @@
 #pragma once
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -36,7 +37,10 @@ std::string str(const Args&... args) {
 
 // `value` with `digits` digits after the point: fixed(3.14159, 2) == "3.14".
 // Every digit, also of a value longer than the buffer holds (1e300, say).
+// A NaN is "nan" whatever its sign bit (printf writes "-nan" for some, as
+// 0 * inf gives: a sign that means nothing); infinities "inf" and "-inf".
 inline std::string fixed(double value, int digits) {
+  if (std::isnan(value)) return "nan";
   char buffer[64];
   const int length = std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
   if (length < 0 || static_cast<std::size_t>(length) < sizeof buffer) return buffer;
@@ -47,7 +51,9 @@ inline std::string fixed(double value, int digits) {
 
 // `value` to `digits` significant digits, as printf's %g: significant(0.04972, 3)
 // == "0.0497", significant(0.1, 3) == "0.1".
+// NaN and infinities as fixed() writes them.
 inline std::string significant(double value, int digits) {
+  if (std::isnan(value)) return "nan";
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%.*g", digits, value);
   return buffer;
