@@ -24,7 +24,7 @@ std::optional<std::size_t> EvaluationReport::weightsStep() const {
 std::string evaluationText(const EvaluationReport& r) {
   const std::optional<std::size_t> step = r.weightsStep();
   return str("evaluated ", r.file, step ? str(" (the weights of step ", *step, ")") : std::string(),
-             ": test_loss ", fixed(r.result.loss, 4), "  test_acc ",
+             ": test_loss ", fixedOrExponent(r.result.loss, 4), "  test_acc ",
              fixed(100.0 * r.result.accuracy, 2), "%  (", r.testSet, ": ", r.result.samples,
              " samples over ", r.ranks, r.ranks == 1 ? " rank, " : " ranks, ", fixed(r.seconds, 2),
              " s)");

@@ -200,7 +200,7 @@ void ProgressPrinter::onStep(const trainer::StepReport& r) {
   const trainer::PhaseTimes& t = sinceLine_;
   const std::string line =
       str("epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/", r.stepsInEpoch, "  loss ",
-          fixed(lossSinceLine_ / n, 4), "  lr ", significant(r.learningRate, 3),
+          fixedOrExponent(lossSinceLine_ / n, 4), "  lr ", significant(r.learningRate, 3),
           r.gradNorm ? str("  grad-norm ", significant(*r.gradNorm, 3),
                            clippedSinceLine_ > 0 ? str(" (", clippedSinceLine_, " clipped)") : "")
                      : std::string(),
@@ -230,23 +230,24 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
     log::raw("\r\033[K");
     lineOpen_ = false;
   }
-  log::info(str(
-      "epoch ", r.epoch, "/", epochs_, "  train_loss ", fixed(r.trainLoss, 4), "  test_loss ",
-      fixed(r.test.loss, 4), "  test_acc ", fixed(100.0 * r.test.accuracy, 2), "%  ",
-      fixed(r.samplesPerSecond, 0), " samples/s  time ", fixed(r.wallSeconds, 1), "s",
-      r.steps < r.stepsInEpoch
-          ? str("  (stopped by ", r.stoppedEarly ? "--early-stop" : "--max-steps", " after step ",
-                r.steps, " of ", r.stepsInEpoch, ")")
-          : std::string(),
-      r.skippedSteps > 0 ? str("  (", r.skippedSteps, r.skippedSteps == 1 ? " update" : " updates",
-                               " skipped: not finite)")
-                         : std::string(),
-      r.gradNorms ? str("  grad-norm mean ", significant(r.gradNorms->mean(), 3), " max ",
-                        significant(r.gradNorms->max, 3),
-                        r.gradNorms->clipping ? str(" (", r.gradNorms->clipped, " of ",
-                                                    r.gradNorms->steps, " steps clipped)")
-                                              : std::string())
-                  : std::string()));
+  log::info(str("epoch ", r.epoch, "/", epochs_, "  train_loss ", fixedOrExponent(r.trainLoss, 4),
+                "  test_loss ", fixedOrExponent(r.test.loss, 4), "  test_acc ",
+                fixed(100.0 * r.test.accuracy, 2), "%  ", fixed(r.samplesPerSecond, 0),
+                " samples/s  time ", fixed(r.wallSeconds, 1), "s",
+                r.steps < r.stepsInEpoch
+                    ? str("  (stopped by ", r.stoppedEarly ? "--early-stop" : "--max-steps",
+                          " after step ", r.steps, " of ", r.stepsInEpoch, ")")
+                    : std::string(),
+                r.skippedSteps > 0
+                    ? str("  (", r.skippedSteps, r.skippedSteps == 1 ? " update" : " updates",
+                          " skipped: not finite)")
+                    : std::string(),
+                r.gradNorms ? str("  grad-norm mean ", significant(r.gradNorms->mean(), 3), " max ",
+                                  significant(r.gradNorms->max, 3),
+                                  r.gradNorms->clipping ? str(" (", r.gradNorms->clipped, " of ",
+                                                              r.gradNorms->steps, " steps clipped)")
+                                                        : std::string())
+                            : std::string()));
   const trainer::PhaseTimes& t = r.meanStep;
   auto ms = [](double seconds) { return fixed(seconds * 1e3, 2); };
   log::info(str("  mean step ", ms(t.total()), " ms: data ", ms(t.data), "  forward ",
@@ -349,7 +350,7 @@ void ProgressPrinter::onStepEvaluation(const trainer::StepEvaluation& r) {
   if (!enabled_) return;
   endLiveLine();
   log::info(str("epoch ", r.epoch, "/", epochs_, "  step ", r.stepInEpoch, "/", r.stepsInEpoch,
-                "  test_loss ", fixed(r.test.loss, 4), "  test_acc ",
+                "  test_loss ", fixedOrExponent(r.test.loss, 4), "  test_acc ",
                 fixed(100.0 * r.test.accuracy, 2), "%  (after step ", r.globalStep,
                 " of the run, evaluated in ", fixed(r.seconds, 2), " s)"));
   if (!writesMetrics()) return;

@@ -51,6 +51,16 @@ inline std::string fixed(double value, int digits) {
 
 // `value` to `digits` significant digits, as printf's %g: significant(0.04972, 3)
 // == "0.0497", significant(0.1, 3) == "0.1".
+// fixed(value, digits) below a million in magnitude, above it as printf's
+// %e with `digits` digits after the point: a loss that diverged reads
+// "5.4130e+24", not as 25 digits and 4 more.
+inline std::string fixedOrExponent(double value, int digits) {
+  if (!(std::fabs(value) >= 1e6) || std::isinf(value)) return fixed(value, digits);
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*e", digits, value);
+  return buffer;
+}
+
 // NaN and infinities as fixed() writes them.
 inline std::string significant(double value, int digits) {
   if (std::isnan(value)) return "nan";

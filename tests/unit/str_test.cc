@@ -35,5 +35,15 @@ TEST(Str, NotANumberHasNoSignAndInfinitiesKeepTheirs) {
   EXPECT_EQ(significant(-inf, 3), "-inf");
 }
 
+// A loss that diverged stays readable; any other keeps its fixed digits.
+TEST(Str, LargeValuesTakeAnExponent) {
+  EXPECT_EQ(fixedOrExponent(0.51234567, 4), "0.5123");
+  EXPECT_EQ(fixedOrExponent(999999.0, 4), "999999.0000");
+  EXPECT_EQ(fixedOrExponent(5413027987803656060665856.0, 4), "5.4130e+24");
+  EXPECT_EQ(fixedOrExponent(-2.5e7, 2), "-2.50e+07");
+  EXPECT_EQ(fixedOrExponent(std::numeric_limits<double>::infinity(), 4), "inf");
+  EXPECT_EQ(fixedOrExponent(std::numeric_limits<double>::quiet_NaN(), 4), "nan");
+}
+
 }  // namespace
 }  // namespace ddp
