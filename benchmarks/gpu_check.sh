@@ -61,9 +61,14 @@ export PYTHONUNBUFFERED=1
 command -v ssh > /dev/null || command -v rsh > /dev/null || export OMPI_MCA_plm=isolated
 
 # meson and ninja may exist only as Python packages (the device image has
-# them so) whose scripts are not on PATH.
+# them so) whose scripts are not on PATH. A script on PATH, not a shell
+# function: `timeout` runs its command itself, and finds no function (the
+# GPU tests exited 127 so, in a rehearsal).
 if ! command -v meson > /dev/null && python3 -c 'import mesonbuild' 2> /dev/null; then
-  meson() { python3 -m mesonbuild.mesonmain "$@"; }
+  meson_dir=$(mktemp -d)
+  printf '#!/bin/sh\nexec python3 -m mesonbuild.mesonmain "$@"\n' > "$meson_dir/meson"
+  chmod +x "$meson_dir/meson"
+  export PATH=$meson_dir:$PATH
 fi
 if ! command -v ninja > /dev/null; then
   ninja_dir=$(python3 -c 'import ninja; print(ninja.BIN_DIR)' 2> /dev/null) &&
