@@ -60,8 +60,8 @@ export PYTHONUNBUFFERED=1
 # One node: without ssh or rsh, Open MPI's default launcher refuses to start.
 command -v ssh > /dev/null || command -v rsh > /dev/null || export OMPI_MCA_plm=isolated
 
-# meson and ninja may exist only as Python packages (the device image has
-# them so) whose scripts are not on PATH. A script on PATH, not a shell
+# meson and ninja may exist only as Python packages whose scripts are not
+# on PATH. A script on PATH, not a shell
 # function: `timeout` runs its command itself, and finds no function (the
 # GPU tests exited 127 so, in a rehearsal).
 if ! command -v meson > /dev/null && python3 -c 'import mesonbuild' 2> /dev/null; then
