@@ -38,6 +38,10 @@ void installStopHandlers() {
   std::signal(SIGTERM, onStopSignal);
   std::signal(SIGINT, onStopSignal);
   std::signal(SIGUSR1, onStopSignal);  // Note [Stopping under mpirun]
+  // Note [A closed terminal]: unless it is ignored (nohup) already.
+  struct sigaction hangUp {};
+  if (::sigaction(SIGHUP, nullptr, &hangUp) == 0 && hangUp.sa_handler != SIG_IGN)
+    std::signal(SIGHUP, onStopSignal);
 }
 
 int stopSignal() {

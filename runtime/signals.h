@@ -1,5 +1,5 @@
-// A graceful stop on SIGTERM, SIGINT or SIGUSR1 (Slurm preemption, scancel,
-// Ctrl-C, `kill -USR1` to mpirun).
+// A graceful stop on SIGTERM, SIGINT, SIGUSR1 or SIGHUP (Slurm preemption,
+// scancel, Ctrl-C, `kill -USR1` to mpirun, a closed terminal).
 //
 // The handler only records the signal; the training loop polls stopSignal()
 // between steps, the ranks agree (every rank must stop after the same step,
@@ -23,11 +23,22 @@
 // mpirun with no time limit. It is also the signal Slurm users commonly
 // request before the time limit (`--signal=USR1@120`, as PyTorch Lightning
 // expects); its default action would end the rank without a checkpoint.
+//
+// Note [A closed terminal]
+// ddp_train started in a terminal (one process, or a rank whose launcher
+// left it in the terminal's process group) gets SIGHUP when the terminal
+// closes or its ssh connection drops, and the default action ends it
+// without a checkpoint. So SIGHUP stops it as SIGTERM does, as torchrun
+// treats it (exit 129). Where SIGHUP is ignored when ddp_train starts
+// (`nohup ddp_train ...`, or a parent that asked for it), it stays
+// ignored: the run goes on, as the user asked. Under mpirun and srun the
+// ranks do not get it: mpirun answers its own SIGHUP as SIGTERM (Note
+// [Stopping under mpirun]), and srun cancels the step.
 #pragma once
 
 namespace ddp {
 
-// Installs the three handlers (process-wide, once; main thread).
+// Installs the handlers (process-wide, once; main thread).
 void installStopHandlers();
 
 // Note [Broken pipes]

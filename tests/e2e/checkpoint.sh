@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checkpoints: exact resume, re-sharding to another world size, kill -9 while
 # writing, bad and damaged checkpoints refused without touching good files,
-# --keep-checkpoints, and a graceful stop on SIGTERM and on Ctrl-C on mpirun.
+# --keep-checkpoints, and a graceful stop on SIGTERM, on a closed terminal
+# (SIGHUP) and on Ctrl-C on mpirun.
 . "$(dirname "$0")/lib.sh"
 base=(--dataset synthetic --synthetic-samples 2000 --batch-size 16 --lr-schedule constant --threads 1)
 c=("${base[@]}" --hidden 64,32 --epochs 3)
@@ -230,6 +231,37 @@ ends_with "$WORK/term.jsonl" ended_by=signal signal=SIGTERM exit_code=143 last_s
   checkpoint="$term/checkpoint-$(printf %09d "$step").safetensors"
 run 2 "${base[@]}" --hidden 64,32 --epochs 50 --max-steps $((step + 3)) --checkpoint-dir "$term" --resume \
   > "$WORK/after-term.log" || fail "cannot resume after SIGTERM"
+
+# 5b. A closed terminal (Note [A closed terminal]): ddp_train run in a
+# terminal gets SIGHUP when the terminal goes (here `script`'s, killed:
+# the pty's other side closes); it stops as on SIGTERM, with a checkpoint
+# and the --metrics end line, its own lines going nowhere. Under nohup,
+# which ignores SIGHUP, the run goes on to its end.
+hup=$WORK/hup
+script -qfc "$(printf '%q ' "$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 50 \
+  --checkpoint-dir "$hup" --metrics "$WORK/hup.jsonl")" /dev/null > /dev/null 2>&1 &
+job=$!
+await_checkpoint "$hup"
+kill -KILL "$job"
+wait "$job" 2> /dev/null || true
+for _ in $(seq 600); do  # ddp_train, left alone, ends by itself
+  pgrep -f -- "--checkpoint-dir $hup" > /dev/null || break
+  sleep 0.05
+done
+! pgrep -f -- "--checkpoint-dir $hup" > /dev/null || fail "ddp_train still runs after its terminal closed"
+step=$(python3 -c "import json, sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])['last_step'])" \
+  "$WORK/hup.jsonl") || fail "no end line after the terminal closed: $(tail -1 "$WORK/hup.jsonl")"
+ends_with "$WORK/hup.jsonl" ended_by=signal signal=SIGHUP exit_code=129 \
+  checkpoint="$hup/checkpoint-$(printf %09d "$step").safetensors"
+[ -f "$hup/checkpoint-$(printf %09d "$step").safetensors" ] || fail "no checkpoint at step $step after SIGHUP"
+nohup "$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 6 --checkpoint-dir "$WORK/nohup" \
+  > "$WORK/nohup.log" 2>&1 &
+job=$!
+await_checkpoint "$WORK/nohup"
+kill -HUP "$job"
+set +e; wait "$job"; code=$?; set -e
+[ "$code" = 0 ] && grep -q "epoch 6/6" "$WORK/nohup.log" ||
+  fail "under nohup, SIGHUP: exit $code: $(tail -3 "$WORK/nohup.log")"
 
 # 6. Signals to mpirun itself (Note [Stopping under mpirun]): Ctrl-C (SIGINT
 # to mpirun alone: each rank has a process group of its own) reaches the

@@ -1,7 +1,7 @@
 // Note [Broken pipes]: a socket whose peer has gone makes a write fail with
 // EPIPE instead of ending the process; a broken pipe on stdout still ends it
-// with SIGPIPE. Each case runs in a child process, so that the signal's
-// disposition and a death by SIGPIPE stay there.
+// with SIGPIPE. And SIGHUP as a stop (Note [A closed terminal]). Each case runs in a child process,
+// so that the signal's disposition and a death by SIGPIPE stay there.
 #include "runtime/signals.h"
 
 #include <gtest/gtest.h>
@@ -87,6 +87,34 @@ TEST(BrokenPipe, ASocketsBrokenPipeIsNotTakenForStdoutsWhenStdoutIsAPipeWithARea
             kWriteFailedWithEpipe);
   ::close(ends[0]);
   ::close(ends[1]);
+}
+
+// What a child that raised SIGHUP found.
+constexpr int kStillRunning = 6, kNoStop = 7;
+
+// Note [A closed terminal]: SIGHUP is a stop like SIGTERM; a second one,
+// like a second Ctrl-C, ends the process.
+TEST(StopSignals, AHangUpIsAStopAndASecondEndsTheProcess) {
+  EXPECT_EQ(inChild([] {
+              std::signal(SIGHUP, SIG_DFL);
+              installStopHandlers();
+              std::raise(SIGHUP);
+              if (stopSignal() != SIGHUP) return kNoStop;
+              std::raise(SIGHUP);
+              return kStillRunning;  // not reached
+            }),
+            128 + SIGHUP);
+}
+
+// Under nohup SIGHUP is ignored when ddp_train starts: it stays ignored.
+TEST(StopSignals, AnIgnoredHangUpStaysIgnored) {
+  EXPECT_EQ(inChild([] {
+              std::signal(SIGHUP, SIG_IGN);
+              installStopHandlers();
+              std::raise(SIGHUP);
+              return stopSignal() == 0 ? kStillRunning : kNoStop;
+            }),
+            kStillRunning);
 }
 
 }  // namespace
