@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # A real one-node Slurm cluster on loopback (munge, slurmctld, slurmd, all
 # state in a temp dir, stopped by PID at the end), the batch template
-# launcher/slurm/ddp_train.sbatch submitted with sbatch (np=2 on CPU), and
-# the job's output and exit state checked; then `mpirun` inside an allocation
+# launcher/slurm/ddp_train.sbatch submitted with sbatch (np=2 on CPU), and the
+# job's output and exit state checked; then `mpirun` inside an allocation
 # (sbatch --wrap), plain srun without PMIx refused in one line, SIGUSR1 to an
 # interactive srun and scancel on a running batch job (both a graceful stop
-# with a checkpoint). Skipped only when Slurm and munge are not installed
-# (scripts/setup.sh installs them).
+# with a checkpoint, scancel's not requeued), and a job the template requeues
+# after --time-limit stopped it. Skipped only when Slurm and munge are not
+# installed (scripts/setup.sh installs them).
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/slurm_cluster.sh"
@@ -40,6 +41,7 @@ grep -q -E "time limit: (0:59:[0-5][0-9]|1:00:00) from ddp_train's start \(--tim
   fail "the template did not pass the job's time left: $(head -8 "$out")"
 state=$(scontrol show job "$job" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1)
 [ "$state" = JobState=COMPLETED ] || fail "job $job ended in $state"
+! grep -q requeue "$out" || fail "a job that ended requeued: $(grep requeue "$out")"
 echo "slurm: job $job $state; $(grep -c 'epoch ' "$out") epoch lines"
 
 # Fine-tuning through the template (Note [Resuming or starting from
@@ -131,6 +133,34 @@ for _ in $(seq 300); do
 done
 step=$(stop_step "$WORK/scancel-$job.out" "$ck" 15 "scancel ($state)")
 echo "slurm: scancel: $state, stopped after step $step, checkpoint written"
+
+[ "$(scontrol show job "$job" 2> /dev/null | grep -o 'Restarts=[0-9]*')" = Restarts=0 ] ||
+  fail "scancel requeued the job: $(tail -3 "$WORK/scancel-$job.out")"
+
+# A part of a job that stopped before its time limit (--time-limit 3s here,
+# through DDP_TIME_LIMIT, where the template passes the job's time left)
+# with a new checkpoint: the template requeues the job. Slurm holds a
+# requeued job about two minutes before it runs again, so the test ends
+# there (scancel); the part after it is a --resume, as the fine-tuning case
+# above runs.
+ck=$WORK/requeue
+job=$(DDP_TRAIN=$DDP_TRAIN DDP_CHECKPOINT_DIR=$ck DDP_TIME_LIMIT=3s sbatch --parsable \
+  --ntasks-per-node=2 --output="$WORK/requeue-%j.out" "$root/launcher/slurm/ddp_train.sbatch" \
+  --dataset synthetic --synthetic-samples 2048 --batch-size 16 --hidden 256,128 --epochs 500)
+out=$WORK/requeue-$job.out
+restarts=""
+for _ in $(seq 600); do
+  restarts=$(scontrol show job "$job" 2> /dev/null | grep -o 'Restarts=[0-9]*' || true)
+  [ "$restarts" = Restarts=1 ] && break
+  sleep 0.1
+done
+scancel "$job"
+[ "$restarts" = Restarts=1 ] || fail "a job stopped by --time-limit was not requeued: $(tail -5 "$out")"
+grep -q "stopped by --time-limit after step" "$out" ||
+  fail "the job to requeue did not stop by --time-limit: $(tail -5 "$out")"
+grep -q "^job $job: stopped before its time limit with checkpoint-[0-9]*.safetensors written; requeued to go on$" \
+  "$out" || fail "the template did not say it requeued: $(tail -5 "$out")"
+echo "slurm: stopped by --time-limit: $(grep -o 'checkpoint-[0-9]*.safetensors written; requeued' "$out")"
 
 # scontrol suspend on a running batch job stops every task (SIGSTOP), and
 # resume continues them: the job goes on to its end, its timeouts leaving
