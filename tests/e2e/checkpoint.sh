@@ -238,29 +238,31 @@ run 2 "${base[@]}" --hidden 64,32 --epochs 50 --max-steps $((step + 3)) --checkp
 # and the --metrics end line, its own lines going nowhere. Under nohup,
 # which ignores SIGHUP, the run goes on to its end.
 hup=$WORK/hup
-script -qfc "$(printf '%q ' "$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 50 \
+script -qfc "exec $(printf '%q ' "$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 5000 \
   --checkpoint-dir "$hup" --metrics "$WORK/hup.jsonl")" /dev/null > /dev/null 2>&1 &
 job=$!
 await_checkpoint "$hup"
+trainer=$(children "$job")  # script -> ddp_train (exec'd by script's shell)
+[ -n "$trainer" ] || fail "no ddp_train under script"
 kill -KILL "$job"
 wait "$job" 2> /dev/null || true
 for _ in $(seq 600); do  # ddp_train, left alone, ends by itself
-  pgrep -f -- "--checkpoint-dir $hup" > /dev/null || break
+  kill -0 "$trainer" 2> /dev/null || break
   sleep 0.05
 done
-! pgrep -f -- "--checkpoint-dir $hup" > /dev/null || fail "ddp_train still runs after its terminal closed"
+! kill -0 "$trainer" 2> /dev/null || fail "ddp_train still runs after its terminal closed"
 step=$(python3 -c "import json, sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])['last_step'])" \
   "$WORK/hup.jsonl") || fail "no end line after the terminal closed: $(tail -1 "$WORK/hup.jsonl")"
 ends_with "$WORK/hup.jsonl" ended_by=signal signal=SIGHUP exit_code=129 \
   checkpoint="$hup/checkpoint-$(printf %09d "$step").safetensors"
 [ -f "$hup/checkpoint-$(printf %09d "$step").safetensors" ] || fail "no checkpoint at step $step after SIGHUP"
-nohup "$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 6 --checkpoint-dir "$WORK/nohup" \
+nohup "$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 200 --checkpoint-dir "$WORK/nohup" \
   > "$WORK/nohup.log" 2>&1 &
 job=$!
 await_checkpoint "$WORK/nohup"
-kill -HUP "$job"
+kill -HUP "$job" || fail "the run under nohup ended before its SIGHUP: make it longer"
 set +e; wait "$job"; code=$?; set -e
-[ "$code" = 0 ] && grep -q "epoch 6/6" "$WORK/nohup.log" ||
+[ "$code" = 0 ] && grep -q "epoch 200/200" "$WORK/nohup.log" ||
   fail "under nohup, SIGHUP: exit $code: $(tail -3 "$WORK/nohup.log")"
 
 # 6. Signals to mpirun itself (Note [Stopping under mpirun]): Ctrl-C (SIGINT
