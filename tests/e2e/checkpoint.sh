@@ -232,35 +232,52 @@ ends_with "$WORK/term.jsonl" ended_by=signal signal=SIGTERM exit_code=143 last_s
 run 2 "${base[@]}" --hidden 64,32 --epochs 50 --max-steps $((step + 3)) --checkpoint-dir "$term" --resume \
   > "$WORK/after-term.log" || fail "cannot resume after SIGTERM"
 
-# 5b. A closed terminal (Note [A closed terminal]): ddp_train run in a
-# terminal gets SIGHUP when the terminal goes (here `script`'s, killed:
-# the pty's other side closes); it stops as on SIGTERM, with a checkpoint
-# and the --metrics end line, its own lines going nowhere. Under nohup,
-# which ignores SIGHUP, the run goes on to its end.
-hup=$WORK/hup
-script -qfc "exec $(printf '%q ' "$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 5000 \
-  --checkpoint-dir "$hup" --metrics "$WORK/hup.jsonl")" /dev/null > /dev/null 2>&1 &
+# 5b. A closed terminal (Note [A closed terminal]): ddp_train gets SIGHUP
+# when the terminal it runs in goes; it stops as on SIGTERM, with a
+# checkpoint and the --metrics end line, exit 129. First SIGHUP sent to it,
+# then, where a pty can be had (not in every container), a real terminal
+# closing: `script`'s, killed, so that the pty's other side closes and the
+# kernel sends the SIGHUP, ddp_train's own lines going nowhere. Under
+# nohup, which ignores SIGHUP, the run goes on to its end.
+# hung_up NAME: checks NAME.jsonl's end line and the checkpoint at its step.
+hung_up() {
+  local step
+  step=$(python3 -c "import json, sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])['last_step'])" \
+    "$WORK/$1.jsonl") || fail "$1: no end line after SIGHUP: $(tail -1 "$WORK/$1.jsonl")"
+  ends_with "$WORK/$1.jsonl" ended_by=signal signal=SIGHUP exit_code=129 \
+    checkpoint="$WORK/$1/checkpoint-$(printf %09d "$step").safetensors"
+  [ -f "$WORK/$1/checkpoint-$(printf %09d "$step").safetensors" ] || fail "$1: no checkpoint at step $step"
+}
+hup_run=("$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 5000)
+"${hup_run[@]}" --checkpoint-dir "$WORK/hup" --metrics "$WORK/hup.jsonl" > "$WORK/hup.log" 2>&1 &
 job=$!
-await_checkpoint "$hup"
-trainer=$(children "$job")  # script -> ddp_train (exec'd by script's shell)
-[ -n "$trainer" ] || fail "no ddp_train under script"
-kill -KILL "$job"
-wait "$job" 2> /dev/null || true
-for _ in $(seq 600); do  # ddp_train, left alone, ends by itself
-  kill -0 "$trainer" 2> /dev/null || break
-  sleep 0.05
-done
-! kill -0 "$trainer" 2> /dev/null || fail "ddp_train still runs after its terminal closed"
-step=$(python3 -c "import json, sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])['last_step'])" \
-  "$WORK/hup.jsonl") || fail "no end line after the terminal closed: $(tail -1 "$WORK/hup.jsonl")"
-ends_with "$WORK/hup.jsonl" ended_by=signal signal=SIGHUP exit_code=129 \
-  checkpoint="$hup/checkpoint-$(printf %09d "$step").safetensors"
-[ -f "$hup/checkpoint-$(printf %09d "$step").safetensors" ] || fail "no checkpoint at step $step after SIGHUP"
+await_checkpoint "$WORK/hup"
+kill -HUP "$job" || fail "the run ended before its SIGHUP: $(tail -3 "$WORK/hup.log")"
+set +e; wait "$job"; code=$?; set -e
+[ "$code" = 129 ] || fail "exit $code after SIGHUP, not 129: $(tail -3 "$WORK/hup.log")"
+hung_up hup
+if script -qfc true /dev/null > /dev/null 2>&1; then
+  script -qfc "exec $(printf '%q ' "${hup_run[@]}" --checkpoint-dir "$WORK/pty" \
+    --metrics "$WORK/pty.jsonl")" /dev/null > /dev/null 2>&1 &
+  job=$!
+  await_checkpoint "$WORK/pty"
+  trainer=$(children "$job") || fail "script ended before its terminal was closed"
+  kill -KILL "$job"
+  wait "$job" 2> /dev/null || true
+  for _ in $(seq 600); do  # ddp_train, left alone, ends by itself
+    kill -0 "$trainer" 2> /dev/null || break
+    sleep 0.05
+  done
+  ! kill -0 "$trainer" 2> /dev/null || fail "ddp_train still runs after its terminal closed"
+  hung_up pty
+else
+  echo "no pty here (script fails): the closed terminal itself not tried"
+fi
 nohup "$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 200 --checkpoint-dir "$WORK/nohup" \
   > "$WORK/nohup.log" 2>&1 &
 job=$!
 await_checkpoint "$WORK/nohup"
-kill -HUP "$job" || fail "the run under nohup ended before its SIGHUP: make it longer"
+kill -HUP "$job" || fail "the run under nohup ended before its SIGHUP: $(tail -3 "$WORK/nohup.log")"
 set +e; wait "$job"; code=$?; set -e
 [ "$code" = 0 ] && grep -q "epoch 200/200" "$WORK/nohup.log" ||
   fail "under nohup, SIGHUP: exit $code: $(tail -3 "$WORK/nohup.log")"
