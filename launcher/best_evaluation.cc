@@ -96,8 +96,8 @@ trainer::ModelOrigin BestEvaluation::origin() const {
 }
 
 std::string BestEvaluation::bestText() const {
-  return str(trainer::bestMetricName(record_.metric), " ", fixed(bestValue(), 4), " after step ",
-             record_.step);
+  return str(trainer::bestMetricName(record_.metric), " ", fixedOrExponent(bestValue(), 4),
+             " after step ", record_.step);
 }
 
 std::string BestEvaluation::savedText(const std::string& path) const {
@@ -108,7 +108,7 @@ std::string BestEvaluation::earlyStopText(std::size_t patience) const {
   const bool higher = higherIsBetter(record_.metric);
   const std::string best = record_.step > 0
                                ? str(higher ? "the highest, " : "the lowest, ",
-                                     fixed(bestValue(), 4), " after step ", record_.step)
+                                     fixedOrExponent(bestValue(), 4), " after step ", record_.step)
                                : std::string("none finite");
   const std::size_t since = record_.evaluationsSince;
   const std::string evaluations =
@@ -121,8 +121,8 @@ std::string BestEvaluation::earlyStopText(std::size_t patience) const {
   // the best, which smaller gains moved on since.
   const std::string from =
       record_.referenceStep > 0 && record_.referenceStep != record_.step
-          ? str(higher ? " above " : " below ", fixed(record_.referenceValue, 4), " (after step ",
-                record_.referenceStep, "; ")
+          ? str(higher ? " above " : " below ", fixedOrExponent(record_.referenceValue, 4),
+                " (after step ", record_.referenceStep, "; ")
           : std::string(" (");
   return str("stopped early: ", evaluations, " by more than ", minDelta_, from, best,
              "; --early-stop ", patience, ", --early-stop-min-delta ", minDelta_, ")");

@@ -49,7 +49,7 @@ std::string originText(const ModelOrigin& origin) {
   if (origin.chosenBy) how += str(" by ", bestMetricName(*origin.chosenBy));
   if (origin.evaluation) {
     const EvalResult& e = *origin.evaluation;
-    how += str("; evaluated then: test_loss ", fixed(e.loss, 4), ", test_acc ",
+    how += str("; evaluated then: test_loss ", fixedOrExponent(e.loss, 4), ", test_acc ",
                fixed(100.0 * e.accuracy, 2), "% on ", e.samples, " samples");
   }
   return how.empty() ? text : str(text, " (", how, ")");

@@ -96,13 +96,14 @@ descendants() {
     descendants "$p"
   done
 }
-# await_checkpoint DIR [N]: waits (at most 30 s) until DIR holds N (default
-# 1) complete checkpoints.
+# await_checkpoint DIR [N]: waits (at most 30 s x TIME_SCALE) until DIR holds
+# N (default 1) complete checkpoints; fails if it never does.
 await_checkpoint() {
-  for _ in $(seq 600); do
+  for _ in $(seq $((600 * TIME_SCALE))); do
     [ "$(ls "$1" 2> /dev/null | grep -c '^checkpoint-.*safetensors$')" -ge "${2:-1}" ] && return 0
     sleep 0.05
   done
+  fail "no ${2:-1} checkpoint(s) in $1 after $((30 * TIME_SCALE)) s: $(ls "$1" 2> /dev/null)"
 }
 # stop_step LOG DIR SIGNAL WHAT: the step after which LOG says the ranks
 # stopped for SIGNAL; fails unless they did and DIR holds that step's

@@ -66,6 +66,17 @@ TEST(BestEvaluation, ANanIsNeverTheBestNorAnInfinityBetterThanALoss) {
   EXPECT_EQ(best.sinceImproved(), 2u);
 }
 
+// A loss that diverged from the start is still the best of its run; its
+// figures read as the progress lines print them (fixedOrExponent).
+TEST(BestEvaluation, AHugeLossReadsInExponentForm) {
+  BestEvaluation best(BestMetric::kTestLoss, 0.0, BestRecord{});
+  EXPECT_TRUE(best.observe(lossOf(5.413e24), 10));
+  EXPECT_FALSE(best.observe(lossOf(6e24), 20));
+  EXPECT_EQ(best.earlyStopText(1),
+            "stopped early: 1 evaluation in a row did not lower the test loss (the lowest, "
+            "5.4130e+24 after step 10; --early-stop 1)");
+}
+
 // --best-metric test_accuracy: only a higher accuracy is better, whatever
 // the loss does; a tie (frequent: a count of hits) keeps the earlier weights.
 TEST(BestEvaluation, ByAccuracyOnlyAHigherAccuracyIsBetter) {
