@@ -6,7 +6,7 @@
 # (sbatch --wrap), plain srun without PMIx refused in one line, SIGUSR1 to an
 # interactive srun and scancel on a running batch job (both a graceful stop
 # with a checkpoint, scancel's not requeued), and a job the template requeues
-# after --time-limit stopped it. Skipped only when Slurm and munge are not
+# after --time-limit or a SIGUSR1 sent by hand stopped it. Skipped only when Slurm and munge are not
 # installed (scripts/setup.sh installs them).
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -143,24 +143,49 @@ echo "slurm: scancel: $state, stopped after step $step, checkpoint written"
 # requeued job about two minutes before it runs again, so the test ends
 # there (scancel); the part after it is a --resume, as the fine-tuning case
 # above runs.
-ck=$WORK/requeue
-job=$(DDP_TRAIN=$DDP_TRAIN DDP_CHECKPOINT_DIR=$ck DDP_TIME_LIMIT=3s sbatch --parsable \
-  --ntasks-per-node=2 --output="$WORK/requeue-%j.out" "$root/launcher/slurm/ddp_train.sbatch" \
-  --dataset synthetic --synthetic-samples 2048 --batch-size 16 --hidden 256,128 --epochs 500)
-out=$WORK/requeue-$job.out
-restarts=""
-for _ in $(seq 600); do
-  restarts=$(scontrol show job "$job" 2> /dev/null | grep -o 'Restarts=[0-9]*' || true)
-  [ "$restarts" = Restarts=1 ] && break
-  sleep 0.1
-done
-scancel "$job"
-[ "$restarts" = Restarts=1 ] || fail "a job stopped by --time-limit was not requeued: $(tail -5 "$out")"
+# long_job NAME [VAR=VALUE...]: submits the template on a long synthetic
+# run with its checkpoints in $WORK/NAME, VARs in its environment; sets job,
+# out and ck.
+long_job() {
+  local name=$1
+  shift
+  ck=$WORK/$name
+  job=$(env "$@" DDP_TRAIN="$DDP_TRAIN" DDP_CHECKPOINT_DIR="$ck" sbatch --parsable \
+    --ntasks-per-node=2 --output="$WORK/$name-%j.out" "$root/launcher/slurm/ddp_train.sbatch" \
+    --dataset synthetic --synthetic-samples 2048 --batch-size 16 --hidden 256,128 --epochs 500)
+  out=$WORK/$name-$job.out
+}
+# cancel_once_requeued WHAT: waits (at most 60 s) until the job has been
+# requeued once, then cancels it; fails naming WHAT unless it was.
+cancel_once_requeued() {
+  local restarts=""
+  for _ in $(seq 600); do
+    restarts=$(scontrol show job "$job" 2> /dev/null | grep -o 'Restarts=[0-9]*' || true)
+    [ "$restarts" = Restarts=1 ] && break
+    sleep 0.1
+  done
+  scancel "$job"
+  [ "$restarts" = Restarts=1 ] || fail "a job stopped $1 was not requeued: $(tail -5 "$out")"
+}
+long_job requeue DDP_TIME_LIMIT=3s
+cancel_once_requeued "by --time-limit"
 grep -q "stopped by --time-limit after step" "$out" ||
   fail "the job to requeue did not stop by --time-limit: $(tail -5 "$out")"
-grep -q "^job $job: stopped before its time limit with checkpoint-[0-9]*.safetensors written; requeued to go on$" \
+grep -q "^job $job: stopped by --time-limit with checkpoint-[0-9]*.safetensors written; requeued to go on$" \
   "$out" || fail "the template did not say it requeued: $(tail -5 "$out")"
 echo "slurm: stopped by --time-limit: $(grep -o 'checkpoint-[0-9]*.safetensors written; requeued' "$out")"
+
+# A SIGUSR1 sent by hand (scancel --signal=USR1 signals the tasks, not the
+# batch script): the ranks stop after one step with its checkpoint (exit
+# 138), and the template requeues the job, as after --time-limit.
+long_job usr1
+await_checkpoint "$ck"
+scancel --signal=USR1 "$job"
+cancel_once_requeued "by scancel --signal=USR1"
+step=$(stop_step "$out" "$ck" 10 "scancel --signal=USR1")
+grep -q "^job $job: stopped on SIGUSR1 with checkpoint-0*$step.safetensors written; requeued to go on$" \
+  "$out" || fail "the template did not say it requeued after SIGUSR1: $(tail -5 "$out")"
+echo "slurm: scancel --signal=USR1: stopped after step $step, requeued"
 
 # scontrol suspend on a running batch job stops every task (SIGSTOP), and
 # resume continues them: the job goes on to its end, its timeouts leaving

@@ -37,11 +37,13 @@ requeued() { grep -q "^scontrol requeue 42$" "$WORK/calls"; }
 [ "$(part 0 000000100)" = 0 ] && ! requeued || fail "a run that ended was requeued"
 grep -qx "srun --mpi=pmix $DDP_TRAIN --epochs 3" "$WORK/calls" || fail "srun: $(cat "$WORK/calls")"
 [ "$(part 3 000000200)" = 3 ] && requeued || fail "exit 3 with a new checkpoint was not requeued: $(cat "$WORK/part.out")"
-grep -q "^job 42: stopped before its time limit with checkpoint-000000200.safetensors written; requeued to go on$" \
+grep -q "^job 42: stopped by --time-limit with checkpoint-000000200.safetensors written; requeued to go on$" \
   "$WORK/part.out" || fail "$(cat "$WORK/part.out")"
 [ "$(part 138 000000300)" = 138 ] && requeued || fail "exit 138 with a new checkpoint was not requeued"
+grep -q "^job 42: stopped on SIGUSR1 with checkpoint-000000300.safetensors written; requeued to go on$" \
+  "$WORK/part.out" || fail "$(cat "$WORK/part.out")"
 [ "$(part 3)" = 3 ] && ! requeued || fail "exit 3 without a new checkpoint was requeued"
-grep -q "without a new checkpoint; not requeued" "$WORK/part.out" || fail "$(cat "$WORK/part.out")"
+grep -q "^job 42: stopped by --time-limit without a new checkpoint; not requeued$" "$WORK/part.out" || fail "$(cat "$WORK/part.out")"
 [ "$(part 143 000000400)" = 143 ] && ! requeued || fail "exit 143 (scancel) was requeued"
 [ "$(part 1 000000500)" = 1 ] && ! requeued || fail "a failed run was requeued"
 [ "$(DDP_REQUEUE=0 part 3 000000600)" = 3 ] && ! requeued || fail "DDP_REQUEUE=0 requeued"
