@@ -223,6 +223,14 @@ void ProgressPrinter::resetSinceLine() {
   lossSinceLine_ = 0.0;
 }
 
+std::optional<std::string> nonFiniteTestWarning(const std::string& whose,
+                                                const trainer::EvalResult& test) {
+  if (test.samples == 0 || std::isfinite(test.loss)) return std::nullopt;
+  return str("the test loss ", whose, " is ", fixedOrExponent(test.loss, 4),
+             ": the model's outputs on the test set are not finite, as after updates that "
+             "diverged (a lower --lr, --warmup-steps or --clip-grad-norm may help)");
+}
+
 void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
   if (!enabled_) return;
   resetSinceLine();  // an epoch's first progress line covers its own steps
@@ -253,6 +261,9 @@ void ProgressPrinter::onEpoch(const trainer::EpochReport& r) {
   log::info(str("  mean step ", ms(t.total()), " ms: data ", ms(t.data), "  forward ",
                 ms(t.forward), "  backward ", ms(t.backward), "  comm ", ms(t.comm), "  optimizer ",
                 ms(t.optimizer)));
+  if (const auto warning = nonFiniteTestWarning(str("after epoch ", r.epoch), r.test)) {
+    log::warn(*warning);
+  }
   const std::string when = paceSpan(r.pace, true);
   if (const auto slow = stragglerIn(r.pace)) log::warn(stragglerWarning(when, *slow, hosts_));
   if (const auto warning = contentionWarning(when, r.pace.rankCpu, hosts_)) log::warn(*warning);
@@ -353,6 +364,9 @@ void ProgressPrinter::onStepEvaluation(const trainer::StepEvaluation& r) {
                 "  test_loss ", fixedOrExponent(r.test.loss, 4), "  test_acc ",
                 fixed(100.0 * r.test.accuracy, 2), "%  (after step ", r.globalStep,
                 " of the run, evaluated in ", fixed(r.seconds, 2), " s)"));
+  if (const auto warning = nonFiniteTestWarning(str("after step ", r.globalStep), r.test)) {
+    log::warn(*warning);
+  }
   if (!writesMetrics()) return;
   nlohmann::json line = {{"epoch", r.epoch},
                          {"step_in_epoch", r.stepInEpoch},
@@ -368,6 +382,9 @@ void ProgressPrinter::onStepEvaluation(const trainer::StepEvaluation& r) {
 void ProgressPrinter::onEvaluation(const EvaluationReport& report) {
   if (!enabled_) return;
   log::info(evaluationText(report));
+  if (const auto warning = nonFiniteTestWarning(str("of ", report.file), report.result)) {
+    log::warn(*warning);
+  }
   writeMetrics(evaluationMetrics(report), "the evaluation is");
 }
 

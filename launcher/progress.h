@@ -123,6 +123,14 @@ std::optional<std::string> contentionWarning(const std::string& when,
                                              const std::vector<trainer::PaceReport::CpuTime>& cpu,
                                              const std::vector<std::string>& hosts);
 
+// The warning for an evaluation whose test loss is not finite, or nullopt;
+// `whose` names it: "after epoch 3", "after step 500", "of model.safetensors". Training stops at
+// the first step whose loss is not finite, but the weights of a run's last update are only ever
+// seen by its last evaluation: without a word, a run whose last updates diverged would end as if it
+// had succeeded, with "nan" in a column.
+std::optional<std::string> nonFiniteTestWarning(const std::string& whose,
+                                                const trainer::EvalResult& test);
+
 class ProgressPrinter final : public trainer::TrainObserver {
  public:
   // `metricsPath` empty: no metrics file. Opening it throws DataError.

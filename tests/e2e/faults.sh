@@ -145,6 +145,11 @@ expect skip_nonfinite 0 "1 update skipped" 30 2 \
 grep -q '"skipped_steps":1' "$WORK/metrics.json" || fail "skip_nonfinite: not counted in --metrics"
 grep -qE "train_loss [0-9]" "$WORK/skip_nonfinite.out" || fail "skip_nonfinite: the loss is not finite"
 
+# Updates that diverge on the run's last step leave no later step whose
+# loss would stop the run: its last evaluation says so (and the run ends 0).
+expect diverged 0 "warning: the test loss after epoch 1 is nan: the model's outputs on the test set are not finite" \
+  30 2 --lr 1e20 --max-steps 1
+
 # A straggler: rank 2 is 20 ms slower in every step. The job runs at its
 # pace (the others wait in "comm"); at the epoch's end rank 0 names it
 # (Note [Finding a straggler]) and --metrics has every rank's compute.

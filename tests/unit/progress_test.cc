@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 
 #include "runtime/log.h"
@@ -106,6 +107,20 @@ TEST(Contention, ARankWhoseQuotaRanOutIsToldSo) {
       << *mixed;
   // Throttled without being short of CPU (the job's own share of a quota): nothing.
   EXPECT_FALSE(contentionWarning("epoch 1", {{2.0, 2.0, 0.5, 0.9}}, {"vm"}));
+}
+
+TEST(NonFiniteTest, OnlyANonFiniteLossOverSomeSamplesIsWarnedOf) {
+  const auto warning = nonFiniteTestWarning("after epoch 3", {std::nan(""), 0.1, 1000});
+  ASSERT_TRUE(warning);
+  EXPECT_EQ(*warning,
+            "the test loss after epoch 3 is nan: the model's outputs on the test set are not "
+            "finite, as after updates that diverged (a lower --lr, --warmup-steps or "
+            "--clip-grad-norm may help)");
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_NE(nonFiniteTestWarning("after step 5", {inf, 0.1, 10})->find("after step 5 is inf:"),
+            std::string::npos);
+  EXPECT_FALSE(nonFiniteTestWarning("after epoch 1", {5.4e24, 0.1, 1000}));     // large but finite
+  EXPECT_FALSE(nonFiniteTestWarning("after epoch 1", {std::nan(""), 0.0, 0}));  // no test set
 }
 
 TEST(Pace, AReportSaysWhatItCovers) {
