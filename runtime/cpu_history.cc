@@ -18,9 +18,10 @@ std::optional<CpuUse> CpuHistory::over(double runningSeconds, Clock::time_point 
   std::optional<Sample> from;
   {
     std::lock_guard lock(mutex_);
-    // Running time to `now` only shrinks from older samples to newer ones.
-    const auto it = std::find_if(samples_.begin(), samples_.end(), [&](const Sample& s) {
-      return std::chrono::duration<double>(stops::runningBetween(s.at, now)).count() <=
+    // Running time to `now` only shrinks from older samples to newer ones,
+    // so the samples beyond the span come first: a binary search.
+    const auto it = std::partition_point(samples_.begin(), samples_.end(), [&](const Sample& s) {
+      return std::chrono::duration<double>(stops::runningBetween(s.at, now)).count() >
              runningSeconds;
     });
     if (it != samples_.end()) from = *it;
