@@ -5,8 +5,9 @@
 # job's output and exit state checked; then `mpirun` inside an allocation
 # (sbatch --wrap), plain srun without PMIx refused in one line, SIGUSR1 to an
 # interactive srun and scancel on a running batch job (both a graceful stop
-# with a checkpoint, scancel's not requeued), and a job the template requeues
-# after --time-limit or a SIGUSR1 sent by hand stopped it. Skipped only when Slurm and munge are not
+# with a checkpoint, scancel's not requeued), a job the template requeues
+# after --time-limit or a SIGUSR1 sent by hand stopped it, and one it runs
+# again (DDP_RESTARTS) after a rank was killed. Skipped only when Slurm and munge are not
 # installed (scripts/setup.sh installs them).
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -143,16 +144,17 @@ echo "slurm: scancel: $state, stopped after step $step, checkpoint written"
 # requeued job about two minutes before it runs again, so the test ends
 # there (scancel); the part after it is a --resume, as the fine-tuning case
 # above runs.
-# long_job NAME [VAR=VALUE...]: submits the template on a long synthetic
-# run with its checkpoints in $WORK/NAME, VARs in its environment; sets job,
-# out and ck.
+# long_job NAME EPOCHS [VAR=VALUE...]: submits the template on a synthetic
+# run of EPOCHS short epochs (500: longer than any test waits) with its
+# checkpoints in $WORK/NAME, VARs in its environment; sets job, out and ck.
 long_job() {
-  local name=$1
-  shift
+  local name=$1 epochs=$2
+  shift 2
   ck=$WORK/$name
   job=$(env "$@" DDP_TRAIN="$DDP_TRAIN" DDP_CHECKPOINT_DIR="$ck" sbatch --parsable \
     --ntasks-per-node=2 --output="$WORK/$name-%j.out" "$root/launcher/slurm/ddp_train.sbatch" \
-    --dataset synthetic --synthetic-samples 2048 --batch-size 16 --hidden 256,128 --epochs 500)
+    --dataset synthetic --synthetic-samples 2048 --batch-size 16 --hidden 256,128 \
+    --epochs "$epochs")
   out=$WORK/$name-$job.out
 }
 # cancel_once_requeued WHAT: waits (at most 60 s) until the job has been
@@ -167,7 +169,7 @@ cancel_once_requeued() {
   scancel "$job"
   [ "$restarts" = Restarts=1 ] || fail "a job stopped $1 was not requeued: $(tail -5 "$out")"
 }
-long_job requeue DDP_TIME_LIMIT=3s
+long_job requeue 500 DDP_TIME_LIMIT=3s
 cancel_once_requeued "by --time-limit"
 grep -q "stopped by --time-limit after step" "$out" ||
   fail "the job to requeue did not stop by --time-limit: $(tail -5 "$out")"
@@ -178,7 +180,7 @@ echo "slurm: stopped by --time-limit: $(grep -o 'checkpoint-[0-9]*.safetensors w
 # A SIGUSR1 sent by hand (scancel --signal=USR1 signals the tasks, not the
 # batch script): the ranks stop after one step with its checkpoint (exit
 # 138), and the template requeues the job, as after --time-limit.
-long_job usr1
+long_job usr1 500
 await_checkpoint "$ck"
 scancel --signal=USR1 "$job"
 cancel_once_requeued "by scancel --signal=USR1"
@@ -186,6 +188,35 @@ step=$(stop_step "$out" "$ck" 10 "scancel --signal=USR1")
 grep -q "^job $job: stopped on SIGUSR1 with checkpoint-0*$step.safetensors written; requeued to go on$" \
   "$out" || fail "the template did not say it requeued after SIGUSR1: $(tail -5 "$out")"
 echo "slurm: scancel --signal=USR1: stopped after step $step, requeued"
+
+# DDP_RESTARTS=1: one rank killed (SIGKILL, as the kernel's OOM killer
+# kills) after the job's first checkpoint. The attempt fails; the template
+# runs it again in the same allocation from that checkpoint, and the job
+# completes.
+long_job restart 40 DDP_RESTARTS=1
+await_checkpoint "$ck"
+victim=""
+for p in /proc/[0-9]*; do
+  [ "$(cat "$p/comm" 2> /dev/null)" = ddp_train ] || continue
+  environ=$(tr '\0' '\n' < "$p/environ" 2> /dev/null) || continue
+  grep -qx "SLURM_JOB_ID=$job" <<< "$environ" && grep -qx "SLURM_PROCID=1" <<< "$environ" &&
+    victim=${p#/proc/} && break
+done
+[ -n "$victim" ] || fail "no rank 1 of job $job to kill: $(tail -3 "$out")"
+kill -KILL "$victim"
+for _ in $(seq 1200); do
+  state=$(scontrol show job "$job" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1)
+  grep -q "restarted from it" "$out" 2> /dev/null && [ "$state" != JobState=RUNNING ] &&
+    [ "$state" != JobState=COMPLETING ] && break
+  sleep 0.1
+done
+scancel "$job" 2> /dev/null || true
+grep -qE "^job $job: attempt 1 failed \(exit [0-9]+\) with checkpoint-[0-9]+.safetensors written; restarted from it \(attempt 2 of at most 2, DDP_RESTARTS\)$" \
+  "$out" || fail "a job with a rank killed was not restarted: $(grep -vE '^\[r0\] (epoch|step)' "$out" | tail -8)"
+[ "$state" = JobState=COMPLETED ] ||
+  fail "the restarted job ended $state: $(grep -vE '^\[r0\] (epoch|step)' "$out" | tail -8)"
+grep -q "resume: from" "$out" || fail "the second attempt did not resume: $(tail -5 "$out")"
+echo "slurm: a rank killed, restarted (DDP_RESTARTS=1): $state; $(grep -oE 'attempt 1 failed \(exit [0-9]+\)' "$out")"
 
 # scontrol suspend on a running batch job stops every task (SIGSTOP), and
 # resume continues them: the job goes on to its end, its timeouts leaving

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A rank killed in the middle of a Slurm job, through the batch template
+# (launcher/slurm/ddp_train.sbatch) with and without DDP_RESTARTS, on the
+# real one-node Slurm cluster the tests start (tests/e2e/slurm_cluster.sh:
+# munge, slurmctld and slurmd on loopback, stopped at the end):
+#
+#   bash benchmarks/slurm_restart.sh [BUILD_DIR]      (default build; about 1 minute)
+#
+# Each job trains about 6 s (2 ranks, synthetic data, 60 epochs, a
+# checkpoint every 1000 steps); 3 s into its training rank 1 is killed
+# (SIGKILL, as the kernel's OOM killer kills). Prints each job's end, the
+# seconds from the kill to the second attempt's resume and to the job's
+# end, and the lines the template and ddp_train wrote about it; then the
+# last epoch line of the same run uninterrupted under mpirun, and whether
+# the restarted job's saved weights are that run's, bit for bit.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-build}" && pwd)
+. "$root/scripts/mpi_env.sh"
+export DDP_TRAIN=$build/launcher/ddp_train COMPARE_WEIGHTS=$build/tests/compare_weights
+. "$root/tests/e2e/lib.sh"
+. "$root/tests/e2e/slurm_cluster.sh"
+slurm_up 127.0.0.1 localhost=127.0.0.1
+cd "$WORK"
+args=(--dataset synthetic --synthetic-samples 20000 --batch-size 32 --hidden 128 --epochs 60
+  --checkpoint-every 1000 --log-every 100000)
+
+# job_state JOB: its JobState=...
+job_state() { scontrol show job "$1" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1 || true; }
+# rank1_pid JOB: the pid of the job's rank 1, once it trains
+rank1_pid() {
+  local p environ
+  for p in /proc/[0-9]*; do
+    [ "$(cat "$p/comm" 2> /dev/null)" = ddp_train ] || continue
+    environ=$(tr '\0' '\n' < "$p/environ" 2> /dev/null) || continue
+    grep -qx "SLURM_JOB_ID=$1" <<< "$environ" && grep -qx "SLURM_PROCID=1" <<< "$environ" &&
+      echo "${p#/proc/}" && return 0
+  done
+  return 1
+}
+for restarts in 0 1; do
+  job=$(DDP_RESTARTS=$restarts DDP_CHECKPOINT_DIR=$WORK/ck$restarts sbatch --parsable \
+    --ntasks-per-node=2 --output="$WORK/job-%j.out" "$root/launcher/slurm/ddp_train.sbatch" \
+    "${args[@]}" --save-model "$WORK/model$restarts.safetensors")
+  out=$WORK/job-$job.out
+  for _ in $(seq 600); do grep -q "reducer:" "$out" 2> /dev/null && break; sleep 0.05; done
+  sleep 3
+  kill -KILL "$(rank1_pid "$job")"
+  killed=$(date +%s.%N)
+  resumed=""
+  for _ in $(seq 1200); do
+    [ -z "$resumed" ] && grep -q "resume: from" "$out" && resumed=$(date +%s.%N)
+    case $(job_state "$job") in JobState=COMPLETED | JobState=FAILED | JobState=CANCELLED) break ;; esac
+    sleep 0.05
+  done
+  ended=$(date +%s.%N)
+  since() { awk -v a="$1" -v b="$killed" 'BEGIN { printf "%.1f", a - b }'; }
+  echo "DDP_RESTARTS=$restarts: job $job $(job_state "$job"), $(scontrol show job "$job" |
+    grep -oE 'ExitCode=[0-9:]+'); from the kill: ${resumed:+resumed after $(since "$resumed") s, }ended after $(since "$ended") s"
+  grep -E '^job |resume: from|error:|epoch 60/60  train' "$out" | sed 's/^/  /'
+done
+echo "uninterrupted (mpirun -np 2, the same options):"
+mpirun -q -np 2 "$DDP_TRAIN" "${args[@]}" --checkpoint-dir "$WORK/plain" \
+  --save-model "$WORK/plain.safetensors" 2>&1 | grep -E 'epoch 60/60  train' | sed 's/^/  /'
+echo "the restarted job's weights against the uninterrupted run's (compare_weights --exact): $(
+  "$COMPARE_WEIGHTS" "$WORK/model1.safetensors" "$WORK/plain.safetensors" --exact 2>&1 | tail -1)"
