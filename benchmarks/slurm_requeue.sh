@@ -13,14 +13,7 @@
 # end. Prints the job's state, restarts, exit code, the time it took and the
 # template's and ddp_train's lines about it, from the one output file.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-build}" && pwd)
-. "$root/scripts/mpi_env.sh"
-export DDP_TRAIN=$build/launcher/ddp_train COMPARE_WEIGHTS=$build/tests/compare_weights
-. "$root/tests/e2e/lib.sh"
-. "$root/tests/e2e/slurm_cluster.sh"
-slurm_up 127.0.0.1 localhost=127.0.0.1
-cd "$WORK"
+. "$(dirname "$0")/slurm_env.sh"
 start=$SECONDS
 job=$(DDP_CHECKPOINT_DIR=$WORK/ck DDP_TIME_LIMIT=4s sbatch --parsable --ntasks-per-node=2 \
   --output="$WORK/requeue-%j.out" "$root/launcher/slurm/ddp_train.sbatch" --dataset synthetic \

@@ -14,14 +14,7 @@
 # last epoch line of the same run uninterrupted under mpirun, and whether
 # the restarted job's saved weights are that run's, bit for bit.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-build}" && pwd)
-. "$root/scripts/mpi_env.sh"
-export DDP_TRAIN=$build/launcher/ddp_train COMPARE_WEIGHTS=$build/tests/compare_weights
-. "$root/tests/e2e/lib.sh"
-. "$root/tests/e2e/slurm_cluster.sh"
-slurm_up 127.0.0.1 localhost=127.0.0.1
-cd "$WORK"
+. "$(dirname "$0")/slurm_env.sh"
 args=(--dataset synthetic --synthetic-samples 20000 --batch-size 32 --hidden 128 --epochs 60
   --checkpoint-every 1000 --log-every 100000)
 
