@@ -20,7 +20,7 @@ job=$(DDP_CHECKPOINT_DIR=$WORK/ck DDP_TIME_LIMIT=4s sbatch --parsable --ntasks-p
   --synthetic-samples 20000 --batch-size 16 --hidden 256,128 --epochs 24 --log-every 100000)
 state=""
 for _ in $(seq 600); do
-  state=$(scontrol show job "$job" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1 || true)
+  state=$(job_state "$job")
   case $state in JobState=COMPLETED | JobState=FAILED | JobState=CANCELLED | JobState=TIMEOUT) break ;; esac
   sleep 1
 done

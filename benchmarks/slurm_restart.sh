@@ -18,19 +18,6 @@ set -euo pipefail
 args=(--dataset synthetic --synthetic-samples 20000 --batch-size 32 --hidden 128 --epochs 60
   --checkpoint-every 1000 --log-every 100000)
 
-# job_state JOB: its JobState=...
-job_state() { scontrol show job "$1" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1 || true; }
-# rank1_pid JOB: the pid of the job's rank 1, once it trains
-rank1_pid() {
-  local p environ
-  for p in /proc/[0-9]*; do
-    [ "$(cat "$p/comm" 2> /dev/null)" = ddp_train ] || continue
-    environ=$(tr '\0' '\n' < "$p/environ" 2> /dev/null) || continue
-    grep -qx "SLURM_JOB_ID=$1" <<< "$environ" && grep -qx "SLURM_PROCID=1" <<< "$environ" &&
-      echo "${p#/proc/}" && return 0
-  done
-  return 1
-}
 for restarts in 0 1; do
   job=$(DDP_RESTARTS=$restarts DDP_CHECKPOINT_DIR=$WORK/ck$restarts sbatch --parsable \
     --ntasks-per-node=2 --output="$WORK/job-%j.out" "$root/launcher/slurm/ddp_train.sbatch" \
@@ -38,7 +25,7 @@ for restarts in 0 1; do
   out=$WORK/job-$job.out
   for _ in $(seq 600); do grep -q "reducer:" "$out" 2> /dev/null && break; sleep 0.05; done
   sleep 3
-  kill -KILL "$(rank1_pid "$job")"
+  kill -KILL "$(task_pid "$job" 1)"
   killed=$(date +%s.%N)
   resumed=""
   for _ in $(seq 1200); do

@@ -241,12 +241,12 @@ run 2 "${base[@]}" --hidden 64,32 --epochs 50 --max-steps $((step + 3)) --checkp
 # nohup, which ignores SIGHUP, the run goes on to its end.
 # hung_up NAME: checks NAME.jsonl's end line and the checkpoint at its step.
 hung_up() {
-  local step
+  local step ck
   step=$(python3 -c "import json, sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])['last_step'])" \
     "$WORK/$1.jsonl") || fail "$1: no end line after SIGHUP: $(tail -1 "$WORK/$1.jsonl")"
-  ends_with "$WORK/$1.jsonl" ended_by=signal signal=SIGHUP exit_code=129 \
-    checkpoint="$WORK/$1/checkpoint-$(printf %09d "$step").safetensors"
-  [ -f "$WORK/$1/checkpoint-$(printf %09d "$step").safetensors" ] || fail "$1: no checkpoint at step $step"
+  ck=$WORK/$1/checkpoint-$(printf %09d "$step").safetensors
+  ends_with "$WORK/$1.jsonl" ended_by=signal signal=SIGHUP exit_code=129 checkpoint="$ck"
+  [ -f "$ck" ] || fail "$1: no checkpoint at step $step"
 }
 hup_run=("$DDP_TRAIN" "${base[@]}" --hidden 64,32 --epochs 5000)
 "${hup_run[@]}" --checkpoint-dir "$WORK/hup" --metrics "$WORK/hup.jsonl" > "$WORK/hup.log" 2>&1 &

@@ -7,8 +7,8 @@
 # interactive srun and scancel on a running batch job (both a graceful stop
 # with a checkpoint, scancel's not requeued), a job the template requeues
 # after --time-limit or a SIGUSR1 sent by hand stopped it, and one it runs
-# again (DDP_RESTARTS) after a rank was killed. Skipped only when Slurm and munge are not
-# installed (scripts/setup.sh installs them).
+# again (DDP_RESTARTS) after a rank was killed. Skipped only when Slurm and
+# munge are not installed (scripts/setup.sh installs them).
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/slurm_cluster.sh"
@@ -40,7 +40,7 @@ grep -q "checkpoint: wrote" "$out" || fail "no checkpoint written: $(tail -5 "$o
 # The template passes the job's time left (--time=01:00:00) as --time-limit.
 grep -q -E "time limit: (0:59:[0-5][0-9]|1:00:00) from ddp_train's start \(--time-limit\)" "$out" ||
   fail "the template did not pass the job's time left: $(head -8 "$out")"
-state=$(scontrol show job "$job" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1)
+state=$(job_state "$job")
 [ "$state" = JobState=COMPLETED ] || fail "job $job ended in $state"
 ! grep -q requeue "$out" || fail "a job that ended requeued: $(grep requeue "$out")"
 echo "slurm: job $job $state; $(grep -c 'epoch ' "$out") epoch lines"
@@ -128,7 +128,7 @@ job=$(DDP_TRAIN=$DDP_TRAIN DDP_CHECKPOINT_DIR=$ck sbatch --parsable --ntasks-per
 await_checkpoint "$ck"
 scancel "$job"
 for _ in $(seq 300); do
-  state=$(scontrol show job "$job" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1)
+  state=$(job_state "$job")
   [ "$state" != JobState=RUNNING ] && [ "$state" != JobState=COMPLETING ] && break
   sleep 0.1
 done
@@ -138,12 +138,6 @@ echo "slurm: scancel: $state, stopped after step $step, checkpoint written"
 [ "$(scontrol show job "$job" 2> /dev/null | grep -o 'Restarts=[0-9]*')" = Restarts=0 ] ||
   fail "scancel requeued the job: $(tail -3 "$WORK/scancel-$job.out")"
 
-# A part of a job that stopped before its time limit (--time-limit 3s here,
-# through DDP_TIME_LIMIT, where the template passes the job's time left)
-# with a new checkpoint: the template requeues the job. Slurm holds a
-# requeued job about two minutes before it runs again, so the test ends
-# there (scancel); the part after it is a --resume, as the fine-tuning case
-# above runs.
 # long_job NAME EPOCHS [VAR=VALUE...]: submits the template on a synthetic
 # run of EPOCHS short epochs (500: longer than any test waits) with its
 # checkpoints in $WORK/NAME, VARs in its environment; sets job, out and ck.
@@ -169,6 +163,13 @@ cancel_once_requeued() {
   scancel "$job"
   [ "$restarts" = Restarts=1 ] || fail "a job stopped $1 was not requeued: $(tail -5 "$out")"
 }
+
+# A part of a job that stopped before its time limit (--time-limit 3s here,
+# through DDP_TIME_LIMIT, where the template passes the job's time left)
+# with a new checkpoint: the template requeues the job. Slurm holds a
+# requeued job about two minutes before it runs again, so the test ends
+# there (scancel); the part after it is a --resume, as the fine-tuning case
+# above runs.
 long_job requeue 500 DDP_TIME_LIMIT=3s
 cancel_once_requeued "by --time-limit"
 grep -q "stopped by --time-limit after step" "$out" ||
@@ -195,17 +196,10 @@ echo "slurm: scancel --signal=USR1: stopped after step $step, requeued"
 # completes.
 long_job restart 40 DDP_RESTARTS=1
 await_checkpoint "$ck"
-victim=""
-for p in /proc/[0-9]*; do
-  [ "$(cat "$p/comm" 2> /dev/null)" = ddp_train ] || continue
-  environ=$(tr '\0' '\n' < "$p/environ" 2> /dev/null) || continue
-  grep -qx "SLURM_JOB_ID=$job" <<< "$environ" && grep -qx "SLURM_PROCID=1" <<< "$environ" &&
-    victim=${p#/proc/} && break
-done
-[ -n "$victim" ] || fail "no rank 1 of job $job to kill: $(tail -3 "$out")"
+victim=$(task_pid "$job" 1) || fail "no rank 1 of job $job to kill: $(tail -3 "$out")"
 kill -KILL "$victim"
 for _ in $(seq 1200); do
-  state=$(scontrol show job "$job" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1)
+  state=$(job_state "$job")
   grep -q "restarted from it" "$out" 2> /dev/null && [ "$state" != JobState=RUNNING ] &&
     [ "$state" != JobState=COMPLETING ] && break
   sleep 0.1
@@ -233,7 +227,7 @@ scontrol suspend "$job"
 sleep 8
 scontrol resume "$job"
 for _ in $(seq 1200); do
-  state=$(scontrol show job "$job" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1)
+  state=$(job_state "$job")
   [ "$state" != JobState=RUNNING ] && [ "$state" != JobState=COMPLETING ] && break
   sleep 0.1
 done

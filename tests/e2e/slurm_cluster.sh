@@ -5,6 +5,8 @@
 #
 #   slurm_up CTL_ADDR NODE=ADDR...   start the cluster; a NODE that is a
 #                                   nodes.sh node runs its slurmd inside it
+#   job_state JOB                    the job's state (JobState=RUNNING, ...)
+#   task_pid JOB RANK                the pid of the job's task RANK (ddp_train)
 for tool in munged mungekey slurmctld slurmd sbatch srun scancel sinfo sacct scontrol; do
   command -v "$tool" > /dev/null || { echo "SKIP: $tool not installed (bash scripts/setup.sh installs slurm-wlm and munge)"; exit 77; }
 done
@@ -104,4 +106,15 @@ CONF
     sleep 0.2
   done
   fail "the test cluster did not come up: $(sinfo -h -N -o '%N %T')"
+}
+job_state() { scontrol show job "$1" 2> /dev/null | grep -o 'JobState=[A-Z]*' | head -1 || true; }
+task_pid() {
+  local p environ
+  for p in /proc/[0-9]*; do
+    [ "$(cat "$p/comm" 2> /dev/null)" = ddp_train ] || continue
+    environ=$(tr '\0' '\n' < "$p/environ" 2> /dev/null) || continue
+    grep -qx "SLURM_JOB_ID=$1" <<< "$environ" && grep -qx "SLURM_PROCID=$2" <<< "$environ" &&
+      echo "${p#/proc/}" && return 0
+  done
+  return 1
 }
