@@ -98,9 +98,18 @@ for code in 2 143 129 130; do
 done
 [ "$(DDP_RESTARTS=1 part "1 3" "000001500 -")" = 3 ] && [ "$(sruns)" = 2 ] && requeued ||
   fail "a part stopped by --time-limit after a restart was not requeued: $(cat "$WORK/part.out")"
-[ "$(DDP_RESTARTS=x part 0)" = 2 ] && ! [ -f "$WORK/calls" ] ||
-  fail "DDP_RESTARTS=x was not refused"
-grep -q "DDP_RESTARTS must be a whole number (got 'x')" "$WORK/part.out" || fail "$(cat "$WORK/part.out")"
+for bad in x 1000000000 99999999999999999999; do
+  [ "$(DDP_RESTARTS=$bad part 0)" = 2 ] && ! [ -f "$WORK/calls" ] ||
+    fail "DDP_RESTARTS=$bad was not refused"
+  grep -q "DDP_RESTARTS must be a whole number below 10^9 (got '$bad')" "$WORK/part.out" ||
+    fail "$(cat "$WORK/part.out")"
+done
+# A leading zero is decimal, as sbatch's numbers are (bash would read 08 as
+# a bad octal number and end the script at its first restart).
+[ "$(DDP_RESTARTS=08 part "1 0" "000001600 000001700")" = 0 ] && [ "$(sruns)" = 2 ] ||
+  fail "DDP_RESTARTS=08: $(cat "$WORK/part.out")"
+grep -q "restarted from it (attempt 2 of at most 9, DDP_RESTARTS)$" "$WORK/part.out" ||
+  fail "DDP_RESTARTS=08: $(cat "$WORK/part.out")"
 # A time limit given by hand is passed as it is.
 DDP_TIME_LIMIT=2h part 0 > /dev/null
 grep -qx "time limit 2h" "$WORK/calls" || fail "DDP_TIME_LIMIT=2h: $(cat "$WORK/calls")"
