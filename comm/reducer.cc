@@ -67,7 +67,7 @@ std::vector<Bucket> computeBucketLayout(const std::vector<GradientSpec>& gradien
 Reducer::Reducer(Communicator& comm, std::vector<GradientSpec> gradients, ReducerOptions options)
     : comm_(comm),
       specs_(std::move(gradients)),
-      options_(options),
+      options_(std::move(options)),
       locations_(specs_.size()),
       ready_(specs_.size(), false) {
   elements_ = layOutBuckets();

@@ -244,7 +244,7 @@ MpiCommunicator::~MpiCommunicator() {
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-WorkPtr MpiCommunicator::enqueue(std::string what, std::function<void(Work&)> run) {
+WorkPtr MpiCommunicator::enqueue(const std::string& what, std::function<void(Work&)> run) {
   auto work = newWork<Work>(what, "");
   {
     std::lock_guard lock(mutex_);

@@ -104,7 +104,7 @@ class MpiCommunicator final : public Communicator {
   // [Two-level all-reduce across nodes]): sets acrossNodes_, nodeBlocks_ and
   // description_. Constructor only; collective over comm_.
   void chooseLevels(bool wanted);
-  WorkPtr enqueue(std::string what, std::function<void(Work&)> run);
+  WorkPtr enqueue(const std::string& what, std::function<void(Work&)> run);
   void loop();
   // The live shared region holding [data, data + bytes), or null. Any thread.
   std::shared_ptr<SharedRegion> findRegion(const void* data, std::size_t bytes) const;

@@ -146,7 +146,7 @@ class NcclCommunicator final : public Communicator {
     std::mutex mutex;  // guards the communicator's state below, and changes of `failed`
     std::atomic<bool> failed{false};
   };
-  WorkPtr issue(std::string what, const std::function<void(cudaStream_t)>& call);
+  WorkPtr issue(const std::string& what, const std::function<void(cudaStream_t)>& call);
   void watch();
   void fail(const std::string& report, bool timedOut);
   void throwIfFailed() const;
