@@ -49,7 +49,17 @@ void agree(Communicator& comm, const std::function<void()>& body) {
   } catch (const std::exception&) {
     local = std::current_exception();
   }
-  const std::int32_t failed = local ? 1 : 0;
+  // 0: succeeded; 1: failed; 2: failed on a UsageError (PeerFailedError::usage).
+  std::int32_t failed = 0;
+  if (local) {
+    try {
+      std::rethrow_exception(local);
+    } catch (const UsageError&) {
+      failed = 2;
+    } catch (const std::exception&) {
+      failed = 1;
+    }
+  }
   std::vector<std::int32_t> all(static_cast<std::size_t>(comm.size()));
   comm.allgather(std::span<const std::int32_t>(&failed, 1), std::span<std::int32_t>(all))
       ->wait(comm.options().timeout);
@@ -58,6 +68,8 @@ void agree(Communicator& comm, const std::function<void()>& body) {
     if (all[r] != 0) ranks.push_back(static_cast<int>(r));
   }
   if (ranks.empty()) return;
+  const bool usage = std::all_of(ranks.begin(), ranks.end(),
+                                 [&](int r) { return all[static_cast<std::size_t>(r)] == 2; });
   // Every rank learns what the first failed ranks said, so that rank 0's
   // log and the run's end line hold the cause, not only who.
   std::vector<std::string> told;
@@ -70,10 +82,10 @@ void agree(Communicator& comm, const std::function<void()>& body) {
   } catch (const std::exception&) {
     // A rank's own error matters more than a failure to share it.
     if (local) std::rethrow_exception(local);
-    throw PeerFailedError(peerFailureText(ranks, {}), ranks);
+    throw PeerFailedError(peerFailureText(ranks, {}), ranks, usage);
   }
   if (local) std::rethrow_exception(local);
-  throw PeerFailedError(peerFailureText(ranks, told), ranks);
+  throw PeerFailedError(peerFailureText(ranks, told), ranks, usage);
 }
 
 void shareFrom(Communicator& comm, int root, std::string& bytes) {

@@ -29,19 +29,25 @@ namespace ddp::comm {
 
 class PeerFailedError : public Error {
  public:
-  PeerFailedError(std::string message, std::vector<int> ranks)
-      : Error(std::move(message)), ranks_(std::move(ranks)) {}
+  PeerFailedError(const std::string& message, std::vector<int> ranks, bool usage)
+      : Error(message), ranks_(std::move(ranks)), usage_(usage) {}
   const std::vector<int>& ranks() const { return ranks_; }
+  // Every failed rank failed on a UsageError (an option value that only the
+  // data or the world size shows to be bad): the job exits as for any other
+  // usage error, with kExitUsage, on every rank alike.
+  bool usage() const { return usage_; }
 
  private:
   std::vector<int> ranks_;
+  bool usage_;
 };
 
 // Runs `body` on this rank, then agrees with every rank on whether all of
 // them succeeded. Collective: every rank must call it at the same point.
 // ddp::Error and std::exception from body are caught and agreed on: a
 // failed rank rethrows its own, the others throw PeerFailedError with the
-// failed ranks' messages (Note [What a peer's failure says]).
+// failed ranks' messages (Note [What a peer's failure says]) and whether
+// they all failed on a UsageError.
 void agree(Communicator& comm, const std::function<void()>& body);
 
 // What a PeerFailedError says (Note [What a peer's failure says]): "stopping:

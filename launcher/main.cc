@@ -264,9 +264,9 @@ int train(Options o) {
   std::optional<BestEvaluation> best;
   // A failure rank 0's main thread learned of, after which it returns: its
   // end line, if it can still write one.
-  const auto endRunWithError = [&](const std::string& error) noexcept {
+  const auto endRunWithError = [&](const std::string& error, int exitCode) noexcept {
     try {
-      ending.endWithError(error);
+      ending.endWithError(error, exitCode);
     } catch (const std::exception& e) {
       log::warn(str("--metrics: the run's end line was not written: ", e.what()));
     }
@@ -536,9 +536,11 @@ int train(Options o) {
     });
     return exitCode;
   } catch (const comm::PeerFailedError& e) {
+    // Note [Usage errors after start-up]: a peer's too.
+    const int exitCode = e.usage() ? kExitUsage : kExitFailure;
     log::error(e.what());
-    endRunWithError(e.what());
-    return kExitFailure;
+    endRunWithError(e.what(), exitCode);
+    return exitCode;
   } catch (const CommError& e) {
     // A collective failed or hung: peers may be blocked, so end the whole job,
     // saying who did not arrive.
@@ -566,10 +568,12 @@ int train(Options o) {
     // every rank (a non-finite loss, a mismatch at start-up), or by this
     // rank alone, whose peers wait for it: Note [A rank that leaves
     // training alone] in comm/watchdog.h.
-    log::error(e.what());
-    endRunWithError(e.what());
+    // Note [Usage errors after start-up].
+    const bool usage = dynamic_cast<const UsageError*>(&e) != nullptr;
+    log::error(usage ? str(e.what(), " (see ddp_train --help)") : std::string(e.what()));
+    endRunWithError(e.what(), usage ? kExitUsage : kExitFailure);
     if (watchdog) watchdog->announceLeaving(e.what());
-    return kExitFailure;
+    return usage ? kExitUsage : kExitFailure;
   } catch (const std::exception& e) {
     // Reached only from code outside agree(): the other ranks may be waiting.
     const std::string error = describeFailure(e);

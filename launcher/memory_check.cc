@@ -169,11 +169,11 @@ StagingChoice checkNodeMemory(const Options& o, const World& world, trainer::Dev
   if (choice.staging == trainer::CheckpointStaging::kDirect) need.checkpointCopy = 0;
   if (available) {
     const auto shortfall = memoryShortfall(need, world.localSize(), *available, world.hostname());
-    if (shortfall) throw UsageError(*shortfall);
+    if (shortfall) throw Error(*shortfall);  // Note [Usage errors after start-up]
   }
   if (limit) {  // Note [A process memory limit]
     const auto shortfall = processLimitShortfall(need, device, *limit, world.hostname());
-    if (shortfall) throw UsageError(*shortfall);
+    if (shortfall) throw Error(*shortfall);  // Note [Usage errors after start-up]
   }
   return choice;
 }

@@ -43,10 +43,10 @@ bool RunEndRecorder::end(const Change& last) {
   return true;
 }
 
-bool RunEndRecorder::endWithError(const std::string& error) {
+bool RunEndRecorder::endWithError(const std::string& error, int exitCode) {
   return end([&](RunOutcome& o) {  // under mutex_, as reportedStep_ must be read
     o.endedBy = "error";
-    o.exitCode = kExitFailure;
+    o.exitCode = exitCode;
     o.error = error;
     if (reportedStep_) o.globalStep = std::max(o.globalStep, reportedStep_());
   });

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "launcher/run_end.h"
+#include "runtime/error.h"
 
 namespace ddp::launcher {
 
@@ -50,9 +51,10 @@ class RunEndRecorder {
   // unless it was written already (or there is no writer). Returns whether
   // this call wrote it.
   bool end(const Change& last);
-  // end() for an error: ended_by "error", exit code kExitFailure, `error`
-  // as rank 0 logged it, last_step at least the last reported.
-  bool endWithError(const std::string& error);
+  // end() for an error: ended_by "error", exit code `exitCode` (kExitUsage
+  // for a usage error that start-up found), `error` as rank 0 logged it,
+  // last_step at least the last reported.
+  bool endWithError(const std::string& error, int exitCode = kExitFailure);
   // endWithError on a thread of its own, waiting at most `patience` for it:
   // for a thread that must end the job whatever the file system does.
   // Returns whether the line was written in time.

@@ -23,6 +23,16 @@ class Error : public std::runtime_error {
 };
 
 // A bad option value or combination. The launcher exits with kExitUsage.
+//
+// Note [Usage errors after start-up]
+// Most usage errors are found before MPI starts, from the options alone.
+// Some need the data or the number of ranks: --eval-samples beyond the test
+// set, --drop-last leaving a rank no sample, an optimizer state too small to
+// shard over that many ranks. Those are found inside agree() (on one rank or
+// on all) and end the job with kExitUsage all the same, on every rank
+// (PeerFailedError::usage), so that a script or a batch template can tell
+// "fix the command" (2) from "the run failed" (1). A node without the memory
+// for the run is not one: the same command runs on a larger node (exit 1).
 class UsageError : public Error {
  public:
   using Error::Error;

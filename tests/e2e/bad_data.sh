@@ -137,7 +137,8 @@ PY
 expect_failure empty "$d" train-images-idx3-ubyte.gz "holds no images"
 rc=0
 run 4 --dataset synthetic --synthetic-samples 3 --drop-last --hidden 16 > "$WORK/drop.out" 2>&1 || rc=$?
-[ "$rc" = 1 ] || fail "--drop-last leaving no sample: exit $rc: $(cat "$WORK/drop.out")"
+# A usage error that the data shows (Note [Usage errors after start-up]).
+[ "$rc" = 2 ] || fail "--drop-last leaving no sample: exit $rc: $(cat "$WORK/drop.out")"
 grep -q "\[r0\] error: --drop-last: the 3 training samples do not give each of 4 ranks one" \
   "$WORK/drop.out" || fail "--drop-last leaving no sample not explained: $(cat "$WORK/drop.out")"
 echo "bad data: ok"

@@ -140,7 +140,7 @@ import json, sys
 counts = [m["test_samples"] for m in map(json.loads, open(sys.argv[1])) if "test_samples" in m]
 assert counts == [100, 100], counts  # after step 25 and at the end
 PY
-exits_with 1 "$WORK/too-many.log" run 2 "${c[@]}" --evaluate --init-from "$WORK/model.safetensors" --eval-samples 501
+exits_with 2 "$WORK/too-many.log" run 2 "${c[@]}" --evaluate --init-from "$WORK/model.safetensors" --eval-samples 501
 grep -q "error: --eval-samples 501 is more than the 500 samples of the test set synthetic/test (0: all of them)" \
   "$WORK/too-many.log" || fail "too many: $(cat "$WORK/too-many.log")"
 

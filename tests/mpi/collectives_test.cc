@@ -406,6 +406,7 @@ TEST(Agreement, OneFailingRankStopsEveryRankAndIsNamed) {
   } catch (const PeerFailedError& e) {
     EXPECT_NE(comm->rank(), failing);
     EXPECT_EQ(e.ranks(), std::vector<int>{failing});
+    EXPECT_FALSE(e.usage());
     // Note [What a peer's failure says]: the cause, not only who.
     EXPECT_EQ(std::string(e.what()),
               str("stopping: rank ", failing, " failed: file.bin: truncated"));
@@ -448,6 +449,33 @@ TEST(Agreement, ThePeersThatFailedSayWhy) {
       ASSERT_NE(r, 0);
       EXPECT_EQ(std::string(e.what()),
                 alike ? std::string("no such file") : str("shard ", r, " is empty"));
+    }
+  }
+}
+
+// Note [Usage errors after start-up]: the peers of ranks that all failed on
+// a UsageError learn that it was one; a single other failure among them
+// makes it a runtime failure.
+TEST(Agreement, PeersLearnWhetherEveryFailureWasAUsageError) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  if (n < 3) GTEST_SKIP() << "needs three ranks";
+  for (const bool mixed : {false, true}) {
+    try {
+      agree(*comm, [&] {
+        if (r == 1) throw UsageError("--eval-samples 501 is more than the 500 samples");
+        if (r == 2 && mixed) throw DataError("file.bin: truncated");
+        if (r == 2) throw UsageError("--eval-samples 501 is more than the 500 samples");
+      });
+      FAIL() << "agree() returned";
+    } catch (const PeerFailedError& e) {
+      EXPECT_TRUE(r == 0 || r > 2) << r;
+      EXPECT_EQ(e.ranks(), (std::vector<int>{1, 2}));
+      EXPECT_EQ(e.usage(), !mixed);
+    } catch (const UsageError&) {
+      EXPECT_TRUE(r == 1 || (r == 2 && !mixed)) << r;
+    } catch (const DataError&) {
+      EXPECT_TRUE(r == 2 && mixed) << r;
     }
   }
 }

@@ -83,6 +83,20 @@ TEST(RunEndRecorder, AnErrorNeverTakesTheStepBack) {
   EXPECT_EQ(lines.written.front().globalStep, 900u);
 }
 
+// Note [Usage errors after start-up]: the line says the code the job exits with.
+TEST(RunEndRecorder, AnErrorKeepsItsExitCode) {
+  for (const int code : {kExitFailure, kExitUsage}) {
+    RunEndRecorder ending(RunEndRecorder::Clock::now());
+    Lines lines;
+    ending.setWriter([&](const RunOutcome& o) { lines.add(o); }, [] { return std::size_t{0}; });
+    EXPECT_TRUE(code == kExitFailure ? ending.endWithError("bad data")
+                                     : ending.endWithError("--eval-samples 501", kExitUsage));
+    ASSERT_EQ(lines.count(), 1u);
+    EXPECT_EQ(lines.written.front().exitCode, code);
+    EXPECT_EQ(lines.written.front().endedBy, "error");
+  }
+}
+
 TEST(RunEndRecorder, ThreadsEndingAtOnceWriteOneLine) {
   RunEndRecorder ending(RunEndRecorder::Clock::now());
   Lines lines;
