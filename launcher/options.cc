@@ -412,6 +412,16 @@ std::vector<std::string> misspeltVariables(const po::options_description& all) {
   return warnings;
 }
 
+// The MLP's layers with parameters, for an error: "layers.0 and layers.2",
+// "layers.0, layers.2 and layers.4", "layers.0, layers.2, ..., layers.8".
+std::string linearLayerNames(std::size_t count) {
+  const std::size_t last = count - 1;
+  if (last == 0) return "layers.0";
+  if (last == 2) return "layers.0 and layers.2";
+  if (last == 4) return "layers.0, layers.2 and layers.4";
+  return str("layers.0, layers.2, ..., layers.", last);
+}
+
 // "layers.0,2" -> {0, 2}; each must name a Linear layer of the MLP (even
 // indices: the ReLUs between them have no parameters).
 std::vector<std::size_t> parseFreeze(const std::string& text, std::size_t hiddenLayers) {
@@ -431,10 +441,8 @@ std::vector<std::size_t> parseFreeze(const std::string& text, std::size_t hidden
     }
     if (used != number.size() || number.empty() || index < 0 ||
         static_cast<std::size_t>(index) >= count || index % 2 != 0) {
-      throw UsageError(
-          str("--freeze: '", item,
-              "' is not a layer with parameters (the MLP's are layers.0, layers.2, ..., layers.",
-              count - 1, ")"));
+      throw UsageError(str("--freeze: '", item, "' is not a layer with parameters (the MLP's are ",
+                           linearLayerNames(count), ")"));
     }
     layers.push_back(static_cast<std::size_t>(index));
   }

@@ -219,7 +219,8 @@ void NcclCommunicator::throwIfFailed() const {
   throw CommError(failure_);
 }
 
-WorkPtr NcclCommunicator::issue(const std::string& what, const std::function<void(cudaStream_t)>& call) {
+WorkPtr NcclCommunicator::issue(const std::string& what,
+                                const std::function<void(cudaStream_t)>& call) {
   throwIfFailed();
   auto work = newWork<DeviceWork>(what, str(" (GPU ", device_, ")"), compute_,
                                   EventPool::take(events_), shared_);

@@ -400,6 +400,19 @@ TEST(Options, EvalSamplesReachesTheTrainerAndIsCheckedAgainstTheTestSet) {
 
 // --save-best trains and keeps; every rank must agree on it, since each of
 // its writes is a collective.
+TEST(Options, FreezeNamesTheLayersWithParameters) {
+  EXPECT_EQ(parse({"--hidden", "8", "--freeze", "layers.0,2"}).freezeLayers,
+            (std::vector<std::size_t>{0, 2}));
+  EXPECT_EQ(usageErrorOf({"--hidden", "8", "--freeze", "1"}),
+            "--freeze: '1' is not a layer with parameters (the MLP's are layers.0 and layers.2)");
+  EXPECT_EQ(usageErrorOf({"--hidden", "8,8", "--freeze", "6"}),
+            "--freeze: '6' is not a layer with parameters (the MLP's are layers.0, layers.2 and "
+            "layers.4)");
+  EXPECT_EQ(usageErrorOf({"--hidden", "8,8,8,8", "--freeze", "layers.x"}),
+            "--freeze: 'layers.x' is not a layer with parameters (the MLP's are layers.0, "
+            "layers.2, ..., layers.8)");
+}
+
 TEST(Options, SaveBestNeedsATrainingRunAndAFileOfItsOwn) {
   EXPECT_EQ(parse({"--save-best", "best.safetensors"}).saveBest, "best.safetensors");
   EXPECT_EQ(parse({}).saveBest, "");
