@@ -443,14 +443,15 @@ class NcclBench final : public Bench {
 };
 #endif
 
-int usage() {
-  std::fprintf(stderr,
+// The usage line, on `to`; returns the exit code for it (stdout: --help).
+int usage(std::FILE* to = stderr) {
+  std::fprintf(to,
                "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] "
                "[--backend mpi|nccl] [--memory shared|plain] "
                "[--collective allreduce|allgather|reducescatter] [--thread-floor] [--checks] "
                "[--one-level] [--back-to-back K] "
                "[--csv FILE]\n");
-  return 2;
+  return to == stdout ? 0 : 2;
 }
 
 // The command line (the flags in the comment at the top).
@@ -464,8 +465,9 @@ struct Options : ddp::bench::Sweep {
   int backToBack = 0;  // calls per batch; 0: not measured
 };
 
-// Empty when the command line is not valid (main then prints usage()).
-std::optional<Options> parse(int argc, char** argv) {
+// The command line; throws BadCommandLine, naming what is wrong with it.
+Options parse(int argc, char** argv) {
+  using ddp::bench::BadCommandLine;
   Options o;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
@@ -474,15 +476,20 @@ std::optional<Options> parse(int argc, char** argv) {
       --i;  // takes no value
       continue;
     }
-    if (i + 1 >= argc) return std::nullopt;
+    if (i + 1 >= argc) throw BadCommandLine(flag + " needs a value");
     const char* value = argv[i + 1];
     if (o.take(flag, value)) continue;
+    const std::string name = value;
     if (flag == "--backend") {
-      o.backend = value;
+      if (name != "mpi" && name != "nccl")
+        throw BadCommandLine("--backend " + name + ": mpi or nccl");
+      o.backend = name;
     } else if (flag == "--memory") {
-      o.memory = value;
+      if (name != "shared" && name != "plain") {
+        throw BadCommandLine("--memory " + name + ": shared or plain");
+      }
+      o.memory = name;
     } else if (flag == "--collective") {
-      const std::string name = value;
       if (name == "allreduce") {
         o.collective = Collective::kAllreduce;
       } else if (name == "allgather") {
@@ -490,25 +497,32 @@ std::optional<Options> parse(int argc, char** argv) {
       } else if (name == "reducescatter") {
         o.collective = Collective::kReduceScatter;
       } else {
-        return std::nullopt;
+        throw BadCommandLine("--collective " + name + ": allreduce, allgather or reducescatter");
       }
     } else if (flag == "--csv") {
       o.csvPath = value;
     } else if (flag == "--back-to-back") {
-      o.backToBack = std::atoi(value);
-      if (o.backToBack < 1) return std::nullopt;
+      const std::optional<int> calls = ddp::bench::parseCount(value, 1);
+      if (!calls)
+        throw BadCommandLine("--back-to-back " + name + ": not a whole number of at least 1");
+      o.backToBack = *calls;
     } else {
-      return std::nullopt;
+      throw BadCommandLine("unknown flag '" + flag + "'");
     }
   }
-  if (!o.valid() || (o.backend != "mpi" && o.backend != "nccl") ||
-      (o.memory != "shared" && o.memory != "plain") ||
-      (o.threadFloor &&
-       (o.backend != "mpi" || o.memory != "plain" || o.collective != Collective::kAllreduce)) ||
-      ((o.checks || o.oneLevel) && o.backend != "mpi") ||
-      (o.backToBack > 0 && o.collective != Collective::kAllreduce)) {
-    return std::nullopt;
+  o.check();
+  const bool allreduce = o.collective == Collective::kAllreduce;
+  if (o.threadFloor && (o.backend != "mpi" || o.memory != "plain" || !allreduce)) {
+    throw BadCommandLine(
+        "--thread-floor times MPI_Allreduce on a bare thread: it needs --backend mpi, --memory "
+        "plain and --collective allreduce");
   }
+  if ((o.checks || o.oneLevel) && o.backend != "mpi") {
+    throw BadCommandLine(std::string(o.checks ? "--checks" : "--one-level") +
+                         " needs --backend mpi");
+  }
+  if (o.backToBack > 0 && !allreduce)
+    throw BadCommandLine("--back-to-back needs --collective allreduce");
   return o;
 }
 
@@ -616,9 +630,16 @@ void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::optional<Options> parsed = parse(argc, argv);
-  if (!parsed) return usage();
-  const Options& o = *parsed;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") return usage(stdout);
+  }
+  Options o;
+  try {
+    o = parse(argc, argv);
+  } catch (const ddp::bench::BadCommandLine& e) {
+    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
+    return usage();
+  }
   ddp::installBrokenPipeHandler();  // Note [Broken pipes] in runtime/signals.h
   ddp::World world;
   const int n = world.size(), rank = world.rank();

@@ -51,24 +51,30 @@ struct Options : ddp::bench::Sweep {
   bool shared = true;
 };
 
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
+// Throws BadCommandLine, naming what is wrong with the command line.
+void parse(int argc, char** argv, Options& o) {
+  using ddp::bench::BadCommandLine;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) throw BadCommandLine(flag + " needs a value");
+    const std::string value = argv[i + 1];
     if (o.take(flag, value.c_str())) continue;
-    if (flag == "--memory" && (value == "shared" || value == "plain")) {
-      o.shared = value == "shared";
-    } else {
-      return false;
-    }
+    if (flag != "--memory") throw BadCommandLine("unknown flag '" + flag + "'");
+    if (value != "shared" && value != "plain")
+      throw BadCommandLine("--memory " + value + ": shared or plain");
+    o.shared = value == "shared";
   }
-  return argc % 2 == 1 && o.valid();
+  o.check();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  if (!parse(argc, argv, o)) {
+  try {
+    parse(argc, argv, o);
+  } catch (const ddp::bench::BadCommandLine& e) {
+    std::fprintf(stderr, "bf16_reduce_bench: %s\n", e.what());
     std::fprintf(stderr,
                  "usage: bf16_reduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] "
                  "[-w warmup] [--memory shared|plain]\n");

@@ -9,61 +9,92 @@
 #include <cstddef>
 #include <cstdlib>
 #include <functional>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace ddp::bench {
 
-// "8", "64K", "4M", "1G" (powers of two) in bytes.
-inline std::size_t parseSize(const char* text) {
+// "8", "64K", "4M", "1G" (powers of two) in bytes; nothing for any other
+// text (a unit of its own, a negative size, trailing characters).
+inline std::optional<std::size_t> parseSize(const char* text) {
   char* end = nullptr;
   double value = std::strtod(text, &end);
+  if (end == text || !(value >= 0.0)) return std::nullopt;
   switch (*end) {
     case 'K':
     case 'k':
-      value *= 1 << 10;
+      value *= 1 << 10, ++end;
       break;
     case 'M':
     case 'm':
-      value *= 1 << 20;
+      value *= 1 << 20, ++end;
       break;
     case 'G':
     case 'g':
-      value *= 1 << 30;
+      value *= 1 << 30, ++end;
       break;
     default:
       break;
   }
+  if (*end != '\0' || value > 0x1p52) return std::nullopt;
   return static_cast<std::size_t>(value);
 }
 
-// The sizes and iteration counts every MPI benchmark takes on its command
-// line, as nccl-tests' do: -b the first size, -e the last, -f the factor
-// between them (parseSize's forms), -n timed iterations, -w untimed warm-up
-// ones. A benchmark's options derive from it and set their own defaults.
+// A whole number of at least `least`, or nothing.
+inline std::optional<int> parseCount(const char* text, int least) {
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < least || value > 1000000000) return std::nullopt;
+  return static_cast<int>(value);
+}
+
+// A command line the benchmark cannot run: main prints the message, then
+// the usage line, and exits 2.
+class BadCommandLine : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// The size sweep of the MPI benchmarks' command lines, as nccl-tests writes
+// it: -b first size, -e last size, -f the factor between them (parseSize's
+// forms), -n timed iterations, -w untimed warm-up ones. A benchmark's
+// options derive from it and set their own defaults.
 struct Sweep {
   std::size_t begin = 64 << 10, end = 256 << 20, factor = 4;
   int iterations = 10, warmup = 2;
 
-  // Takes `flag value` when the flag is one of the sweep's; false otherwise.
+  // Takes `flag value` when the flag is one of the sweep's (true), false
+  // when it is not; throws BadCommandLine for a bad value of one.
   bool take(const std::string& flag, const char* value) {
-    if (flag == "-b") {
-      begin = parseSize(value);
-    } else if (flag == "-e") {
-      end = parseSize(value);
-    } else if (flag == "-f") {
-      factor = parseSize(value);
-    } else if (flag == "-n") {
-      iterations = std::atoi(value);
-    } else if (flag == "-w") {
-      warmup = std::atoi(value);
+    if (flag == "-b" || flag == "-e" || flag == "-f") {
+      const std::optional<std::size_t> size = parseSize(value);
+      if (!size) throw BadCommandLine(flag + " " + value + ": not a size (8, 64K, 4M, 1G)");
+      (flag == "-b" ? begin : flag == "-e" ? end : factor) = *size;
+    } else if (flag == "-n" || flag == "-w") {
+      const std::optional<int> count = parseCount(value, flag == "-n" ? 1 : 0);
+      if (!count) {
+        throw BadCommandLine(flag + " " + value + ": not a whole number of " +
+                             (flag == "-n" ? "at least 1" : "at least 0"));
+      }
+      (flag == "-n" ? iterations : warmup) = *count;
     } else {
       return false;
     }
     return true;
   }
-  bool valid() const {
-    return begin >= 4 && end >= begin && factor >= 2 && iterations >= 1 && warmup >= 0;
+  // Throws BadCommandLine when the sizes do not make a sweep.
+  void check() const {
+    if (begin < 4)
+      throw BadCommandLine("-b " + std::to_string(begin) + ": below one float (4 bytes)");
+    if (end < begin) {
+      throw BadCommandLine("-e " + std::to_string(end) + " is below -b " + std::to_string(begin) +
+                           ": the sweep goes from -b up to -e");
+    }
+    if (factor < 2)
+      throw BadCommandLine("-f " + std::to_string(factor) +
+                           ": the factor between sizes must be at least 2");
   }
 };
 

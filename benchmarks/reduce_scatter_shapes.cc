@@ -41,11 +41,15 @@ struct Options : ddp::bench::Sweep {
   Options() { begin = 1 << 20, end = 16 << 20, warmup = 3; }
 };
 
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!o.take(argv[i], argv[i + 1])) return false;
+// Throws BadCommandLine, naming what is wrong with the command line.
+void parse(int argc, char** argv, Options& o) {
+  using ddp::bench::BadCommandLine;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) throw BadCommandLine(flag + " needs a value");
+    if (!o.take(flag, argv[i + 1])) throw BadCommandLine("unknown flag '" + flag + "'");
   }
-  return argc % 2 == 1 && o.valid();
+  o.check();
 }
 
 // Parts of `count` elements: equal for the first `owners` ranks, 0 for the rest.
@@ -67,8 +71,11 @@ int main(int argc, char** argv) {
   int n = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (!parse(argc, argv, o)) {
+  try {
+    parse(argc, argv, o);
+  } catch (const ddp::bench::BadCommandLine& e) {
     if (rank == 0) {
+      std::fprintf(stderr, "reduce_scatter_shapes: %s\n", e.what());
       std::fprintf(stderr,
                    "usage: reduce_scatter_shapes [-b bytes] [-e bytes] [-f factor] [-n iters] "
                    "[-w warmup]\n");
