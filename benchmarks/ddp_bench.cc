@@ -41,6 +41,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -105,8 +106,10 @@ std::vector<std::size_t> parseCaps(const std::string& text) {
     } else {
       char* end = nullptr;
       const double mb = std::strtod(item.c_str(), &end);
-      if (end == item.c_str() || *end != '\0' || !(mb > 0))
-        throw UsageError(str("--bucket-cap-mb: bad cap '", item, "'"));
+      if (end == item.c_str() || *end != '\0' || !(mb > 0) || mb > 1e9) {
+        throw UsageError(str("--bucket-cap-mb: bad cap '", item,
+                             "' (each a size in MiB above 0, inf for one bucket, or auto)"));
+      }
       caps.push_back(static_cast<std::size_t>(mb * kMiB));
     }
   }
@@ -114,18 +117,36 @@ std::vector<std::size_t> parseCaps(const std::string& text) {
   return caps;
 }
 
+constexpr const char* kUsage =
+    "usage: mpirun -np N ddp_bench [--profile resnet50|bert-base|gpt2|mlp]\n"
+    "    [--bucket-cap-mb 1,5,25,100,inf,auto] [--steps 10] [--warmup 3]\n"
+    "    [--work K | --backward-ms T] [--batch B] [--threads T] [--device cpu|cuda]\n"
+    "    [--grad-compression none|bf16] [--json FILE]\n"
+    "       ddp_bench --profile P --describe      (the profile's layers as JSON)\n";
+
+// The flags that take a value.
+constexpr const char* kValueFlags[] = {"--profile", "--bucket-cap-mb",    "--steps", "--warmup",
+                                       "--work",    "--backward-ms",      "--batch", "--threads",
+                                       "--device",  "--grad-compression", "--json"};
+
 Options parse(int argc, char** argv) {
   Options o;
   o.caps = parseCaps("1,5,25,100,inf,auto");
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (i + 1 >= argc && flag != "--describe") throw UsageError(str(flag, " needs a value"));
-    const std::string value = i + 1 < argc ? argv[i + 1] : "";
-    const auto count = [&] {
-      const long long v = std::atoll(value.c_str());
-      if (v <= 0) throw UsageError(str(flag, " must be a positive integer"));
-      return static_cast<std::size_t>(v);
+    const bool takesValue =
+        std::find(std::begin(kValueFlags), std::end(kValueFlags), flag) != std::end(kValueFlags);
+    if (!takesValue && flag != "--describe") throw UsageError(str("unknown option ", flag));
+    if (takesValue && i + 1 >= argc) throw UsageError(str(flag, " needs a value"));
+    const std::string value = takesValue ? argv[i + 1] : "";
+    const auto whole = [&](int least) {
+      const std::optional<int> v = parseCount(value.c_str(), least);
+      if (!v)
+        throw UsageError(
+            str(flag, " must be a whole number of at least ", least, " (got ", value, ")"));
+      return *v;
     };
+    const auto count = [&] { return static_cast<std::size_t>(whole(1)); };
     if (flag == "--describe") {
       o.describe = true;
       --i;  // takes no value
@@ -136,11 +157,14 @@ Options parse(int argc, char** argv) {
     } else if (flag == "--steps") {
       o.steps = count();
     } else if (flag == "--warmup") {
-      o.warmup = static_cast<std::size_t>(std::max(0LL, std::atoll(value.c_str())));
+      o.warmup = static_cast<std::size_t>(whole(0));
     } else if (flag == "--work") {
       o.work = count();
     } else if (flag == "--backward-ms") {
-      o.backwardMs = std::atof(value.c_str());
+      char* end = nullptr;
+      o.backwardMs = std::strtod(value.c_str(), &end);
+      if (end == value.c_str() || *end != '\0' || !(o.backwardMs > 0) || o.backwardMs > 1e6)
+        throw UsageError(str("--backward-ms must be a time in ms above 0 (got ", value, ")"));
     } else if (flag == "--batch") {
       o.batch = count();
     } else if (flag == "--threads") {
@@ -156,8 +180,6 @@ Options parse(int argc, char** argv) {
       o.compression = value == "bf16" ? comm::GradCompression::kBf16 : comm::GradCompression::kNone;
     } else if (flag == "--json") {
       o.json = value;
-    } else {
-      throw UsageError(str("unknown option ", flag));
     }
   }
   makeProfile(o.profile);  // throws for an unknown name
@@ -465,11 +487,17 @@ int main(int argc, char** argv) {
   // Note [OpenBLAS kernels on CPUs newer than the library] in trainer/blas_kernels.h.
   ddp::trainer::fitBlasKernelsToCpu();
   ddp::installBrokenPipeHandler();  // Note [Broken pipes] in runtime/signals.h
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
+      std::fputs(ddp::bench::kUsage, stdout);
+      return 0;
+    }
+  }
   ddp::bench::Options options;
   try {
     options = ddp::bench::parse(argc, argv);
   } catch (const ddp::UsageError& e) {
-    std::fprintf(stderr, "ddp_bench: %s\n", e.what());
+    std::fprintf(stderr, "ddp_bench: %s\n%s", e.what(), ddp::bench::kUsage);
     return 2;
   }
   if (options.describe) {

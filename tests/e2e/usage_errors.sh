@@ -33,4 +33,21 @@ done
 # --help: exit 0, usage once.
 out=$(run 2 --help)
 [ "$(grep -c '^Usage:' <<< "$out")" -eq 1 ] || fail "--help printed usage other than once"
+# The benchmark tools: exit 2, the problem named on the first line (the
+# usage after it), before MPI starts; --help: exit 0.
+: "${ALLREDUCE_BENCH:?set by meson}" "${DDP_BENCH:?set by meson}"
+bench_check() {  # expected-first-line tool args...
+  local expected=$1 rc=0; shift
+  "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
+  [ "$rc" -eq 2 ] || { cat "$WORK/err"; fail "$*: exit $rc, expected 2"; }
+  [ "$(head -1 "$WORK/err")" = "$expected" ] || { cat "$WORK/err"; fail "$*: first line"; }
+}
+bench_check "allreduce_bench: -e 4 is below -b 8: the sweep goes from -b up to -e" "$ALLREDUCE_BENCH" -b 8 -e 4
+bench_check "allreduce_bench: -b 8x: not a size (8, 64K, 4M, 1G)" "$ALLREDUCE_BENCH" -b 8x
+bench_check "allreduce_bench: --back-to-back needs --collective allreduce" \
+  "$ALLREDUCE_BENCH" --back-to-back 4 --collective allgather
+bench_check "ddp_bench: --warmup must be a whole number of at least 0 (got -1)" "$DDP_BENCH" --warmup -1
+bench_check "ddp_bench: unknown option --bogus" "$DDP_BENCH" --bogus
+"$ALLREDUCE_BENCH" --help | grep -q "^usage: allreduce_bench" || fail "allreduce_bench --help"
+"$DDP_BENCH" --help | grep -q "^usage: mpirun -np N ddp_bench" || fail "ddp_bench --help"
 echo "usage errors: ok"
