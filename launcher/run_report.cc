@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "launcher/launcher_checks.h"
+#include "launcher/run_end.h"
 #include "runtime/log.h"
 #include "runtime/memory.h"
 #include "trainer/blas_kernels.h"
@@ -164,8 +165,8 @@ void reportRunEnd(const trainer::Trainer& trainer, const Options& o, const TimeL
           ? std::string(" (no --checkpoint-dir: nothing saved to resume from)")
           : str("; resume with --checkpoint-dir ", o.checkpointDir, " --resume");
   if (trainer.stoppedBy() != 0) {
-    log::info(str("stopped by signal ", trainer.stoppedBy(), " after step ", trainer.globalStep(),
-                  resume));
+    log::info(str("stopped by ", signalName(trainer.stoppedBy()), " (signal ", trainer.stoppedBy(),
+                  ") after step ", trainer.globalStep(), resume));
   } else if (trainer.stoppedByTimeLimit() && timeLimit != nullptr) {
     log::info(str("stopped by --time-limit after step ", trainer.globalStep(), " of ",
                   trainer.plannedSteps(), ": ", timeLimit->stopText(), resume));

@@ -110,7 +110,7 @@ await_checkpoint() {
 # checkpoint. WHAT names the cause in the failure message.
 stop_step() {
   local stopped step
-  stopped=$(grep -o "stopped by signal $3 after step [0-9]*" "$1") ||
+  stopped=$(grep -o "stopped by SIG[A-Z0-9]* (signal $3) after step [0-9]*" "$1") ||
     fail "no graceful stop after $4: $(tail -5 "$1")"
   step=${stopped##* }
   [ -f "$(printf '%s/checkpoint-%09d.safetensors' "$2" "$step")" ] ||
