@@ -184,13 +184,14 @@ StagingChoice chooseStaging(const std::string& option, const HostMemoryNeed& nee
 // beside an unsharded optimizer (the copy's size and why), or nullopt.
 std::optional<std::string> stagingNotice(const StagingChoice& choice, const std::string& host);
 
-// Each node's first rank: throws UsageError (the options ask more than the
-// node has, as with more ranks than GPUs) when the node's ranks cannot hold
-// the run, or when its own process memory limit (which its siblings share:
-// they inherit it from one launcher) cannot hold one rank. Call inside agree(), and let it finish
-// before any rank loads data or builds the model. Returns where rank 0
-// stages checkpoints and why (chooseStaging, given its `cpus` share; kCopy
-// on the other ranks, which write none).
+// Each node's first rank: throws Error (exit 1, not a usage error: the same
+// command runs on a larger node; Note [Usage errors after start-up]) when
+// the node's ranks cannot hold the run, or when its own process memory
+// limit (which its siblings share: they inherit it from one launcher)
+// cannot hold one rank. Call inside agree(), and let it finish before any
+// rank loads data or builds the model. Returns where rank 0 stages
+// checkpoints and why (chooseStaging, given its `cpus` share; kCopy on the
+// other ranks, which write none).
 StagingChoice checkNodeMemory(const Options& o, const World& world, trainer::Device device,
                               const CpuShare& cpus);
 
