@@ -102,7 +102,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "checkpoint-every", po::value(&raw.checkpointEvery)->value_name("N"),
       "also write a checkpoint every N steps")(
       "keep-checkpoints", po::value(&raw.keepCheckpoints)->value_name("N"),
-      "after writing a checkpoint, delete the older ones beyond the newest N (default: keep all)")(
+      "after writing a checkpoint, delete the older ones beyond the newest N (0, the default: keep "
+      "all)")(
       "checkpoint-staging",
       po::value(&o.checkpointStaging)->value_name("NAME")->default_value(o.checkpointStaging),
       "where rank 0 holds a checkpoint while a thread writes it and training goes on: copy (a "
