@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <regex>
 #include <vector>
@@ -57,6 +58,9 @@ BestRecord recordedBest(const std::string& path, const std::map<std::string, std
   }
   return best;
 }
+
+// The metadata keys of the options a checkpoint records (launcher/run_config.h).
+constexpr const char* kOptionPrefix = "ddp.option.";
 
 // Options that older checkpoints do not record, with the value they ran
 // with: such a file resumes under that value and no other.
@@ -211,16 +215,25 @@ CheckedCheckpoint checkCheckpoint(const std::string& path, const SafetensorsFile
                         ": the checkpoint carries no checksums (its metadata was damaged, or "
                         "another program rewrote it)"));
   }
+  // Every option that differs, so that one rerun can fix them all.
+  std::string differences;
   for (const auto& [key, value] : expected) {
     const auto it = meta.find(key);
     const auto older = kAddedOptions.find(key);
     const std::string recorded = it != meta.end()               ? it->second
                                  : older != kAddedOptions.end() ? older->second
                                                                 : std::string("(none)");
-    if (recorded != value) {
-      throw DataError(str(path, ": was written with ", key, " = '", recorded,
-                          "' but this run has '", value, "'"));
-    }
+    if (recorded == value) continue;
+    const std::string name =
+        key.starts_with(kOptionPrefix) ? "--" + key.substr(std::strlen(kOptionPrefix)) : key;
+    differences +=
+        str(differences.empty() ? "" : ", ", name, " '", recorded, "' (this run: '", value, "')");
+  }
+  if (!differences.empty()) {
+    throw DataError(str(path, ": was written with other options than this run's: ", differences,
+                        ". A resume goes on with the options the run was written with; to start "
+                        "a new run from these weights, use --init-from ",
+                        path));
   }
   TrainPosition position;
   position.epoch = metadataCount(path, meta, "ddp.epoch");

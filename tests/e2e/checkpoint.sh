@@ -38,9 +38,11 @@ run 2 "${adamw[@]}" --max-steps 50 --checkpoint-dir "$WORK/ck-adamw" --resume \
   --save-model "$WORK/adamw-resumed.safetensors" > /dev/null
 "$COMPARE_WEIGHTS" "$WORK/adamw-full.safetensors" "$WORK/adamw-resumed.safetensors" --exact > /dev/null ||
   fail "a resumed AdamW run differs from the uninterrupted one"
-# Its checkpoint is refused by an SGD run, which could not use its state.
-set +e; run 2 "${c[@]}" --lr 0.002 --weight-decay 0.01 --max-steps 50 --checkpoint-dir "$WORK/ck-adamw" --resume > /dev/null 2> "$WORK/sgd.err"; code=$?; set -e
-[ "$code" = 1 ] && grep -q "was written with ddp.option.optimizer = 'adamw betas 0.9,0.999 eps 1e-08' but this run has 'sgd'" \
+# Its checkpoint is refused by an SGD run, which could not use its state;
+# every option that differs is named, and how to start from its weights
+# instead.
+set +e; run 2 "${c[@]}" --max-steps 50 --checkpoint-dir "$WORK/ck-adamw" --resume > /dev/null 2> "$WORK/sgd.err"; code=$?; set -e
+[ "$code" = 1 ] && grep -q "was written with other options than this run's: --lr '0.002' (this run: '0.1'), --optimizer 'adamw betas 0.9,0.999 eps 1e-08' (this run: 'sgd'), --weight-decay '0.01' (this run: '0')\. A resume goes on with the options the run was written with; to start a new run from these weights, use --init-from $WORK/ck-adamw/checkpoint-000000050.safetensors" \
   "$WORK/sgd.err" || fail "an AdamW checkpoint resumed by SGD: exit $code, $(cat "$WORK/sgd.err")"
 
 # Where rank 0 stages them (Note [Choosing where checkpoints are staged]):
@@ -141,7 +143,7 @@ expect_error() {  # expect_error PATTERN ddp_train-args... (after the common one
 }
 head -c 3000 "$ck/checkpoint-000000070.safetensors" > "$WORK/truncated.safetensors"
 expect_error "truncated.safetensors" "${c[@]}" --resume "$WORK/truncated.safetensors"
-expect_error "was written with ddp.option.hidden = '64,32' but this run has '128,32'" \
+expect_error "was written with other options than this run's: --hidden '64,32' (this run: '128,32')\." \
   "${base[@]}" --hidden 128,32 --epochs 3 --resume "$ck/checkpoint-000000070.safetensors"
 expect_error "not a ddp checkpoint" "${c[@]}" --resume "$WORK/full.safetensors"
 expect_error "no-such-file" "${c[@]}" --resume "$WORK/no-such-file.safetensors"

@@ -199,7 +199,8 @@ TEST(Checkpoint, AnOlderFileWithoutTheOptimizerOptionWasSgd) {
     FAIL() << "an SGD checkpoint resumed as AdamW";
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find(
-                  "was written with ddp.option.optimizer = 'sgd' but this run has 'adamw'"),
+                  "was written with other options than this run's: --optimizer 'sgd' (this "
+                  "run: 'adamw')"),
               std::string::npos)
         << e.what();
   }
