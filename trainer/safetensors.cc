@@ -537,26 +537,61 @@ void saveModelTensors(const std::string& path,
   saveSafetensors(path, tensors, all);
 }
 
+namespace {
+
+// The file's layers as the model line writes them ("Linear(784, 32) ->
+// Linear(32, 10)"), from its 2-D "<layer>.weight" tensors ([out, in], as
+// PyTorch stores them) in layer order, so that a file of another shape says
+// which; empty when it holds none.
+std::string describeFileLayers(const SafetensorsFile& file, const std::string& otherPrefix) {
+  std::vector<std::pair<std::string, std::string>> layers;  // (order key, description)
+  for (const auto& [name, tensor] : file.tensors) {
+    constexpr std::string_view kWeight = ".weight";
+    if ((!otherPrefix.empty() && name.starts_with(otherPrefix)) || !name.ends_with(kWeight) ||
+        tensor.shape().size() != 2)
+      continue;
+    // "layers.10" after "layers.2": the index as a fixed-width number.
+    std::string key = name.substr(0, name.size() - kWeight.size());
+    const std::size_t dot = key.find_last_of('.');
+    const std::string index = dot == std::string::npos ? std::string() : key.substr(dot + 1);
+    if (!index.empty() && index.size() < 12 &&
+        std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      key = key.substr(0, dot + 1) + std::string(12 - index.size(), '0') + index;
+    layers.emplace_back(key, str("Linear(", tensor.shape()[1], ", ", tensor.shape()[0], ")"));
+  }
+  std::sort(layers.begin(), layers.end());
+  std::string text;
+  for (const auto& [key, layer] : layers)
+    text += str(text.empty() ? "" : " -> ", layer);
+  return text;
+}
+
+}  // namespace
+
 void checkHoldsModel(const std::string& path, const SafetensorsFile& file, Sequential& model,
                      const std::string& otherPrefix) {
+  // The model's layers beside the file's, so that another --hidden
+  // shows as such, not only as one tensor's shape.
+  const auto shapes = [&] {
+    const std::string layers = describeFileLayers(file, otherPrefix);
+    return str(" (the file holds ", layers.empty() ? std::string("no 2-D weights") : layers,
+               "; the model is ", model.describe(), ")");
+  };
   std::map<std::string, const Shape*> allowed;  // name -> the shape it must have
   for (Parameter* p : model.parameters()) {
-    if (!file.tensors.contains(p->name)) {
-      throw DataError(
-          str(path, ": has no tensor '", p->name, "' (the model is ", model.describe(), ")"));
-    }
+    if (!file.tensors.contains(p->name))
+      throw DataError(str(path, ": has no tensor '", p->name, "'", shapes()));
     allowed.emplace(p->name, &p->value.shape());
   }
   for (const auto& [name, tensor] : file.tensors) {
     if (!otherPrefix.empty() && name.starts_with(otherPrefix)) continue;
     const auto it = allowed.find(name);
-    if (it == allowed.end()) {
-      throw DataError(str(path, ": has tensor '", name, "' that the model (", model.describe(),
-                          ") does not have"));
-    }
+    if (it == allowed.end())
+      throw DataError(
+          str(path, ": has tensor '", name, "' that the model does not have", shapes()));
     if (tensor.shape() != *it->second) {
       throw DataError(str(path, ": tensor '", name, "' has shape ", shapeString(tensor.shape()),
-                          " but the model's is ", shapeString(*it->second)));
+                          " but the model's is ", shapeString(*it->second), shapes()));
     }
   }
 }

@@ -248,6 +248,15 @@ std::string goodModelBytes(std::size_t in, std::size_t hidden, std::size_t out) 
   return readAll(dir.file("m"));
 }
 
+// Seven Linear layers: layers.0 to layers.12, whose order is numeric, not
+// the file's (layers.10 sorts before layers.2 there).
+std::string moreLayerBytes() {
+  TempDir dir;
+  auto model = buildMlp(3, {4, 4, 4, 4, 4, 4}, 2, 1);
+  saveModel(dir.file("m"), *model);
+  return readAll(dir.file("m"));
+}
+
 std::string flipLastByte(std::string bytes) {
   bytes.back() = static_cast<char>(bytes.back() ^ 0x01);
   return bytes;
@@ -295,14 +304,21 @@ INSTANTIATE_TEST_SUITE_P(
                 "does not match"},
         BadFile{"Truncated", goodModelBytes(3, 2, 2).substr(0, goodModelBytes(3, 2, 2).size() - 4),
                 "truncated"},
-        BadFile{"WrongShapes", goodModelBytes(3, 5, 2), "has shape"},
+        // Another --hidden: the file's layers and the model's, side by side.
+        BadFile{"WrongShapes", goodModelBytes(3, 5, 2),
+                "has shape [5] but the model's is [2] (the file holds Linear(3, 5) -> Linear(5, "
+                "2); the model is Linear(3, 2) -> ReLU() -> Linear(2, 2))"},
+        BadFile{"MoreLayers", moreLayerBytes(),
+                "Linear(3, 4) -> Linear(4, 4) -> Linear(4, 4) -> "
+                "Linear(4, 4) -> Linear(4, 4) -> Linear(4, 4) -> Linear(4, 2); the model is"},
         BadFile{
             "MissingTensor",  // from another writer: no checksums to catch it first
             withHeader(R"({"layers.0.weight":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
                        R"("layers.0.bias":{"dtype":"F32","shape":[2],"data_offsets":[24,32]},)"
                        R"("layers.2.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[32,48]}})",
                        std::string(48, '\0')),
-            "has no tensor 'layers.2.bias'"},
+            "has no tensor 'layers.2.bias' (the file holds Linear(3, 2) -> Linear(2, 2); the model "
+            "is Linear(3, 2) -> ReLU() -> Linear(2, 2))"},
         BadFile{"RenamedTensor",
                 replaced(goodModelBytes(3, 2, 2), "\"layers.2.bias\":{", "\"layers.2.bia_\":{"),
                 "damaged: tensor 'layers.2.bia_' has CRC-32"},
