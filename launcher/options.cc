@@ -548,6 +548,10 @@ void storeFrom(const std::function<po::parsed_options()>& parse,
     po::store(parsed, vm);
   } catch (const po::unknown_option& e) {  // only a config file names unknown keys
     throw UsageError(str(originOf(""), ": ", unknownOptionMessage(all, e, "")));
+  } catch (const po::invalid_config_file_syntax& e) {  // a line without '='
+    throw UsageError(str(originOf(""), ": ", messageOf(e),
+                         ": each line is 'key = value', a switch too ('no-shuffle = true', "
+                         "'resume = latest')"));
   } catch (const po::error_with_option_name& e) {
     std::string key = e.get_option_name();
     key.erase(0, key.find_first_not_of('-'));

@@ -575,6 +575,18 @@ TEST(Options, ConfigFileWithAByteOrderMarkOrWindowsLineEnds) {
   EXPECT_NE(usageErrorOf({"--config", dir.file("short.cfg")}).find("'e'"), std::string::npos);
 }
 
+// A switch written alone, as on the command line, is no 'key = value' line.
+TEST(Options, ConfigFileLineWithoutAValueSaysHowToWriteASwitch) {
+  ddp::testing::TempDir dir;
+  std::ofstream(dir.file("bare.cfg")) << "epochs = 2\nno-shuffle\n";
+  EXPECT_EQ(usageErrorOf({"--config", dir.file("bare.cfg")}),
+            str("--config ", dir.file("bare.cfg"),
+                ": the options configuration file contains an invalid line 'no-shuffle': each line "
+                "is 'key = value', a switch too ('no-shuffle = true', 'resume = latest')"));
+  std::ofstream(dir.file("set.cfg")) << "epochs = 2\nno-shuffle = true\n";
+  EXPECT_TRUE(parse({"--config", dir.file("set.cfg")}).noShuffle);
+}
+
 // `--config /dev/zero` read one endless line until memory ran out; a file
 // that big is no file of options. A pipe (`--config <(...)`) still works.
 TEST(Options, ConfigFileThatNeverEndsIsRefusedAndAPipeIsRead) {
