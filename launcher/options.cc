@@ -13,6 +13,8 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "launcher/fault_injection.h"
 #include "launcher/time_limit.h"
@@ -423,6 +425,21 @@ std::string linearLayerNames(std::size_t count) {
   return str("layers.0, layers.2, ..., layers.", last);
 }
 
+// A DDP_* variable set to nothing (DDP_EPOCHS=, or export DDP_LR=$LR with
+// LR unset) is refused by name: po would say only that "the argument" is
+// invalid, and taking it as unset would hide the script's mistake.
+void refuseEmptyVariables(const po::options_description& all) {
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    const std::size_t equals = text.find('=');
+    if (equals == std::string_view::npos || equals + 1 != text.size()) continue;
+    const std::string variable(text.substr(0, equals));
+    if (!environmentName(all, variable).empty()) {
+      throw UsageError(str(variable, " in the environment is empty: give it a value, or unset it"));
+    }
+  }
+}
+
 // "layers.0,2" -> {0, 2}; each must name a Linear layer of the MLP (even
 // indices: the ReLUs between them have no parameters).
 std::vector<std::size_t> parseFreeze(const std::string& text, std::size_t hiddenLayers) {
@@ -634,6 +651,7 @@ Options parseOptions(int argc, const char* const argv[]) {
   } catch (const po::error& e) {
     throw UsageError(messageOf(e));
   }
+  refuseEmptyVariables(all);
   storeFrom(
       [&] {
         return po::parse_environment(all,

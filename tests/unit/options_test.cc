@@ -666,6 +666,18 @@ TEST(Options, MisspeltEnvironmentVariablesAreWarnedAbout) {
   EXPECT_TRUE(parse({}).warnings.empty());
 }
 
+// DDP_EPOCHS= (or export DDP_LR=$LR with LR unset) is named, not taken as
+// unset; an empty variable that is no option's stays someone else's.
+TEST(Options, AnEmptyOptionVariableIsRefusedByName) {
+  setenv("DDP_EPOCHS", "", 1);
+  const std::string error = usageErrorOf({});
+  unsetenv("DDP_EPOCHS");
+  EXPECT_EQ(error, "DDP_EPOCHS in the environment is empty: give it a value, or unset it");
+  setenv("DDP_UNRELATED_THING", "", 1);
+  EXPECT_EQ(parse({}).epochs, 5u);
+  unsetenv("DDP_UNRELATED_THING");
+}
+
 // An option ddp_train does not know: the one most likely meant is named,
 // spelt as it is written where the mistake was (dashes on the command line,
 // none in a config file); PyTorch scripts' --batch_size is the commonest.
