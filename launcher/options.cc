@@ -522,6 +522,14 @@ std::string messageOf(const po::error& error) {
   // exception is never a const object, only caught as one.
   auto& substitutions =
       const_cast<po::error_with_option_name&>(*named).*(&ExposedSubstitutions::m_substitutions);
+  // "--epochs ''", "epochs =" in a config file: po leaves the value out and
+  // says only that "the argument" is invalid.
+  const auto* invalid = dynamic_cast<const po::validation_error*>(&error);
+  const auto value = substitutions.find("value");
+  if (invalid != nullptr && invalid->kind() == po::validation_error::invalid_option_value &&
+      value != substitutions.end() && value->second.empty()) {
+    return str("option '", named->get_option_name(), "' is given an empty value");
+  }
   std::string texts = named->m_error_template;
   bool placeholderLike = false;
   for (const auto& [key, value] : substitutions) {

@@ -666,6 +666,19 @@ TEST(Options, MisspeltEnvironmentVariablesAreWarnedAbout) {
   EXPECT_TRUE(parse({}).warnings.empty());
 }
 
+// po leaves an empty value out of its message ("the argument for option
+// '--epochs' is invalid"); it is named as empty, on the command line and in
+// a config file.
+TEST(Options, AnEmptyValueIsNamedAsSuch) {
+  EXPECT_EQ(usageErrorOf({"--epochs", ""}), "option '--epochs' is given an empty value");
+  EXPECT_EQ(usageErrorOf({"--lr", ""}), "option '--lr' is given an empty value");
+  ddp::testing::TempDir dir;
+  std::ofstream(dir.file("empty.cfg")) << "epochs =\n";
+  EXPECT_EQ(usageErrorOf({"--config", dir.file("empty.cfg")}),
+            str("--config ", dir.file("empty.cfg"), ": option 'epochs' is given an empty value"));
+  EXPECT_EQ(usageErrorOf({"--epochs", "x"}), "the argument ('x') for option '--epochs' is invalid");
+}
+
 // DDP_EPOCHS= (or export DDP_LR=$LR with LR unset) is named, not taken as
 // unset; an empty variable that is no option's stays someone else's.
 TEST(Options, AnEmptyOptionVariableIsRefusedByName) {
