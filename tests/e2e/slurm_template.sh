@@ -110,6 +110,14 @@ done
   fail "DDP_RESTARTS=08: $(cat "$WORK/part.out")"
 grep -q "restarted from it (attempt 2 of at most 9, DDP_RESTARTS)$" "$WORK/part.out" ||
   fail "DDP_RESTARTS=08: $(cat "$WORK/part.out")"
+# Run by hand, outside a job: said so (it stopped at an unbound variable).
+code=0
+rm -f "$WORK/calls"
+env -u SLURM_JOB_ID -u SLURM_JOB_NAME bash "$root/launcher/slurm/ddp_train.sbatch" --epochs 1 \
+  > "$WORK/by-hand.out" 2>&1 || code=$?
+[ "$code" = 2 ] && ! [ -f "$WORK/calls" ] &&
+  grep -q "is a Slurm batch script: submit it with sbatch .*ddp_train.sbatch \[options\]; without Slurm, run mpirun -np N ddp_train \[options\]" \
+    "$WORK/by-hand.out" || fail "run by hand: exit $code: $(cat "$WORK/by-hand.out")"
 # A time limit given by hand is passed as it is.
 DDP_TIME_LIMIT=2h part 0 > /dev/null
 grep -qx "time limit 2h" "$WORK/calls" || fail "DDP_TIME_LIMIT=2h: $(cat "$WORK/calls")"
