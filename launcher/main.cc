@@ -299,6 +299,24 @@ int train(Options o) {
     EvaluationReport evaluation;                      // --evaluate: rank 0's
     // Agreed on before any rank allocates (Note [Refusing a model the node
     // cannot hold]).
+    // Before anything else can fail: a run that fails at start-up (its
+    // data, its memory, an option the data shows to be bad) ends its
+    // --metrics file with its end line too, so that a resumed part that
+    // failed does not leave the previous part's end line last (Note [The
+    // run's last --metrics line] in launcher/run_end.h).
+    comm::agree(comm, [&] {
+      progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics,
+                                                   o.metricsEvery, hosts);
+      if (world.rank() == 0 && !o.evaluate) {  // --evaluate writes no end line
+        ProgressPrinter* printer = progress.get();
+        ending.setWriter([printer](const RunOutcome& out) { printer->onRunEnd(out); },
+                         [printer] { return printer->lastReportedStep(); });
+        ending.update([&](RunOutcome& out) {
+          if (!o.checkpointDir.empty()) out.checkpoint = "";  // null until this run writes one
+          if (!o.saveBest.empty()) out.bestFile = o.saveBest;
+        });
+      }
+    });
     StagingChoice stagingChoice;
     comm::agree(comm, [&] { stagingChoice = checkNodeMemory(o, world, placement.device, cpus); });
     const trainer::CheckpointStaging staging = rankZeroStaging(comm, stagingChoice.staging);
@@ -332,17 +350,6 @@ int train(Options o) {
       if (world.rank() == 0 && !o.checkpointDir.empty() && !o.evaluate) {
         checkpointLock.emplace(o.checkpointDir);
         checkNoEarlierRun(o);
-      }
-      progress = std::make_unique<ProgressPrinter>(world.rank(), o.epochs, o.logEvery, o.metrics,
-                                                   o.metricsEvery, hosts);
-      if (world.rank() == 0 && !o.evaluate) {  // --evaluate writes no end line
-        ProgressPrinter* printer = progress.get();
-        ending.setWriter([printer](const RunOutcome& out) { printer->onRunEnd(out); },
-                         [printer] { return printer->lastReportedStep(); });
-        ending.update([&](RunOutcome& out) {
-          if (!o.checkpointDir.empty()) out.checkpoint = "";  // null until this run writes one
-          if (!o.saveBest.empty()) out.bestFile = o.saveBest;
-        });
       }
     });
     comm::verifySameOnAllRanks(comm, consistencyItems(o, *model, data));

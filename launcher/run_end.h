@@ -12,7 +12,10 @@
 // as it tells the others: README "Reading the output"), the exit code, the
 // step, the time, and what was written. A resumed run appends to the same
 // file, so each part of a run stopped and resumed ends with its own line.
-// A run that fails writes it when rank 0 learns of the failure: an error
+// A run that fails writes it when rank 0 learns of the failure, at start-up
+// too (its data, its memory, an option the data shows to be bad: the line's
+// writer is set before anything else can fail, so that a resumed part that
+// failed does not leave the last part's line last): an error
 // its main thread caught itself, a peer's that reached it, or any rank
 // ending the job (a collective timed out there, its watchdog found a
 // desync, a rank that has ended, or a rank stuck outside any collective),

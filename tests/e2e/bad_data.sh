@@ -23,6 +23,19 @@ data = gzip.open(sys.argv[1]).read()
 gzip.open(sys.argv[1], "wb").write(data[: len(data) // 2])
 PY
 expect_failure truncated "$d" train-images-idx3-ubyte.gz truncated
+# A run that fails at start-up still ends its --metrics file with its end
+# line, after a line of an earlier part (Note [The run's last --metrics
+# line]): the earlier part's line would say how the run ended otherwise.
+echo '{"ended_by":"signal","exit_code":143,"last_step":40}' > "$WORK/part.jsonl"
+run 2 --data-dir "$d" --max-steps 1 --metrics "$WORK/part.jsonl" > /dev/null 2>&1 && fail "truncated: exit 0"
+python3 - "$WORK/part.jsonl" <<'PY' || fail "no end line after a failed start-up: $(cat "$WORK/part.jsonl")"
+import json, sys
+lines = [json.loads(line) for line in open(sys.argv[1])]
+assert len(lines) == 2, lines
+end = lines[-1]
+assert end["ended_by"] == "error" and end["exit_code"] == 1 and end["last_step"] == 0, end
+assert "truncated" in end["error"], end
+PY
 
 d=$(make_dir magic)
 python3 - "$d/t10k-images-idx3-ubyte.gz" <<'PY'
@@ -136,9 +149,12 @@ gzip.open(sys.argv[1] + "/train-labels-idx1-ubyte.gz", "wb").write(struct.pack("
 PY
 expect_failure empty "$d" train-images-idx3-ubyte.gz "holds no images"
 rc=0
-run 4 --dataset synthetic --synthetic-samples 3 --drop-last --hidden 16 > "$WORK/drop.out" 2>&1 || rc=$?
+run 4 --dataset synthetic --synthetic-samples 3 --drop-last --hidden 16 --metrics "$WORK/drop.jsonl" \
+  > "$WORK/drop.out" 2>&1 || rc=$?
 # A usage error that the data shows (Note [Usage errors after start-up]).
 [ "$rc" = 2 ] || fail "--drop-last leaving no sample: exit $rc: $(cat "$WORK/drop.out")"
 grep -q "\[r0\] error: --drop-last: the 3 training samples do not give each of 4 ranks one" \
   "$WORK/drop.out" || fail "--drop-last leaving no sample not explained: $(cat "$WORK/drop.out")"
+grep -q '"ended_by":"error",.*"exit_code":2,' "$WORK/drop.jsonl" ||
+  fail "--drop-last leaving no sample: end line $(cat "$WORK/drop.jsonl")"
 echo "bad data: ok"
