@@ -104,13 +104,12 @@ std::vector<std::size_t> parseCaps(const std::string& text) {
     } else if (item == "inf" || item == "single") {
       caps.push_back(comm::kSingleBucket);
     } else {
-      char* end = nullptr;
-      const double mb = std::strtod(item.c_str(), &end);
-      if (end == item.c_str() || *end != '\0' || !(mb > 0) || mb > 1e9) {
+      const std::optional<double> mb = parsePositive(item.c_str(), 1e9);
+      if (!mb) {
         throw UsageError(str("--bucket-cap-mb: bad cap '", item,
                              "' (each a size in MiB above 0, inf for one bucket, or auto)"));
       }
-      caps.push_back(static_cast<std::size_t>(mb * kMiB));
+      caps.push_back(static_cast<std::size_t>(*mb * kMiB));
     }
   }
   if (caps.empty()) throw UsageError("--bucket-cap-mb: no caps");
@@ -161,10 +160,10 @@ Options parse(int argc, char** argv) {
     } else if (flag == "--work") {
       o.work = count();
     } else if (flag == "--backward-ms") {
-      char* end = nullptr;
-      o.backwardMs = std::strtod(value.c_str(), &end);
-      if (end == value.c_str() || *end != '\0' || !(o.backwardMs > 0) || o.backwardMs > 1e6)
+      const std::optional<double> ms = parsePositive(value.c_str(), 1e6);
+      if (!ms)
         throw UsageError(str("--backward-ms must be a time in ms above 0 (got ", value, ")"));
+      o.backwardMs = *ms;
     } else if (flag == "--batch") {
       o.batch = count();
     } else if (flag == "--threads") {

@@ -50,6 +50,14 @@ inline std::optional<int> parseCount(const char* text, int least) {
   return static_cast<int>(value);
 }
 
+// A number above 0 and at most `most` (a time, a size in MiB), or nothing.
+inline std::optional<double> parsePositive(const char* text, double most) {
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(value > 0.0) || value > most) return std::nullopt;
+  return value;
+}
+
 // A command line the benchmark cannot run: main prints the message, then
 // the usage line, and exits 2.
 class BadCommandLine : public std::invalid_argument {

@@ -29,6 +29,12 @@ TEST(BenchSweep, CountsAreWholeNumbersFromTheirLeast) {
     EXPECT_EQ(parseCount(bad, 1), std::nullopt) << bad;
 }
 
+TEST(BenchSweep, PositiveNumbersUpToTheirMost) {
+  EXPECT_EQ(parsePositive("2.5", 10), 2.5);
+  for (const char* bad : {"0", "-1", "x", "3ms", "11", "nan", ""})
+    EXPECT_EQ(parsePositive(bad, 10), std::nullopt) << bad;
+}
+
 std::string problemOf(const std::vector<std::pair<std::string, std::string>>& flags) {
   Sweep sweep;
   try {
