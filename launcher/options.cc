@@ -440,6 +440,18 @@ void refuseEmptyVariables(const po::options_description& all) {
   }
 }
 
+// A text option given "" (--checkpoint-dir "$UNSET_VARIABLE", 'save-model ='
+// in a config file) would mean "not given", silently: a run without the
+// checkpoints or the file it was asked for. po takes "" as a string like
+// any other, so it is refused here, as an empty number already is.
+void refuseEmptyValues(const po::variables_map& vm) {
+  for (const auto& [key, value] : vm) {
+    const auto* text = boost::any_cast<std::string>(&value.value());
+    if (!value.defaulted() && text != nullptr && text->empty())
+      throw UsageError(str("option '--", key, "' is given an empty value"));
+  }
+}
+
 // "layers.0,2" -> {0, 2}; each must name a Linear layer of the MLP (even
 // indices: the ReLUs between them have no parameters).
 std::vector<std::size_t> parseFreeze(const std::string& text, std::size_t hiddenLayers) {
@@ -679,6 +691,7 @@ Options parseOptions(int argc, const char* const argv[]) {
   }
   try {
     po::notify(vm);
+    refuseEmptyValues(vm);
     Options valid = validate(o, raw, vm);
     valid.warnings = warnings;
     return valid;

@@ -679,6 +679,20 @@ TEST(Options, AnEmptyValueIsNamedAsSuch) {
   EXPECT_EQ(usageErrorOf({"--epochs", "x"}), "the argument ('x') for option '--epochs' is invalid");
 }
 
+// A path or name given as "" (--checkpoint-dir "$UNSET", 'resume =') is
+// refused: taken as not given, it would run without the checkpoints, the
+// saved model or the resume asked for.
+TEST(Options, AnEmptyTextValueIsRefusedNotTakenAsNotGiven) {
+  for (const char* option : {"--checkpoint-dir", "--save-model", "--metrics", "--init-from"})
+    EXPECT_EQ(usageErrorOf({option, ""}), str("option '", option, "' is given an empty value"));
+  ddp::testing::TempDir dir;
+  std::ofstream(dir.file("empty.cfg")) << "checkpoint-dir = ckpt\nresume =\n";
+  EXPECT_EQ(usageErrorOf({"--config", dir.file("empty.cfg")}),
+            str("option '--resume' is given an empty value; --resume was set by --config ",
+                dir.file("empty.cfg")));
+  EXPECT_EQ(parse({"--checkpoint-dir", "ckpt", "--resume"}).resume, "latest");
+}
+
 // DDP_EPOCHS= (or export DDP_LR=$LR with LR unset) is named, not taken as
 // unset; an empty variable that is no option's stays someone else's.
 TEST(Options, AnEmptyOptionVariableIsRefusedByName) {
