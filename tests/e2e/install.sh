@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `meson install` ships ddp_train, the library, its headers and ddp.pc; a
+# `meson install` ships ddp_train, ddp_restart, the library, its headers and ddp.pc; a
 # separate program compiles and links against them through pkg-config and
 # runs under mpirun.
 . "$(dirname "$0")/lib.sh"
@@ -9,6 +9,7 @@ DESTDIR="$root" meson install -C "$MESON_BUILD_ROOT" --no-rebuild --quiet
 pc=$(find "$root" -name ddp.pc | head -n 1)
 [ -n "$pc" ] || fail "no ddp.pc installed"
 [ -x "$(find "$root" -name ddp_train -type f | head -n 1)" ] || fail "ddp_train not installed"
+[ -x "$(find "$root" -name ddp_restart -type f | head -n 1)" ] || fail "ddp_restart not installed"
 [ -f "$(find "$root" -path '*include/ddp/comm/communicator.h' | head -n 1)" ] || fail "headers not installed"
 # The package was installed under $root (DESTDIR): point a copy of ddp.pc there.
 mkdir -p "$WORK/pc"
