@@ -81,7 +81,10 @@ sent() {
   set +m
   for _ in $(seq 200); do [ -s "$WORK/started" ] && break; sleep 0.05; done
   read -r _ _ _ _ group _ < "/proc/$pid/stat"
-  [ "$(cat "$WORK/started")" != "$group" ] || fail "the command runs in ddp_restart's process group"
+  if [ "$(cat "$WORK/started")" = "$group" ]; then
+    kill -KILL -- "-$group"  # the stand-in, not left running
+    fail "the command runs in ddp_restart's process group"
+  fi
   for signal in "${signals[@]}"; do
     if [ "$signal" = INT ]; then kill -s INT -- "-$group"; else kill -s "$signal" "$pid"; fi
     for _ in $(seq 100); do [ -s "$WORK/signals" ] && break; sleep 0.01; done
