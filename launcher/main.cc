@@ -164,6 +164,24 @@ std::optional<std::string> timeFirstWrites(TimeLimit& limit, const Options& o,
              ")");
 }
 
+// Rank 0, for a usage error found before the communicator exists (the
+// world size or the node's GPUs show it): the --metrics file's end line,
+// so that it too ends as Note [The run's last --metrics line] says. Returns
+// kExitUsage.
+int endBeforeStartUp(const Options& o, int rank, const std::string& error) {
+  if (rank != 0 || o.metrics.empty() || o.evaluate) return kExitUsage;
+  try {
+    ProgressPrinter printer(rank, o.epochs, o.logEvery, o.metrics, o.metricsEvery, {});
+    RunEndRecorder ending(kStartedAt);
+    ending.setWriter([&printer](const RunOutcome& out) { printer.onRunEnd(out); },
+                     [&printer] { return printer.lastReportedStep(); });
+    ending.endWithError(error, kExitUsage);
+  } catch (const std::exception& e) {
+    log::warn(str("--metrics: the run's end line was not written: ", e.what()));
+  }
+  return kExitUsage;
+}
+
 // `o` by value: --global-batch completes it once the world size is known.
 int train(Options o) {
   const auto timeout = std::chrono::milliseconds(static_cast<long long>(o.timeoutSeconds * 1000));
@@ -184,14 +202,14 @@ int train(Options o) {
   // An evaluation has no step, so no global batch to keep.
   if (const auto error = o.evaluate ? std::nullopt : applyGlobalBatch(o, world.size())) {
     if (world.rank() == 0) log::error(str("ddp_train: ", *error, " (see ddp_train --help)"));
-    return kExitUsage;
+    return endBeforeStartUp(o, world.rank(), *error);
   }
   const char* const everyRank = "it waits for every rank, and some rank has not arrived";
   deadline.enter("choosing the device", everyRank);
   const Placement placement = choosePlacement(o, world);
   if (!placement.error.empty()) {
     if (placement.printsError) log::error(str("ddp_train: ", placement.error));
-    return kExitUsage;
+    return endBeforeStartUp(o, world.rank(), placement.error);
   }
   if (placement.device == trainer::Device::kCuda) printPlacements(placement, world);
   comm::CommOptions commOptions;

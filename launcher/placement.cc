@@ -75,7 +75,8 @@ Placement choosePlacement(const Options& options, const World& world) {
   DDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, cuda, 2, MPI_INT, MPI_MAX, world.comm()));
   if (firstError != INT_MAX) {
     placement.printsError = world.rank() == firstError;
-    if (placement.error.empty()) placement.error = "another rank could not use --device";
+    if (placement.error.empty())
+      placement.error = str("rank ", firstError, " could not use --device (its line says why)");
     return placement;
   }
   const bool someCuda = cuda[0] == 1, someCpu = cuda[1] == 0;

@@ -15,7 +15,9 @@
 // A run that fails writes it when rank 0 learns of the failure, at start-up
 // too (its data, its memory, an option the data shows to be bad: the line's
 // writer is set before anything else can fail, so that a resumed part that
-// failed does not leave the last part's line last): an error
+// failed does not leave the last part's line last; a usage error found
+// before the communicator exists, by the world size or the node's GPUs,
+// writes it from a writer of its own): an error
 // its main thread caught itself, a peer's that reached it, or any rank
 // ending the job (a collective timed out there, its watchdog found a
 // desync, a rank that has ended, or a rank stuck outside any collective),

@@ -22,7 +22,11 @@ check "--global-batch 100 is not a multiple of --batch-size 16" --global-batch 1
 check "--global-batch sets --grad-accum from the number of ranks: give one of them" --global-batch 64 --grad-accum 2
 # Known only once MPI runs (the world size), still one line from rank 0.
 check "--global-batch 96 cannot be shared by 2 ranks of --batch-size 32: it must be a multiple of 64 (32 x 2), e.g. 64 or 128" \
-  --global-batch 96 --batch-size 32
+  --global-batch 96 --batch-size 32 --metrics "$WORK/global.jsonl"
+# ... and the --metrics file ends with the run's end line, as for any run
+# that fails at start-up (Note [The run's last --metrics line]).
+ends_with "$WORK/global.jsonl" ended_by=error exit_code=2 last_step=0 \
+  "error~^--global-batch 96 cannot be shared by 2 ranks of --batch-size 32"
 # Without -q mpirun prints its own banner about the ranks that exited 2;
 # the message, written in one piece, stays one whole line beside it.
 for attempt in 1 2 3; do
