@@ -19,6 +19,8 @@ cat > "$WORK/job" << 'STUB'
 #!/bin/bash
 n=$(($(cat "$WORK/calls" 2> /dev/null || echo 0) + 1))
 echo "$n" > "$WORK/calls"
+echo "$* env:${DDP_TIME_LIMIT:-}" >> "$WORK/args"
+sleep "${SLEEP:-0}"
 exits=($EXITS) writes=(${WRITES:--})
 ck=${writes[n - 1]:--}
 [ "$ck" != - ] && mkdir -p "$CK" && touch "$CK/checkpoint-$ck.safetensors"
@@ -52,6 +54,37 @@ said "attempt 2 failed (exit 1) without a new checkpoint; not restarted"
 for code in 2 3 129 130 138 143; do
   [ "$(attempts "$code 0" "000000900 -")" = "$code 1" ] || fail "exit $code was restarted"
 done
+
+# --time-limit counts from the first attempt: a restart gets the time left,
+# where the command gave it (the first attempt here takes 1.5 s).
+# limits EXPECTED ARGS...: ddp_restart over the stand-in (its first
+# attempt failing after a new checkpoint) with ARGS; fails unless each
+# attempt's arguments and DDP_TIME_LIMIT, one line each, match EXPECTED's
+# regular expressions.
+limits() {
+  local expected=$1
+  shift
+  rm -f "$WORK/args" "$WORK/calls"
+  checkpoint=$((checkpoint + 100))
+  SLEEP=1.5 EXITS="1 0" WRITES="00000$checkpoint -" "$restart" "$WORK/job" --checkpoint-dir "$CK" \
+    --resume "$@" > "$WORK/out" 2>&1 || true
+  printf '%s\n' "$expected" | paste -d '\n' - "$WORK/args" | while read -r want && read -r got; do
+    [[ $got =~ ^$want$ ]] || fail "--time-limit $*: attempt '$got', not '$want': $(cat "$WORK/out")"
+  done
+}
+args="--checkpoint-dir $CK --resume" checkpoint=900
+limits "$(printf '%s\n' "$args --time-limit 1:00:00 env:" "$args --time-limit 359[78]s env:")" \
+  --time-limit 1:00:00
+grep -q "^ddp_restart: attempt 1 failed (exit 1) with checkpoint-000001000.safetensors written; restarted from it (attempt 2 of at most 4, --max-restarts) with --time-limit 359[78]s left$" \
+  "$WORK/out" || fail "the time left not said: $(cat "$WORK/out")"
+limits "$(printf '%s\n' "$args --time-limit=1.5h env:" "$args --time-limit=539[78]s env:")" \
+  --time-limit=1.5h
+DDP_TIME_LIMIT=90m limits "$(printf '%s\n' "$args env:90m" "$args env:539[78]s")"
+printf 'time-limit = 1-0\n' > "$WORK/limit.cfg"
+limits "$(printf '%s\n' "$args --config $WORK/limit.cfg env:" \
+  "$args --config $WORK/limit.cfg --time-limit 8639[78]s env:")" --config "$WORK/limit.cfg"
+limits "$args --time-limit 2s env:" --time-limit 2s
+said "attempt 1 failed (exit 1) with checkpoint-000001400.safetensors written; not restarted: no time is left of --time-limit 2s"
 
 # A signal to ddp_restart reaches the command's process group once, and is
 # not a failure to restart after. A first SIGINT, SIGTERM or SIGHUP reaches
