@@ -13,13 +13,10 @@
 # printed one, and whether the checkpoint at the stop step was written.
 set -euo pipefail
 . "$(dirname "$0")/bench_env.sh"
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-build}
-repeats=${2:-3}
+build=${1:-build} repeats=${2:-3}
 train=$root/$build/launcher/ddp_train
 args=(--dataset synthetic --synthetic-samples 100000 --hidden 4096,4096,4096 --epochs 1
   --log-every 100000)
-since() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; }
 
 for run in $(seq "$repeats"); do
   for how in mpirun ddp_restart; do

@@ -17,14 +17,11 @@
 # saved the uninterrupted run's weights, bit for bit.
 set -euo pipefail
 . "$(dirname "$0")/bench_env.sh"
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-build}
-repeats=${2:-3}
+build=${1:-build} repeats=${2:-3}
 train=$root/$build/launcher/ddp_train
 COMPARE_WEIGHTS=${COMPARE_WEIGHTS:-$root/$build/tests/compare_weights}
 args=(--dataset synthetic --synthetic-samples 20000 --batch-size 32 --hidden 128 --epochs 60
   --checkpoint-every 1000 --log-every 100000)
-since() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; }
 torch=""
 /usr/bin/python3 -c 'import torch' 2> /dev/null && torch=yes
 # torchrun of Debian's torch 1.13 cannot read its own default "--redirects
