@@ -39,7 +39,8 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 ninja -C "$build" > "$build/ninja.log" 2>&1 || { tail -30 "$build/ninja.log"; exit 1; }
 runtime=$([ "$kind" = thread ] && echo libtsan || echo libasan)
-ldd "$build/launcher/ddp_train" | grep -q "$runtime" || { echo "$build is not built with $runtime" >&2; exit 1; }
+ldd "$build/launcher/ddp_train" | grep "$runtime" > /dev/null ||  # all of it read: no SIGPIPE under pipefail
+  { echo "$build is not built with $runtime" >&2; exit 1; }
 
 logs=$PWD/$build/sanitizer-logs
 rm -rf "$logs" && mkdir -p "$logs"
