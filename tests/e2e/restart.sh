@@ -54,6 +54,17 @@ said "attempt 2 failed (exit 1) without a new checkpoint; not restarted"
 for code in 2 3 129 130 138 143; do
   [ "$(attempts "$code 0" "000000900 -")" = "$code 1" ] || fail "exit $code was restarted"
 done
+# The checkpoints are looked for where the ranks write them: relative to
+# mpirun's --wdir (here, ddp_restart runs in /), and so is --config.
+printf 'checkpoint-dir = ck\n' > "$WORK/wdir.cfg"
+checkpoint=950
+for words in "--wdir $WORK ddp_train --checkpoint-dir ck" "-wd $WORK ddp_train --config wdir.cfg"; do
+  rm -f "$WORK/calls"
+  checkpoint=$((checkpoint + 1))
+  (cd / && EXITS="1 0" WRITES="000000$checkpoint -" "$restart" "$WORK/job" -np 2 $words --resume) \
+    > "$WORK/out" 2>&1 || fail "$words: $(cat "$WORK/out")"
+  [ "$(cat "$WORK/calls")" = 2 ] || fail "$words: not restarted: $(cat "$WORK/out")"
+done
 
 # --time-limit counts from the first attempt: a restart gets the time left,
 # where the command gave it (the first attempt here takes 1.5 s).
