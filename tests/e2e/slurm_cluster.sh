@@ -112,7 +112,7 @@ task_pid() {
   local p environ
   for p in /proc/[0-9]*; do
     [ "$(cat "$p/comm" 2> /dev/null)" = ddp_train ] || continue
-    environ=$(tr '\0' '\n' < "$p/environ" 2> /dev/null) || continue
+    environ=$(tr '\0' '\n' 2> /dev/null < "$p/environ") || continue
     grep -qx "SLURM_JOB_ID=$1" <<< "$environ" && grep -qx "SLURM_PROCID=$2" <<< "$environ" &&
       echo "${p#/proc/}" && return 0
   done
