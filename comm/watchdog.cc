@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include "runtime/error.h"
 #include "runtime/heartbeat.h"
@@ -34,6 +35,9 @@ constexpr int kQuietDeferrals = 20;  // checker ticks a quiet rank leaves a lowe
 // For a launcher to stop every rank after one rank ended the job (Note [A
 // peer that has ended]): mpirun sends SIGTERM, and SIGKILL 1 s later.
 constexpr auto kLauncherStopping = 5s;
+// Once a stop was asked for, from then: the launcher's SIGTERM may be that
+// stop (Note [A stop asked for while a peer has ended]).
+constexpr auto kStopKillGrace = 2s;
 constexpr auto kStackWait = 1s;  // for the training thread to run its handler
 const std::string kStackRequest = "\tstack";
 // Note [Telling rank 0 that the job ends]: this request's second line is why.
@@ -745,6 +749,10 @@ void Watchdog::check() {
     std::chrono::steady_clock::time_point seen;
   };
   std::optional<EndedPeer> endedPeer;
+  // Note [A stop asked for while a peer has ended]: when a stop was first
+  // seen asked for, and the collective the peers were last asked about since.
+  std::optional<std::chrono::steady_clock::time_point> stopAsked;
+  std::optional<std::pair<std::string, std::uint64_t>> askedSinceStop;
   // Note [Time the process was stopped]: the stops rank 0 has told of.
   int stopsSeen = stops::stopCount();
   auto stoppedSeen = stops::totalStopped();
@@ -773,17 +781,35 @@ void Watchdog::check() {
     const ChannelActivity* oldest = oldestPending(self);
     const bool lasts = stallLasts(oldest);
     const std::size_t left = leftPeerCount();
-    const std::chrono::milliseconds askAfter =
-        left > 0 ? std::min(options_.stallAfter, options_.leftPeerGrace) : options_.stallAfter;
-    if (!ended_ && (!lasts || left > leftAsked) && oldest != nullptr &&
-        oldest->oldestPending->waitingSeconds * 1000 >= static_cast<double>(askAfter.count())) {
-      const bool sameAsEnded = endedPeer && endedPeer->channel == oldest->channel &&
-                               endedPeer->sequence == oldest->oldestPending->sequence;
+    if (!stopAsked && options_.stopRequested && options_.stopRequested())
+      stopAsked = std::chrono::steady_clock::now();
+    const bool sameAsEnded = oldest != nullptr && endedPeer &&
+                             endedPeer->channel == oldest->channel &&
+                             endedPeer->sequence == oldest->oldestPending->sequence;
+    // Note [A stop asked for while a peer has ended]: asked once per
+    // collective, then again for a peer found ended, unless a lower rank
+    // waiting there was left to ask (the stall lasts).
+    const bool askForStop =
+        stopAsked && oldest != nullptr &&
+        ((sameAsEnded && !lasts) ||
+         askedSinceStop != std::pair{oldest->channel, oldest->oldestPending->sequence});
+    const auto waited = [oldest](std::chrono::milliseconds span) {
+      return oldest != nullptr &&
+             oldest->oldestPending->waitingSeconds * 1000 >= static_cast<double>(span.count());
+    };
+    const std::chrono::milliseconds grace = std::min(options_.stallAfter, options_.leftPeerGrace);
+    const bool ask = (!lasts || left > leftAsked) && waited(left > 0 ? grace : options_.stallAfter);
+    // Asked only because a stop was asked for: only a peer that has ended
+    // is acted on; the rest is for the stall check at stallAfter.
+    const bool onlyForStop = !ask && askForStop && waited(grace);
+    if (!ended_ && (ask || onlyForStop)) {
       if (left == 0 && sameAsEnded &&
-          std::chrono::steady_clock::now() - endedPeer->seen < kLauncherStopping) {
+          std::chrono::steady_clock::now() <
+              (stopAsked ? *stopAsked + kStopKillGrace : endedPeer->seen + kLauncherStopping)) {
         lock.lock();
         continue;
       }
+      if (stopAsked) askedSinceStop = std::pair{oldest->channel, oldest->oldestPending->sequence};
       leftAsked = left;
       // Note [Watchdog reports]: a lower rank that waits in it too asks
       // every peer and warns; this one says nothing of this stall.
@@ -800,11 +826,18 @@ void Watchdog::check() {
       const ChannelActivity* still = findChannel(now, d.channel);
       const bool current = d.verdict != Diagnosis::Verdict::kNothingPending && still != nullptr &&
                            still->oldestPending && still->oldestPending->sequence == d.sequence;
-      if (current && d.verdict == Diagnosis::Verdict::kPeerEnded && left == 0 && !sameAsEnded) {
+      if (onlyForStop && d.verdict != Diagnosis::Verdict::kPeerEnded) {
+        // Note [A stop asked for while a peer has ended]: nothing to say yet.
+      } else if (current && d.verdict == Diagnosis::Verdict::kPeerEnded && left == 0 &&
+                 !sameAsEnded) {
         endedPeer = EndedPeer{d.channel, d.sequence, std::chrono::steady_clock::now()};
+        stall.reset();  // a stall warned before a stop was asked for: asked again after the grace
       } else if (current && (d.verdict == Diagnosis::Verdict::kDesync ||
                              d.verdict == Diagnosis::Verdict::kPeerEnded)) {
-        endJob(d);
+        Diagnosis ending = d;
+        if (stopAsked && d.verdict == Diagnosis::Verdict::kPeerEnded)
+          ending.report += "; the stop asked for needs every rank, so the job ends here instead";
+        endJob(ending);
       } else if (current) {
         // Note [Watchdog reports]: a lower rank waiting too says the same.
         const bool warns = std::none_of(d.alsoWaiting.begin(), d.alsoWaiting.end(),

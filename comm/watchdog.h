@@ -104,7 +104,8 @@
 // A rank that has left training will never arrive at a collective, so
 // waiting on for --timeout (300 s by default) only idles every other GPU.
 // A process killed outright is the launcher's to see: mpirun ends the job,
-// and so did srun with PMIx on the test cluster (1.3 s after a SIGKILL).
+// and so did srun with PMIx on the test cluster (1.3 s after a SIGKILL;
+// with --kill-on-bad-exit, Note [A stop asked for while a peer has ended]).
 // But a rank that fails alone (an error outside agree()) returns from
 // training and waits in MPI_Finalize, whose fence needs every rank, so its
 // process stays, and neither launcher ends anything. Its watchdog, though,
@@ -129,6 +130,27 @@
 // A second report from such a rank names the wrong cause ("rank 0 has
 // ended") after the real one, and its MPI_Abort a second banner. So that
 // peer is left 5 s, and asked again: a job that still goes on ends then.
+//
+// Note [A stop asked for while a peer has ended]
+// A launcher may end a job whose rank died gracefully: SIGTERM to the other
+// ranks, SIGKILL a grace later. mpirun's grace is 1 s
+// (odls_base_sigkill_timeout); srun's, where it kills a step after a task's
+// bad exit (srun --kill-on-bad-exit, KillOnBadExit=1 in slurm.conf), is
+// KillWait, 30 s by default. ddp_train takes SIGTERM for a graceful stop,
+// which every rank must agree on, so it cannot happen without the dead peer:
+// the survivors wait in their collective through the whole grace, and a
+// Slurm job's restart (DDP_RESTARTS) began 31 s after the kill instead of
+// 2 s. So once a stop has been asked for (WatchdogOptions::stopRequested), a
+// collective that has waited leftPeerGrace asks the peers once, as for a
+// peer that said it left; a peer found ended ends the job 2 s after the
+// stop was asked for (kStopKillGrace), not 5 s after it was found
+// (kLauncherStopping): a launcher whose SIGKILL follows its SIGTERM within
+// the grace (mpirun's, ending the job of a peer that reported and aborted)
+// still ends this rank first, with no second report. Nothing else found
+// then is acted on or warned about before stallAfter: a stop may wait on a
+// checkpoint's write. Measured with benchmarks/slurm_restart.sh (srun
+// --kill-on-bad-exit, a rank SIGKILLed): the restart resumed 31 s after the
+// kill before, 4 s with the grace counted from when the peer was found.
 //
 // Note [A rank that leaves training alone]
 // That still leaves the peers waiting --stall-warning (60 s by default),
@@ -285,6 +307,11 @@ struct WatchdogOptions {
   // before the peers are asked (if less than stallAfter): Note [A rank
   // that leaves training alone].
   std::chrono::milliseconds leftPeerGrace = std::chrono::seconds(1);
+  // Whether a graceful stop has been asked for (ddp_train: a stop signal
+  // has come); from then on a peer that has ended is looked for sooner
+  // (Note [A stop asked for while a peer has ended]). Called on the checker
+  // thread, every tick; must not block. Empty: never.
+  std::function<bool()> stopRequested{};
 };
 
 class Watchdog {

@@ -297,6 +297,8 @@ int train(Options o) {
     watchdogOptions.quietAfter =
         commOptions.timeout +
         std::max(commOptions.timeout / 10, std::chrono::milliseconds(std::chrono::seconds(2)));
+    // Note [A stop asked for while a peer has ended] in comm/watchdog.h.
+    watchdogOptions.stopRequested = [] { return stopSignal() != 0; };
     watchdog = std::make_unique<comm::Watchdog>(
         comm, world.hostname(), watchdogOptions,
         [&](const comm::Diagnosis& d) {

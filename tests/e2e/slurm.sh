@@ -193,24 +193,33 @@ echo "slurm: scancel --signal=USR1: stopped after step $step, requeued"
 # DDP_RESTARTS=1: one rank killed (SIGKILL, as the kernel's OOM killer
 # kills) after the job's first checkpoint. The attempt fails; the template
 # runs it again in the same allocation from that checkpoint, and the job
-# completes.
-long_job restart 40 DDP_RESTARTS=1
+# completes. With srun's --kill-on-bad-exit (SLURM_KILL_BAD_EXIT=1, as
+# KillOnBadExit=1 in slurm.conf), srun sends the surviving rank SIGTERM and
+# SIGKILL only KillWait (30 s) later: that rank finds its peer ended and
+# ends the attempt itself within seconds (Note [A stop asked for while a
+# peer has ended] in comm/watchdog.h).
+long_job restart 40 DDP_RESTARTS=1 SLURM_KILL_BAD_EXIT=1
 await_checkpoint "$ck"
 victim=$(task_pid "$job" 1) || fail "no rank 1 of job $job to kill: $(tail -3 "$out")"
 kill -KILL "$victim"
+killed=$SECONDS
 for _ in $(seq 1200); do
   state=$(job_state "$job")
-  grep -q "restarted from it" "$out" 2> /dev/null && [ "$state" != JobState=RUNNING ] &&
-    [ "$state" != JobState=COMPLETING ] && break
+  [ -z "${restarted:-}" ] && grep -q "restarted from it" "$out" 2> /dev/null && restarted=$SECONDS
+  [ -n "${restarted:-}" ] && [ "$state" != JobState=RUNNING ] && [ "$state" != JobState=COMPLETING ] &&
+    break
   sleep 0.1
 done
 scancel "$job" 2> /dev/null || true
+grep -q "the stop asked for needs every rank, so the job ends here instead$" "$out" &&
+  [ $((${restarted:-SECONDS} - killed)) -lt $((15 * TIME_SCALE)) ] ||
+  fail "the surviving rank waited for srun's KillWait (restarted after $((${restarted:-SECONDS} - killed)) s): $(grep -vE '^\[r0\] (epoch|step)' "$out" | tail -8)"
 grep -qE "^job $job: attempt 1 failed \(exit [0-9]+\) with checkpoint-[0-9]+.safetensors written; restarted from it \(attempt 2 of at most 2, DDP_RESTARTS\)$" \
   "$out" || fail "a job with a rank killed was not restarted: $(grep -vE '^\[r0\] (epoch|step)' "$out" | tail -8)"
 [ "$state" = JobState=COMPLETED ] ||
   fail "the restarted job ended $state: $(grep -vE '^\[r0\] (epoch|step)' "$out" | tail -8)"
 grep -q "resume: from" "$out" || fail "the second attempt did not resume: $(tail -5 "$out")"
-echo "slurm: a rank killed, restarted (DDP_RESTARTS=1): $state; $(grep -oE 'attempt 1 failed \(exit [0-9]+\)' "$out")"
+echo "slurm: a rank killed, restarted (DDP_RESTARTS=1, SLURM_KILL_BAD_EXIT=1) after $((restarted - killed)) s: $state; $(grep -oE 'attempt 1 failed \(exit [0-9]+\)' "$out")"
 
 # scontrol suspend on a running batch job stops every task (SIGSTOP), and
 # resume continues them: the job goes on to its end, its timeouts leaving

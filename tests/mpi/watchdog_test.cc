@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -205,6 +206,60 @@ TEST(Watchdog, APeerEndedWithoutSayingWhyIsLeftToTheLauncherFirst) {
   EXPECT_EQ(d.culprits, std::vector<int>{gone}) << d.report;
   EXPECT_GE(waited, 5s) << "reported before the launcher's time";
   EXPECT_LT(waited, 8s);
+}
+
+// Note [A stop asked for while a peer has ended]: once a stop has been
+// asked for, a peer that has ended (the last rank's server closing stands
+// in for its exit) is looked for after leftPeerGrace, not stallAfter (an
+// hour here), and the launcher is left 2 s from the stop, not 5 s from
+// then; the lowest rank waiting reports it, and says why the stop cannot
+// happen.
+TEST(Watchdog, APeerEndedWhileAStopIsAskedForEndsTheJobSoon) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  if (n == 1) GTEST_SKIP() << "one rank: no peer to end";
+  std::atomic<bool> stopAsked{false};
+  WatchdogOptions options;
+  options.stallAfter = std::chrono::hours(1);
+  options.leftPeerGrace = 500ms;
+  options.stopRequested = [&stopAsked] { return stopAsked.load(); };
+  const int gone = n - 1;
+  Reports reports;
+  std::chrono::steady_clock::duration waited{};
+  {
+    std::optional<Watchdog> watchdog(std::in_place, *comm, "host-" + std::to_string(r), options,
+                                     reports.handler());
+    if (r == gone) watchdog.reset();
+    MPI_Barrier(MPI_COMM_WORLD);  // its server has closed
+    std::vector<float> data(16, 1.0f);
+    if (r != gone) {
+      const auto start = std::chrono::steady_clock::now();
+      WorkPtr work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
+      std::this_thread::sleep_for(200ms);
+      stopAsked = true;  // SIGTERM, from a launcher that gives a long grace
+      for (int i = 0; i < 100 && reports.count() == 0 && (r == 0 || i < 50); ++i)
+        std::this_thread::sleep_for(100ms);
+      waited = std::chrono::steady_clock::now() - start;
+      MPI_Barrier(MPI_COMM_WORLD);  // the last rank joins now
+      work->wait(60s);
+    } else {
+      MPI_Barrier(MPI_COMM_WORLD);
+      comm->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
+    }
+  }
+  if (r != 0) {
+    EXPECT_TRUE(reports.list().empty()) << reports.list().front().report;
+    return;
+  }
+  ASSERT_EQ(reports.list().size(), 1u);
+  const Diagnosis& d = reports.list().front();
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kPeerEnded) << d.report;
+  EXPECT_EQ(d.culprits, std::vector<int>{gone}) << d.report;
+  EXPECT_NE(d.report.find("; the stop asked for needs every rank, so the job ends here instead"),
+            std::string::npos)
+      << d.report;
+  EXPECT_GE(waited, 2200ms) << "reported before the launcher's time since the stop";
+  EXPECT_LT(waited, 4s) << "the stop did not shorten the wait";
 }
 
 // A collective pending past quietAfter whose issuing thread never raises the
