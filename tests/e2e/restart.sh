@@ -55,10 +55,12 @@ for code in 2 3 129 130 138 143; do
   [ "$(attempts "$code 0" "000000900 -")" = "$code 1" ] || fail "exit $code was restarted"
 done
 # The checkpoints are looked for where the ranks write them: relative to
-# mpirun's --wdir (here, ddp_restart runs in /), and so is --config.
+# mpirun's --wdir or srun's --chdir (here, ddp_restart runs in /), and so
+# is --config.
 printf 'checkpoint-dir = ck\n' > "$WORK/wdir.cfg"
 checkpoint=950
-for words in "--wdir $WORK ddp_train --checkpoint-dir ck" "-wd $WORK ddp_train --config wdir.cfg"; do
+for words in "--wdir $WORK ddp_train --checkpoint-dir ck" "-wd $WORK ddp_train --config wdir.cfg" \
+  "--chdir=$WORK ddp_train --checkpoint-dir ck"; do
   rm -f "$WORK/calls"
   checkpoint=$((checkpoint + 1))
   (cd / && EXITS="1 0" WRITES="000000$checkpoint -" "$restart" "$WORK/job" -np 2 $words --resume) \

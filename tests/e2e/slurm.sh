@@ -6,8 +6,9 @@
 # (sbatch --wrap), plain srun without PMIx refused in one line, SIGUSR1 to an
 # interactive srun and scancel on a running batch job (both a graceful stop
 # with a checkpoint, scancel's not requeued), a job the template requeues
-# after --time-limit or a SIGUSR1 sent by hand stopped it, and one it runs
-# again (DDP_RESTARTS) after a rank was killed. Skipped only when Slurm and
+# after --time-limit or a SIGUSR1 sent by hand stopped it, one it runs
+# again (DDP_RESTARTS) after a rank was killed, and ddp_restart doing the
+# same around srun. Skipped only when Slurm and
 # munge are not installed (scripts/setup.sh installs them).
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -220,6 +221,29 @@ grep -qE "^job $job: attempt 1 failed \(exit [0-9]+\) with checkpoint-[0-9]+.saf
   fail "the restarted job ended $state: $(grep -vE '^\[r0\] (epoch|step)' "$out" | tail -8)"
 grep -q "resume: from" "$out" || fail "the second attempt did not resume: $(tail -5 "$out")"
 echo "slurm: a rank killed, restarted (DDP_RESTARTS=1, SLURM_KILL_BAD_EXIT=1) after $((restarted - killed)) s: $state; $(grep -oE 'attempt 1 failed \(exit [0-9]+\)' "$out")"
+
+# ddp_restart wraps srun inside an allocation as it wraps mpirun: a rank
+# killed after the first checkpoint, the attempt run again from it, with
+# the checkpoints found where srun's --chdir put them.
+mkdir -p "$WORK/chdir"
+job=$(sbatch --parsable --ntasks-per-node=2 --output="$WORK/wrapped-%j.out" --wrap \
+  "$root/launcher/ddp_restart --max-restarts 1 srun --mpi=pmix --chdir=$WORK/chdir $DDP_TRAIN \
+    --dataset synthetic --synthetic-samples 2048 --batch-size 16 --hidden 256,128 --epochs 40 \
+    --checkpoint-dir ck --resume")
+out=$WORK/wrapped-$job.out
+await_checkpoint "$WORK/chdir/ck"
+victim=$(task_pid "$job" 1) || fail "no rank 1 of job $job to kill: $(tail -3 "$out")"
+kill -KILL "$victim"
+for _ in $(seq 1200); do
+  state=$(job_state "$job")
+  [ "$state" != JobState=RUNNING ] && [ "$state" != JobState=COMPLETING ] && break
+  sleep 0.1
+done
+scancel "$job" 2> /dev/null || true
+[ "$state" = JobState=COMPLETED ] && grep -qE "^ddp_restart: attempt 1 failed \(exit [0-9]+\) with checkpoint-[0-9]+.safetensors written; restarted from it" "$out" &&
+  grep -q "resume: from ck/checkpoint-" "$out" ||
+  fail "ddp_restart over srun: $state: $(grep -vE '^\[r0\] (epoch|step)' "$out" | tail -8)"
+echo "slurm: ddp_restart over srun --chdir: a rank killed, run again: $state"
 
 # scontrol suspend on a running batch job stops every task (SIGSTOP), and
 # resume continues them: the job goes on to its end, its timeouts leaving
