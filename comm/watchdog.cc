@@ -35,9 +35,11 @@ constexpr int kQuietDeferrals = 20;  // checker ticks a quiet rank leaves a lowe
 // For a launcher to stop every rank after one rank ended the job (Note [A
 // peer that has ended]): mpirun sends SIGTERM, and SIGKILL 1 s later.
 constexpr auto kLauncherStopping = 5s;
-// Once a stop was asked for, from then: the launcher's SIGTERM may be that
-// stop (Note [A stop asked for while a peer has ended]).
+// Once a stop was asked for, from then, and at least kFoundKillGrace from
+// when the peer was found ended: the launcher's SIGTERM may be that stop, or
+// come after it (Note [A stop asked for while a peer has ended]).
 constexpr auto kStopKillGrace = 2s;
+constexpr auto kFoundKillGrace = 1s;
 constexpr auto kStackWait = 1s;  // for the training thread to run its handler
 const std::string kStackRequest = "\tstack";
 // Note [Telling rank 0 that the job ends]: this request's second line is why.
@@ -805,7 +807,8 @@ void Watchdog::check() {
     if (!ended_ && (ask || onlyForStop)) {
       if (left == 0 && sameAsEnded &&
           std::chrono::steady_clock::now() <
-              (stopAsked ? *stopAsked + kStopKillGrace : endedPeer->seen + kLauncherStopping)) {
+              (stopAsked ? std::max(*stopAsked + kStopKillGrace, endedPeer->seen + kFoundKillGrace)
+                         : endedPeer->seen + kLauncherStopping)) {
         lock.lock();
         continue;
       }

@@ -143,10 +143,11 @@
 // 2 s. So once a stop has been asked for (WatchdogOptions::stopRequested), a
 // collective that has waited leftPeerGrace asks the peers once, as for a
 // peer that said it left; a peer found ended ends the job 2 s after the
-// stop was asked for (kStopKillGrace), not 5 s after it was found
+// stop was asked for (kStopKillGrace), and at least 1 s after it was found
+// (a stop asked for before the peer ended), not 5 s after it was found
 // (kLauncherStopping): a launcher whose SIGKILL follows its SIGTERM within
-// the grace (mpirun's, ending the job of a peer that reported and aborted)
-// still ends this rank first, with no second report. Nothing else found
+// the grace (mpirun's 1 s, ending the job of a peer that reported and
+// aborted) still ends this rank first, with no second report. Nothing else found
 // then is acted on or warned about before stallAfter: a stop may wait on a
 // checkpoint's write. Measured with benchmarks/slurm_restart.sh (srun
 // --kill-on-bad-exit, a rank SIGKILLed): the restart resumed 31 s after the
