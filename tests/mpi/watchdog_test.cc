@@ -262,6 +262,57 @@ TEST(Watchdog, APeerEndedWhileAStopIsAskedForEndsTheJobSoon) {
   EXPECT_LT(waited, 4s) << "the stop did not shorten the wait";
 }
 
+// The same Note, a stop asked for before anything is wrong: a peer late to
+// a collective (alive: a checkpoint's write, say) is asked about once and
+// left be; one that has ended by the next collective is found there and
+// left the launcher 1 s from when it was found.
+TEST(Watchdog, AfterAStopALatePeerIsLeftBeAndOneThatEndedIsReported) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  if (n == 1) GTEST_SKIP() << "one rank: no peer to be late";
+  WatchdogOptions options;
+  options.stallAfter = std::chrono::hours(1);
+  options.leftPeerGrace = 500ms;
+  options.stopRequested = [] { return true; };
+  const int late = n - 1;
+  Reports reports;
+  std::size_t reportsWhileLate = 0;
+  std::chrono::steady_clock::duration waited{};
+  {
+    std::optional<Watchdog> watchdog(std::in_place, *comm, "host-" + std::to_string(r), options,
+                                     reports.handler());
+    std::vector<float> data(16, 1.0f);
+    if (r == late) std::this_thread::sleep_for(1500ms);
+    comm->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
+    reportsWhileLate = reports.count();
+    if (r == late) watchdog.reset();
+    MPI_Barrier(MPI_COMM_WORLD);  // its server has closed
+    if (r != late) {
+      const auto start = std::chrono::steady_clock::now();
+      WorkPtr work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
+      for (int i = 0; i < 100 && reports.count() == 0 && (r == 0 || i < 50); ++i)
+        std::this_thread::sleep_for(50ms);
+      waited = std::chrono::steady_clock::now() - start;
+      MPI_Barrier(MPI_COMM_WORLD);  // the last rank joins now
+      work->wait(60s);
+    } else {
+      MPI_Barrier(MPI_COMM_WORLD);
+      comm->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
+    }
+  }
+  EXPECT_EQ(reportsWhileLate, 0u) << reports.list().front().report;
+  if (r != 0) {
+    EXPECT_TRUE(reports.list().empty()) << reports.list().front().report;
+    return;
+  }
+  ASSERT_EQ(reports.list().size(), 1u);
+  const Diagnosis& d = reports.list().front();
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kPeerEnded) << d.report;
+  EXPECT_EQ(d.culprits, std::vector<int>{late}) << d.report;
+  EXPECT_GE(waited, 1500ms) << "reported before the grace and the launcher's second";
+  EXPECT_LT(waited, 4s);
+}
+
 // A collective pending past quietAfter whose issuing thread never raises the
 // timeout (held elsewhere: inside an NCCL call that blocks, say) ends the
 // job from the checker, with the training thread's stack; the late rank,
