@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -163,57 +164,77 @@ TEST(Watchdog, ALowerRankThatHasExitedIsLeftToEndTheJob) {
       << d.report;
 }
 
+// The last rank's watchdog goes (its server closes, standing in for the
+// rank's exit) while the others wait in an all-reduce that it joins once
+// rank 0's watchdog has reported, or after 10 s. `afterIssue` runs on every
+// other rank once it has issued the all-reduce. Returns how long rank 0
+// waited for the report.
+std::chrono::steady_clock::duration waitOnAnEndedLastRank(
+    Communicator& comm, std::optional<Watchdog>& watchdog, const Reports& reports,
+    const std::function<void()>& afterIssue = {}) {
+  const int last = comm.size() - 1;
+  if (comm.rank() == last) watchdog.reset();
+  MPI_Barrier(MPI_COMM_WORLD);  // its server has closed
+  std::vector<float> data(16, 1.0f);
+  if (comm.rank() == last) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    comm.allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
+    return {};
+  }
+  const auto start = std::chrono::steady_clock::now();
+  WorkPtr work = comm.allreduce(std::span<float>(data), ReduceOp::kSum);
+  if (afterIssue) afterIssue();
+  // The other ranks wait in the barrier, their all-reduce pending.
+  while (comm.rank() == 0 && reports.count() == 0 && std::chrono::steady_clock::now() < start + 10s)
+    std::this_thread::sleep_for(20ms);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  MPI_Barrier(MPI_COMM_WORLD);  // the last rank joins now
+  work->wait(60s);
+  return waited;
+}
+
+// Rank 0's one report, which must name the last rank as ended; none
+// elsewhere (nullopt).
+std::optional<Diagnosis> reportOfTheEndedLastRank(const Reports& reports, int n, int r) {
+  if (r != 0) {
+    EXPECT_TRUE(reports.list().empty()) << reports.list().front().report;
+    return std::nullopt;
+  }
+  EXPECT_EQ(reports.list().size(), 1u);
+  if (reports.list().empty()) return std::nullopt;
+  const Diagnosis& d = reports.list().front();
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kPeerEnded) << d.report;
+  EXPECT_EQ(d.culprits, std::vector<int>{n - 1}) << d.report;
+  return d;
+}
+
 // Note [A peer that has ended]: a peer whose status server has closed
 // without its saying why may have ended the job itself, the launcher
 // stopping the rest: the ranks waiting for it leave the launcher 5 s, then
-// the lowest reports it and ends the job. The last rank's server closing
-// stands in for its exit.
+// the lowest reports it and ends the job.
 TEST(Watchdog, APeerEndedWithoutSayingWhyIsLeftToTheLauncherFirst) {
   auto comm = makeTestComm();
   const int n = comm->size(), r = comm->rank();
   if (n == 1) GTEST_SKIP() << "one rank: no peer to end";
   WatchdogOptions options;
   options.stallAfter = 300ms;
-  const int gone = n - 1;
   Reports reports;
   std::chrono::steady_clock::duration waited{};
   {
     std::optional<Watchdog> watchdog(std::in_place, *comm, "host-" + std::to_string(r), options,
                                      reports.handler());
-    if (r == gone) watchdog.reset();
-    MPI_Barrier(MPI_COMM_WORLD);  // its server has closed
-    std::vector<float> data(16, 1.0f);
-    if (r != gone) {
-      const auto start = std::chrono::steady_clock::now();
-      WorkPtr work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
-      for (int i = 0; i < 100 && reports.count() == 0 && (r == 0 || i < 70); ++i)
-        std::this_thread::sleep_for(100ms);
-      waited = std::chrono::steady_clock::now() - start;
-      MPI_Barrier(MPI_COMM_WORLD);  // the last rank joins now
-      work->wait(60s);
-    } else {
-      MPI_Barrier(MPI_COMM_WORLD);
-      comm->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
-    }
+    waited = waitOnAnEndedLastRank(*comm, watchdog, reports);
   }
-  if (r != 0) {
-    EXPECT_TRUE(reports.list().empty()) << reports.list().front().report;
-    return;
-  }
-  ASSERT_EQ(reports.list().size(), 1u);
-  const Diagnosis& d = reports.list().front();
-  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kPeerEnded) << d.report;
-  EXPECT_EQ(d.culprits, std::vector<int>{gone}) << d.report;
+  if (!reportOfTheEndedLastRank(reports, n, r)) return;
   EXPECT_GE(waited, 5s) << "reported before the launcher's time";
   EXPECT_LT(waited, 8s);
 }
 
 // Note [A stop asked for while a peer has ended]: once a stop has been
-// asked for, a peer that has ended (the last rank's server closing stands
-// in for its exit) is looked for after leftPeerGrace, not stallAfter (an
-// hour here), and the launcher is left 2 s from the stop, not 5 s from
-// then; the lowest rank waiting reports it, and says why the stop cannot
-// happen.
+// asked for, a peer that has ended is looked for after leftPeerGrace, not
+// stallAfter (an hour here), and the launcher is left 2 s from the stop,
+// not 5 s from then; the lowest rank waiting reports it, and says why the
+// stop cannot happen.
 TEST(Watchdog, APeerEndedWhileAStopIsAskedForEndsTheJobSoon) {
   auto comm = makeTestComm();
   const int n = comm->size(), r = comm->rank();
@@ -223,41 +244,21 @@ TEST(Watchdog, APeerEndedWhileAStopIsAskedForEndsTheJobSoon) {
   options.stallAfter = std::chrono::hours(1);
   options.leftPeerGrace = 500ms;
   options.stopRequested = [&stopAsked] { return stopAsked.load(); };
-  const int gone = n - 1;
   Reports reports;
   std::chrono::steady_clock::duration waited{};
   {
     std::optional<Watchdog> watchdog(std::in_place, *comm, "host-" + std::to_string(r), options,
                                      reports.handler());
-    if (r == gone) watchdog.reset();
-    MPI_Barrier(MPI_COMM_WORLD);  // its server has closed
-    std::vector<float> data(16, 1.0f);
-    if (r != gone) {
-      const auto start = std::chrono::steady_clock::now();
-      WorkPtr work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
+    waited = waitOnAnEndedLastRank(*comm, watchdog, reports, [&stopAsked] {
       std::this_thread::sleep_for(200ms);
       stopAsked = true;  // SIGTERM, from a launcher that gives a long grace
-      for (int i = 0; i < 100 && reports.count() == 0 && (r == 0 || i < 50); ++i)
-        std::this_thread::sleep_for(100ms);
-      waited = std::chrono::steady_clock::now() - start;
-      MPI_Barrier(MPI_COMM_WORLD);  // the last rank joins now
-      work->wait(60s);
-    } else {
-      MPI_Barrier(MPI_COMM_WORLD);
-      comm->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
-    }
+    });
   }
-  if (r != 0) {
-    EXPECT_TRUE(reports.list().empty()) << reports.list().front().report;
-    return;
-  }
-  ASSERT_EQ(reports.list().size(), 1u);
-  const Diagnosis& d = reports.list().front();
-  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kPeerEnded) << d.report;
-  EXPECT_EQ(d.culprits, std::vector<int>{gone}) << d.report;
-  EXPECT_NE(d.report.find("; the stop asked for needs every rank, so the job ends here instead"),
+  const std::optional<Diagnosis> d = reportOfTheEndedLastRank(reports, n, r);
+  if (!d) return;
+  EXPECT_NE(d->report.find("; the stop asked for needs every rank, so the job ends here instead"),
             std::string::npos)
-      << d.report;
+      << d->report;
   EXPECT_GE(waited, 2200ms) << "reported before the launcher's time since the stop";
   EXPECT_LT(waited, 4s) << "the stop did not shorten the wait";
 }
@@ -274,7 +275,6 @@ TEST(Watchdog, AfterAStopALatePeerIsLeftBeAndOneThatEndedIsReported) {
   options.stallAfter = std::chrono::hours(1);
   options.leftPeerGrace = 500ms;
   options.stopRequested = [] { return true; };
-  const int late = n - 1;
   Reports reports;
   std::size_t reportsWhileLate = 0;
   std::chrono::steady_clock::duration waited{};
@@ -282,33 +282,13 @@ TEST(Watchdog, AfterAStopALatePeerIsLeftBeAndOneThatEndedIsReported) {
     std::optional<Watchdog> watchdog(std::in_place, *comm, "host-" + std::to_string(r), options,
                                      reports.handler());
     std::vector<float> data(16, 1.0f);
-    if (r == late) std::this_thread::sleep_for(1500ms);
+    if (r == n - 1) std::this_thread::sleep_for(1500ms);
     comm->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
     reportsWhileLate = reports.count();
-    if (r == late) watchdog.reset();
-    MPI_Barrier(MPI_COMM_WORLD);  // its server has closed
-    if (r != late) {
-      const auto start = std::chrono::steady_clock::now();
-      WorkPtr work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
-      for (int i = 0; i < 100 && reports.count() == 0 && (r == 0 || i < 50); ++i)
-        std::this_thread::sleep_for(50ms);
-      waited = std::chrono::steady_clock::now() - start;
-      MPI_Barrier(MPI_COMM_WORLD);  // the last rank joins now
-      work->wait(60s);
-    } else {
-      MPI_Barrier(MPI_COMM_WORLD);
-      comm->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
-    }
+    waited = waitOnAnEndedLastRank(*comm, watchdog, reports);
   }
   EXPECT_EQ(reportsWhileLate, 0u) << reports.list().front().report;
-  if (r != 0) {
-    EXPECT_TRUE(reports.list().empty()) << reports.list().front().report;
-    return;
-  }
-  ASSERT_EQ(reports.list().size(), 1u);
-  const Diagnosis& d = reports.list().front();
-  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kPeerEnded) << d.report;
-  EXPECT_EQ(d.culprits, std::vector<int>{late}) << d.report;
+  if (!reportOfTheEndedLastRank(reports, n, r)) return;
   EXPECT_GE(waited, 1500ms) << "reported before the grace and the launcher's second";
   EXPECT_LT(waited, 4s);
 }
