@@ -132,8 +132,8 @@
 // peer is left 5 s, and asked again: a job that still goes on ends then.
 //
 // Note [A stop asked for while a peer has ended]
-// A launcher may end a job whose rank died gracefully: SIGTERM to the other
-// ranks, SIGKILL a grace later. mpirun's grace is 1 s
+// When a rank dies, a launcher may end the others gracefully: SIGTERM, then
+// SIGKILL a grace later. mpirun's grace is 1 s
 // (odls_base_sigkill_timeout); srun's, where it kills a step after a task's
 // bad exit (srun --kill-on-bad-exit, KillOnBadExit=1 in slurm.conf), is
 // KillWait, 30 s by default. ddp_train takes SIGTERM for a graceful stop,
@@ -151,7 +151,8 @@
 // then is acted on or warned about before stallAfter: a stop may wait on a
 // checkpoint's write. Measured with benchmarks/slurm_restart.sh (srun
 // --kill-on-bad-exit, a rank SIGKILLed): the restart resumed 31 s after the
-// kill before, 4 s with the grace counted from when the peer was found.
+// kill before, 3 s after (4 s with the 2 s counted from when the peer was
+// found instead of from the stop).
 //
 // Note [A rank that leaves training alone]
 // That still leaves the peers waiting --stall-warning (60 s by default),
