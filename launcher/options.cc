@@ -560,11 +560,34 @@ std::string messageOf(const po::error& error) {
   return message;
 }
 
+// The options whose names `name` begins without being one (leading dashes
+// and a "=VALUE" left out), as "--checkpoint-dir, --checkpoint-every or
+// --checkpoint-staging"; "" if none.
+std::string optionsBeginningWith(const po::options_description& all, const std::string& name,
+                                 const std::string& dashes) {
+  std::string key = name.substr(std::min(name.find_first_not_of('-'), name.size()));
+  key = key.substr(0, key.find('='));
+  if (key.empty() || all.find_nothrow(key, false) != nullptr) return "";
+  std::vector<std::string> names;
+  for (const auto& option : all.options()) {
+    if (option->long_name().starts_with(key)) names.push_back(dashes + option->long_name());
+  }
+  std::string text;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return text;
+}
+
 // po's message for an option it does not know, with the option most likely
 // meant, spelt as it is written there: `dashes` is "--" on the command line,
-// "" in a config file.
+// "" in a config file. A name that begins an option's is an abbreviation
+// (Note [Options written in full]): the options it begins are named.
 std::string unknownOptionMessage(const po::options_description& all, const po::unknown_option& e,
                                  const std::string& dashes) {
+  const std::string completions = optionsBeginningWith(all, e.get_option_name(), dashes);
+  if (!completions.empty()) {
+    return str(messageOf(e), " (options are not abbreviated): did you mean ", completions, "?");
+  }
   const std::string closest = closestOption(all, e.get_option_name());
   return closest.empty() ? messageOf(e)
                          : str(messageOf(e), ": did you mean ", dashes, closest, "?");
@@ -657,7 +680,10 @@ Options parseOptions(int argc, const char* const argv[]) {
   po::variables_map vm;
   Origins origins;
   try {
-    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
+    // Note [Options written in full].
+    const int style =
+        po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(argc, argv).options(all).style(style).run(), vm);
     if (vm.count("help") && vm["help"].as<bool>()) {
       o.help = true;
       return o;

@@ -104,7 +104,20 @@ struct Options {
 
 // Parses and validates. Throws UsageError with one line naming the option.
 // Sets options.help (options.version) and returns early for --help (--version).
+// Long options are written in full (Note [Options written in full]).
 Options parseOptions(int argc, const char* const argv[]);
+
+// Note [Options written in full]
+// Boost.Program_options takes any unambiguous beginning of a long option
+// for it (--res for --resume), as Python's argparse does by default. But a
+// batch script outlives the option list it was written against: a later
+// --resume-from would make its --res an error. And ddp_restart, which reads
+// the command for --checkpoint-dir, --resume and --time-limit, saw no
+// --time-limit in --time-l, so each restart got the whole limit again. So,
+// as Megatron-LM does (argparse's allow_abbrev=False), ddp_train takes long
+// options by their full names only, and refuses a beginning of names with
+// the names it begins. Config keys and DDP_* variables were always matched
+// in full.
 
 // The --help text.
 std::string usageText();

@@ -728,6 +728,31 @@ TEST(Options, UnknownOptionsNameTheNearestOne) {
       "--config " + dir.file("run.cfg") + ": unrecognised option '--epochs': did you mean epochs?");
 }
 
+// Long options are taken by their full names only (Note [Options written in
+// full]): a beginning of one is refused, naming every option it begins,
+// where Boost alone took --res for --resume.
+TEST(Options, AbbreviatedOptionsAreRefusedWithTheNamesTheyBegin) {
+  EXPECT_EQ(usageErrorOf({"--res"}),
+            "unrecognised option '--res' (options are not abbreviated): did you mean --resume?");
+  EXPECT_EQ(usageErrorOf({"--time-l", "1h"}),
+            "unrecognised option '--time-l' (options are not abbreviated): did you mean "
+            "--time-limit?");
+  EXPECT_EQ(usageErrorOf({"--checkpoint", "ck"}),
+            "unrecognised option '--checkpoint' (options are not abbreviated): did you mean "
+            "--checkpoint-dir, --checkpoint-every or --checkpoint-staging?");
+  EXPECT_EQ(usageErrorOf({"--epoch=2"}),
+            "unrecognised option '--epoch=2' (options are not abbreviated): did you mean "
+            "--epochs?");
+  // A full name that begins others is that option.
+  EXPECT_EQ(parse({"--lr", "0.5"}).lr, 0.5);
+  ddp::testing::TempDir dir;
+  std::ofstream(dir.file("run.cfg")) << "max = 3\n";
+  EXPECT_EQ(usageErrorOf({"--config", dir.file("run.cfg")}),
+            "--config " + dir.file("run.cfg") +
+                ": unrecognised option 'max' (options are not abbreviated): did you mean "
+                "max-steps?");
+}
+
 // Names and values that look like the placeholders of po's messages are
 // quoted as given, from every source (Note [Placeholders in po's messages]);
 // before, each of these hung parseOptions.
