@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -219,7 +220,8 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "(--batch-size x ranks), which must divide, as Megatron-Core's --global-batch-size (a run "
       "resumed on another number of ranks keeps its global batch; 0: --grad-accum decides)")(
       "freeze", po::value(&raw.freeze)->value_name("LAYER,..."),
-      "layers whose parameters do not train and are never communicated, e.g. layers.0 or 0");
+      "layers whose parameters do not train and are never communicated, e.g. layers.0 or 0 "
+      "(not all of them: the run would train nothing)");
   po::options_description runtime("Runtime and output", kHelpWidth, kHelpWidth / 2);
   runtime.add_options()(
       "device", po::value(&o.device)->value_name("NAME")->default_value(o.device),
@@ -843,6 +845,15 @@ Options validate(Options o, const Raw& raw, const po::variables_map& vm) {
     o.bucketCapMb = *cap;
   }
   o.freezeLayers = parseFreeze(raw.freeze, o.hidden.size());
+  if (std::set<std::size_t>(o.freezeLayers.begin(), o.freezeLayers.end()).size() ==
+          o.hidden.size() + 1 &&
+      !o.evaluate) {
+    // PyTorch refuses it too: "DistributedDataParallel is not needed when a
+    // module doesn't have any parameter that requires a gradient".
+    throw UsageError(str("--freeze: every layer with parameters (",
+                         linearLayerNames(2 * o.hidden.size() + 1),
+                         ") is frozen, so the run would train nothing"));
+  }
   if (o.gradCompression != "none" && o.gradCompression != "bf16") {
     throw UsageError(
         str("--grad-compression: unknown '", o.gradCompression, "' (known: none, bf16)"));

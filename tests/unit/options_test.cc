@@ -398,11 +398,17 @@ TEST(Options, EvalSamplesReachesTheTrainerAndIsCheckedAgainstTheTestSet) {
   }
 }
 
-// --save-best trains and keeps; every rank must agree on it, since each of
-// its writes is a collective.
 TEST(Options, FreezeNamesTheLayersWithParameters) {
-  EXPECT_EQ(parse({"--hidden", "8", "--freeze", "layers.0,2"}).freezeLayers,
+  EXPECT_EQ(parse({"--hidden", "8,8", "--freeze", "layers.0,2"}).freezeLayers,
             (std::vector<std::size_t>{0, 2}));
+  // Every one of them frozen leaves nothing to train (PyTorch's DDP refuses
+  // such a model too); --evaluate trains nothing anyway.
+  EXPECT_EQ(usageErrorOf({"--hidden", "8", "--freeze", "layers.0,2,0"}),
+            "--freeze: every layer with parameters (layers.0 and layers.2) is frozen, so the run "
+            "would train nothing");
+  EXPECT_EQ(parse({"--hidden", "8", "--freeze", "0,2", "--evaluate", "--init-from", "w"})
+                .freezeLayers.size(),
+            2u);
   EXPECT_EQ(usageErrorOf({"--hidden", "8", "--freeze", "1"}),
             "--freeze: '1' is not a layer with parameters (the MLP's are layers.0 and layers.2)");
   EXPECT_EQ(usageErrorOf({"--hidden", "8,8", "--freeze", "6"}),
@@ -413,6 +419,8 @@ TEST(Options, FreezeNamesTheLayersWithParameters) {
             "layers.2, ..., layers.8)");
 }
 
+// --save-best trains and keeps; every rank must agree on it, since each of
+// its writes is a collective.
 TEST(Options, SaveBestNeedsATrainingRunAndAFileOfItsOwn) {
   EXPECT_EQ(parse({"--save-best", "best.safetensors"}).saveBest, "best.safetensors");
   EXPECT_EQ(parse({}).saveBest, "");
