@@ -351,6 +351,20 @@ std::string readWholeFile(const std::string& path) {
 
 namespace {
 
+// What a file that is not safetensors is, when it is what PyTorch users most
+// often hand over instead: torch.save's (a zip archive, or before PyTorch
+// 1.6 a bare pickle, protocol 2); "" otherwise. Asked only of a file whose
+// first 8 bytes are no header length (both read as gigabytes at least).
+std::string torchSaveFormat(std::span<const char> bytes) {
+  const std::string_view start(bytes.data(), std::min<std::size_t>(bytes.size(), 4));
+  const bool zip = start == std::string_view("PK\x03\x04", 4);
+  const bool pickle = start.size() >= 2 && start[0] == '\x80' && start[1] >= 2 && start[1] <= 5;
+  if (!zip && !pickle) return "";
+  return str("not a safetensors file but a Python pickle", zip ? " in a zip archive" : "",
+             ", as torch.save writes (.pt, .pth); in PyTorch, "
+             "safetensors.torch.save_file(model.state_dict(), FILE) writes one");
+}
+
 // The file's `bytes`, kept alive by `owner`; `mapping` is theirs when mapped.
 SafetensorsFile parseBytes(std::span<char> bytes, const std::shared_ptr<void>& owner,
                            const MappedFile* mapping, const std::string& path) {
@@ -362,8 +376,17 @@ SafetensorsFile parseBytes(std::span<char> bytes, const std::shared_ptr<void>& o
   for (int i = 0; i < 8; ++i)
     length |= std::uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
   if (length > kMaxHeaderBytes || length > fileSize - 8) {
-    throw DataError(
-        str(path, ": bad safetensors header length ", length, " (file has ", fileSize, " bytes)"));
+    if (const std::string other = torchSaveFormat(bytes); !other.empty())
+      throw DataError(str(path, ": ", other));
+    // A header that starts as one ('{') was cut short; anything else is
+    // some other file's first bytes read as a length.
+    const bool cut = fileSize > 8 && bytes[8] == '{' && length <= kMaxHeaderBytes;
+    throw DataError(str(path,
+                        cut ? ": truncated: its safetensors header alone is "
+                            : ": not a safetensors file (its first 8 bytes, read as the header's "
+                              "length, say ",
+                        length, " bytes", cut ? ", and" : ";", " the file has ", fileSize, " bytes",
+                        cut ? " (copied or written only in part?)" : ")"));
   }
   json header;
   try {

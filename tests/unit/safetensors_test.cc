@@ -276,8 +276,19 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, SafetensorsRejects,
     ::testing::Values(
         BadFile{"Empty", "", "shorter than"},
-        BadFile{"HeaderLongerThanFile", withHeader(std::string(50, ' '), "").substr(0, 20),
-                "header length"},
+        BadFile{"HeaderLongerThanFile", withHeader("{" + std::string(49, ' '), "").substr(0, 20),
+                "truncated: its safetensors header alone is 50 bytes, and the file has 20 bytes"},
+        BadFile{"TextFile", "root:x:0:0:root:/root:/bin/bash\n",
+                "not a safetensors file (its first 8 bytes, read as the header's length, say "
+                "3475222254926655346 bytes; the file has 32 bytes)"},
+        BadFile{"TorchSave", std::string("PK\x03\x04\x00\x00\x08\x08\x00\x00", 10),
+                "not a safetensors file but a Python pickle in a zip archive, as torch.save "
+                "writes"},
+        BadFile{"TorchSaveLegacy",
+                std::string("\x80\x02\x8a\x0al\xfc\x9c"
+                            "F\xf9 j\xa8",
+                            12),
+                "not a safetensors file but a Python pickle, as torch.save writes"},
         BadFile{"NotJson", withHeader("{nope", ""), "not valid JSON"},
         BadFile{
             "WrongDtype",
