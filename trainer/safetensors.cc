@@ -353,8 +353,10 @@ namespace {
 
 // What a file that is not safetensors is, when it is what PyTorch users most
 // often hand over instead: torch.save's (a zip archive, or before PyTorch
-// 1.6 a bare pickle, protocol 2); "" otherwise. Asked only of a file whose
-// first 8 bytes are no header length (both read as gigabytes at least).
+// 1.6 a bare pickle, protocol 2); "" otherwise. Asked only of a file that
+// safetensors' rules have already refused: its first 8 bytes are no header
+// length (torch.save's read as gigabytes), or what they delimit is no JSON
+// (a zip archive with no flags set reads as 64 MiB).
 std::string torchSaveFormat(std::span<const char> bytes) {
   const std::string_view start(bytes.data(), std::min<std::size_t>(bytes.size(), 4));
   const bool zip = start == std::string_view("PK\x03\x04", 4);
@@ -392,6 +394,8 @@ SafetensorsFile parseBytes(std::span<char> bytes, const std::shared_ptr<void>& o
   try {
     header = json::parse(bytes.data() + 8, bytes.data() + 8 + length);
   } catch (const json::exception& e) {
+    if (const std::string other = torchSaveFormat(bytes); !other.empty())
+      throw DataError(str(path, ": ", other));
     throw DataError(str(path, ": safetensors header is not valid JSON (", e.what(), ")"));
   }
   if (!header.is_object()) throw DataError(str(path, ": safetensors header is not a JSON object"));

@@ -284,6 +284,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"TorchSave", std::string("PK\x03\x04\x00\x00\x08\x08\x00\x00", 10),
                 "not a safetensors file but a Python pickle in a zip archive, as torch.save "
                 "writes"},
+        BadFile{"ZipWithoutFlags",  // its first 8 bytes read as a length of 64 MiB
+                std::string("PK\x03\x04\x00\x00\x00\x00", 8) + std::string(0x04034b50, 'x'),
+                "not a safetensors file but a Python pickle in a zip archive"},
         BadFile{"TorchSaveLegacy",
                 std::string("\x80\x02\x8a\x0al\xfc\x9c"
                             "F\xf9 j\xa8",
