@@ -220,9 +220,12 @@ TEST(RunQueueTimes, ASpinningThreadRuns) {
   ASSERT_TRUE(after);
   // Spinning, the thread is always ready to run: on a CPU or waiting for one,
   // for the 100 ms. The kernel brings a running thread's figures up to date
-  // at each tick (up to 10 ms late at HZ=100), so either end may lag by one.
+  // at each tick (up to 10 ms late at HZ=100), so either end may lag by one,
+  // and a VM's vCPU taken by its host (steal) counts as neither: a fresh-check
+  // on a busy host measured 79.5 ms. Half the time still tells the figures'
+  // unit (seconds, not nanoseconds or ticks) and fields apart.
   const double ready = (after->running - before->running) + (after->waiting - before->waiting);
-  EXPECT_GE(ready, 0.08);
+  EXPECT_GE(ready, 0.05);
   EXPECT_LE(ready, wall + 0.02);
   EXPECT_GT(after->running - before->running, 0.0);
 }
