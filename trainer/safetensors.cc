@@ -382,13 +382,13 @@ SafetensorsFile parseBytes(std::span<char> bytes, const std::shared_ptr<void>& o
       throw DataError(str(path, ": ", other));
     // A header that starts as one ('{') was cut short; anything else is
     // some other file's first bytes read as a length.
-    const bool cut = fileSize > 8 && bytes[8] == '{' && length <= kMaxHeaderBytes;
-    throw DataError(str(path,
-                        cut ? ": truncated: its safetensors header alone is "
-                            : ": not a safetensors file (its first 8 bytes, read as the header's "
-                              "length, say ",
-                        length, " bytes", cut ? ", and" : ";", " the file has ", fileSize, " bytes",
-                        cut ? " (copied or written only in part?)" : ")"));
+    if (fileSize > 8 && bytes[8] == '{' && length <= kMaxHeaderBytes) {
+      throw DataError(str(path, ": truncated: its safetensors header alone is ", length,
+                          " bytes, and the file has ", fileSize,
+                          " bytes (copied or written only in part?)"));
+    }
+    throw DataError(str(path, ": not a safetensors file (its first 8 bytes, read as the header's ",
+                        "length, say ", length, " bytes; the file has ", fileSize, " bytes)"));
   }
   json header;
   try {
