@@ -7,11 +7,15 @@
 namespace ddp::comm {
 
 void Work::wait(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mutex_);
   // Note [Time the process was stopped]: only time this process ran counts.
+  stops::Deadline deadline(timeout);
+  waitUntil(deadline, timeout);
+}
+
+void Work::waitUntil(stops::Deadline& deadline, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
   // Every wake looks, the last too: a stop found here is left out of the
   // step's times before the caller measures them.
-  stops::Deadline deadline(timeout);
   while (!deadline.passed() && !completed_)
     done_.wait_until(lock, deadline.nextLook());
   if (!completed_) {

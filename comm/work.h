@@ -16,6 +16,8 @@
 #include <optional>
 #include <string>
 
+#include "runtime/process_stops.h"
+
 namespace ddp::comm {
 
 // What a backend learnt of an all-reduce's result where it already touched
@@ -88,6 +90,12 @@ class Work {
   // The first call counts and later ones do nothing: a device backend's
   // watchdog may see a collective finish that a waiter already completed.
   void complete(std::exception_ptr error = nullptr);
+
+ protected:
+  // wait(timeout) on a deadline the caller started: for an override that
+  // watched the collective itself for part of `timeout` and waits here for
+  // the rest, so that a timeout names the whole of it, not what was left.
+  void waitUntil(stops::Deadline& deadline, std::chrono::milliseconds timeout);
 
  private:
   const std::string description_;

@@ -133,7 +133,7 @@ class NcclCommunicator::DeviceWork final : public Work {
             std::min(due, Clock::now() + std::min<Clock::duration>(waited / 32, 1ms)));
       }
     }
-    Work::wait(std::chrono::ceil<std::chrono::milliseconds>(deadline.left()));
+    waitUntil(deadline, timeout);
   }
 
   void synchronize(std::chrono::milliseconds) override {

@@ -237,9 +237,6 @@ TEST(Nccl, BFloat16ConversionsGiveTheHostsBits) {
   }
 }
 
-// A collective that cannot start in time (the compute stream is held by a
-// host function longer than the timeout) is reported by the watchdog, which
-// fails the Work and every later call instead of letting the host hang.
 // The waiter watches the collective's event itself (Note [Host wait on a
 // device collective]): it must neither return before the collective ran nor
 // miss it. The collective waits behind a host function on the compute
@@ -270,6 +267,34 @@ TEST(Nccl, HostWaitReturnsOnceTheCollectiveRanAndNotBefore) {
   }
 }
 
+// A host wait shorter than the communicator's timeout gives up on its own,
+// naming its own timeout, although it watched the collective itself for all
+// of it (Note [Host wait on a device collective]); the collective is not
+// failed by it, and completes once the stream lets it run.
+TEST(Nccl, HostWaitTimesOutNamingItsTimeoutAndLeavesTheCollectiveRunning) {
+  auto comm = makeNccl(60s);
+  const int n = comm->size();
+  auto buffer = comm->allocate(1024 * sizeof(float));
+  toDevice(buffer, std::vector<float>(1024, 1.0f));
+  cudaLaunchHostFunc(
+      cuda::computeStream(),
+      [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); }, nullptr);
+  WorkPtr work = comm->allreduce(buffer.get(), 1024, DataType::kFloat32, ReduceOp::kSum);
+  try {
+    work->wait(200ms);
+    FAIL() << "wait(200ms) returned while the stream was held for 1.5 s";
+  } catch (const CommTimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("did not complete within 0.2 s"), std::string::npos)
+        << e.what();
+  }
+  work->wait(60s);
+  for (float v : toHost<float>(buffer, 1024))
+    ASSERT_FLOAT_EQ(v, static_cast<float>(n));
+}
+
+// A collective that cannot start in time (the compute stream is held by a
+// host function longer than the timeout) is reported by the watchdog, which
+// fails the Work and every later call instead of letting the host hang.
 TEST(Nccl, WatchdogReportsACollectiveThatDoesNotComplete) {
   auto comm = makeNccl(200ms);
   std::atomic<bool> reported{false};
