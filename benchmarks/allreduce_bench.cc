@@ -443,15 +443,58 @@ class NcclBench final : public Bench {
 };
 #endif
 
-// The usage line, on `to`; returns the exit code for it (stdout: --help).
-int usage(std::FILE* to = stderr) {
-  std::fprintf(to,
-               "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] "
-               "[--backend mpi|nccl] [--memory shared|plain] "
-               "[--collective allreduce|allgather|reducescatter] [--thread-floor] [--checks] "
-               "[--one-level] [--back-to-back K] "
-               "[--csv FILE]\n");
-  return to == stdout ? 0 : 2;
+constexpr const char* kUsage =
+    "usage: allreduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] "
+    "[--backend mpi|nccl] [--memory shared|plain] "
+    "[--collective allreduce|allgather|reducescatter] [--thread-floor] [--checks] "
+    "[--one-level] [--back-to-back K] [--csv FILE]\n";
+
+// --help: what a user of nccl-tests' all_reduce_perf looks for, each
+// option with its default, and what the columns mean.
+constexpr const char* kHelp =
+    "\n"
+    "Times a float32 collective through ddp's Communicator over a range of sizes, out of\n"
+    "place and in place, beside the library's own call (MPI_Allreduce, ncclAllReduce) in\n"
+    "the same run, and checks every element of every result. Run it under mpirun, one\n"
+    "rank per CPU slot or per GPU: mpirun -np 2 allreduce_bench -b 1K -e 64M -f 4\n"
+    "\n"
+    "Options [default]:\n"
+    "  -b SIZE             the smallest size, in bytes (8, 64K, 4M, 1G) [8]\n"
+    "  -e SIZE             the largest size [256M]\n"
+    "  -f FACTOR           each size is the last one times FACTOR [2]\n"
+    "  -n N                timed iterations per size and case [20]\n"
+    "  -w N                untimed warm-up iterations per size and case [5]\n"
+    "  --backend NAME      mpi | nccl (one GPU per rank) [mpi]\n"
+    "  --memory KIND       mpi: shared (buffers from Communicator::allocate, as the\n"
+    "                      Reducer's: the node shared-memory all-reduce) | plain\n"
+    "                      (ordinary memory: ours and raw make the same MPI call, so\n"
+    "                      ours/raw is what the layer costs) [shared]\n"
+    "  --collective NAME   allreduce | allgather (what --shard-optimizer gathers; size:\n"
+    "                      the gathered buffer) | reducescatter (what it reduces; size:\n"
+    "                      the whole buffer, the first columns our all-reduce of it)\n"
+    "                      [allreduce]\n"
+    "  --back-to-back K    also time K calls issued one after another and one wait,\n"
+    "                      ours and raw, as nccl-tests and a training step's buckets do\n"
+    "  --thread-floor      also time the raw call handed to a bare thread: what any\n"
+    "                      communication thread costs (mpi, plain, allreduce)\n"
+    "  --checks            ours checks every result for NaN and infinity, as it does in\n"
+    "                      training (mpi)\n"
+    "  --one-level         across nodes, no two-level all-reduce, as ddp_train\n"
+    "                      --two-level-allreduce off (mpi)\n"
+    "  --csv FILE          also write every row to FILE\n"
+    "  -h, --help          print this help and exit\n"
+    "\n"
+    "Columns: time(us) is the median over the iterations of the slowest rank's time;\n"
+    "algbw = size / time (GB/s); busbw = algbw x 2(n-1)/n for an all-reduce and\n"
+    "x (n-1)/n for an all-gather or reduce-scatter, as nccl-tests reports them; #wrong\n"
+    "counts the wrong elements of the results (any makes the exit code 1); ours/raw is\n"
+    "our in-place time over the raw call's. Nonzero exit: 2 for a bad command line, 77\n"
+    "for --backend nccl without a GPU.\n";
+
+// The usage line on stderr, for a bad command line; returns its exit code.
+int usage() {
+  std::fputs(kUsage, stderr);
+  return 2;
 }
 
 // The command line (the flags in the comment at the top).
@@ -631,7 +674,10 @@ void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") return usage(stdout);
+    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
+      std::printf("%s%s", kUsage, kHelp);
+      return 0;
+    }
   }
   Options o;
   try {

@@ -123,6 +123,45 @@ constexpr const char* kUsage =
     "    [--grad-compression none|bf16] [--json FILE]\n"
     "       ddp_bench --profile P --describe      (the profile's layers as JSON)\n";
 
+// --help: the usage, then each option with its default and what the
+// columns mean.
+constexpr const char* kHelp =
+    "\n"
+    "Data-parallel steps of a real model's gradient shapes, without the model: the real\n"
+    "Reducer and communicator reduce the gradients of a profile while each layer's\n"
+    "backward is emulated by an SGEMM, in reverse layer order, each gradient marked ready\n"
+    "as in training. The bucket caps take turns step by step; after each cap's last\n"
+    "step every rank's reduced gradients are compared (replicas that differ: #wrong,\n"
+    "and exit code 1).\n"
+    "\n"
+    "Options [default]:\n"
+    "  --profile NAME          whose parameter tensors: resnet50 (161 tensors, 25.6M\n"
+    "                          parameters) | bert-base (199, 109.5M) | gpt2 (148, 124.4M)\n"
+    "                          | mlp (ddp_train's default MLP) [resnet50]\n"
+    "  --bucket-cap-mb LIST    the caps to compare, in MiB; inf (or single): one bucket;\n"
+    "                          auto: the cap ddp_train's --bucket-cap-mb auto picks\n"
+    "                          [1,5,25,100,inf,auto]\n"
+    "  --steps N               timed steps per cap [10]\n"
+    "  --warmup N              untimed steps per cap before them [3]\n"
+    "  --work K                each layer's backward: an SGEMM of 2 x (its parameters) x K\n"
+    "                          flops; more compute hides more communication [8]\n"
+    "  --backward-ms T         instead of --work: the K that makes one rank's backward\n"
+    "                          take T ms\n"
+    "  --batch B               samples per rank per step; it only labels samples/s [32]\n"
+    "  --threads T             BLAS threads per rank [the rank's share of the node's CPUs]\n"
+    "  --device NAME           cpu | cuda (one GPU per rank: cuBLAS, the NCCL backend)\n"
+    "                          [cpu]\n"
+    "  --grad-compression NAME none | bf16 (as ddp_train's option) [none]\n"
+    "  --json FILE             also write every cap's figures to FILE\n"
+    "  --describe              print the profile's layers as JSON and exit (no mpirun)\n"
+    "  -h, --help              print this help and exit\n"
+    "\n"
+    "Columns, per cap: chosen is the cap used (auto: the one picked); step(ms) the median\n"
+    "step of the slowest rank, and fwd, bwd, comm (the wait for the all-reduces after\n"
+    "backward) and opt its phases; samples/s = ranks x --batch / step; exposed = comm /\n"
+    "step, the communication backward did not hide. Weak scaling: run it at np=1 and\n"
+    "np=N with the same options and compare samples/s (benchmarks/scaling_bench.py).\n";
+
 // The flags that take a value.
 constexpr const char* kValueFlags[] = {"--profile", "--bucket-cap-mb",    "--steps", "--warmup",
                                        "--work",    "--backward-ms",      "--batch", "--threads",
@@ -486,7 +525,7 @@ int main(int argc, char** argv) {
   ddp::installBrokenPipeHandler();  // Note [Broken pipes] in runtime/signals.h
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
-      std::fputs(ddp::bench::kUsage, stdout);
+      std::printf("%s%s", ddp::bench::kUsage, ddp::bench::kHelp);
       return 0;
     }
   }

@@ -54,4 +54,17 @@ bench_check "ddp_bench: --warmup must be a whole number of at least 0 (got -1)" 
 bench_check "ddp_bench: unknown option --bogus" "$DDP_BENCH" --bogus
 "$ALLREDUCE_BENCH" --help | grep -q "^usage: allreduce_bench" || fail "allreduce_bench --help"
 "$DDP_BENCH" --help | grep -q "^usage: mpirun -np N ddp_bench" || fail "ddp_bench --help"
+# Every option --help explains is one the tool knows: given it, with a
+# value and an unknown option after it, the tool refuses the unknown one.
+for tool in "$ALLREDUCE_BENCH" "$DDP_BENCH"; do
+  "$tool" --help > "$WORK/help" || fail "$tool --help: exit $?"
+  flags=$(grep -oE '^  (-[a-z]|--[a-z-]+) ' "$WORK/help" | tr -d ' ' | grep -vx -- -h)
+  [ "$(wc -w <<< "$flags")" -ge 10 ] || { cat "$WORK/help"; fail "$tool --help: options not listed"; }
+  for flag in $flags; do
+    rc=0
+    "$tool" "$flag" 1 --not-an-option > /dev/null 2> "$WORK/err" || rc=$?
+    [ "$rc" -eq 2 ] && ! grep -qE "unknown (flag|option) '?$flag'?( |\$)" "$WORK/err" ||
+      { cat "$WORK/err"; fail "$tool: --help lists $flag, which it does not take (exit $rc)"; }
+  done
+done
 echo "usage errors: ok"
