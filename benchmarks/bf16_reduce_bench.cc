@@ -52,12 +52,12 @@ struct Options : ddp::bench::Sweep {
 };
 
 // Throws BadCommandLine, naming what is wrong with the command line.
-void parse(int argc, char** argv, Options& o) {
+void parse(const std::vector<std::string>& args, Options& o) {
   using ddp::bench::BadCommandLine;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw BadCommandLine(flag + " needs a value");
-    const std::string value = argv[i + 1];
+  for (std::size_t i = 0; i < args.size(); i += 2) {
+    const std::string& flag = args[i];
+    if (i + 1 >= args.size()) throw BadCommandLine(flag + " needs a value");
+    const std::string& value = args[i + 1];
     if (o.take(flag, value.c_str())) continue;
     if (flag != "--memory") throw BadCommandLine("unknown flag '" + flag + "'");
     if (value != "shared" && value != "plain")
@@ -69,17 +69,21 @@ void parse(int argc, char** argv, Options& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+constexpr ddp::bench::ToolText kText{
+    "bf16_reduce_bench",
+    "usage: bf16_reduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] "
+    "[--memory shared|plain]\n",
+    "What --grad-compression bf16 costs a bucket's all-reduce on the MPI backend, against\n"
+    "float32: per size (the float32 gradients' bytes, -b 64K to -e 256M by -f 4), the\n"
+    "float32 all-reduce, the staged bf16 path (narrow, bfloat16 all-reduce, widen, as\n"
+    "on GPUs) and the backend's own rounding, each the median of -n 10 iterations\n"
+    "(after -w 2) of the slowest rank, each result checked (#wrong; exit 1 if any).\n"
+    "--memory shared (the default) takes the Reducer's buffers from\n"
+    "Communicator::allocate; plain, ordinary memory (MPI's path, as between nodes).\n"};
+
+int run(const std::vector<std::string>& args) {
   Options o;
-  try {
-    parse(argc, argv, o);
-  } catch (const ddp::bench::BadCommandLine& e) {
-    std::fprintf(stderr, "bf16_reduce_bench: %s\n", e.what());
-    std::fprintf(stderr,
-                 "usage: bf16_reduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] "
-                 "[-w warmup] [--memory shared|plain]\n");
-    return 2;
-  }
+  parse(args, o);
   ddp::World world;
   const int n = world.size(), rank = world.rank();
   long anyWrong = 0;
@@ -157,4 +161,8 @@ int main(int argc, char** argv) {
   }
   if (rank == 0) std::printf("# wrong results: %ld\n", anyWrong);
   return anyWrong == 0 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return ddp::bench::runTool(kText, argc, argv, run);
 }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "benchmarks/checkpoint_state.h"
+#include "benchmarks/command_line.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_writer.h"
 #include "trainer/mlp.h"
@@ -109,8 +110,17 @@ void measure(const std::string& dir, const char* name, const std::vector<std::si
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const std::string dir = argc > 1 ? argv[1] : ".";
+constexpr ddp::bench::ToolText kText{
+    "checkpoint_bench", "usage: checkpoint_bench [DIR]\n",
+    "What writing and reading a checkpoint (weights and momentum) of the default MLP\n"
+    "and the large one costs, in DIR (default: the current directory): the checksums\n"
+    "alone, the write, the read, parse and restore, the same through the file's\n"
+    "mapping, and the pause a run takes while the checkpoint is written in the\n"
+    "background, staged in a copy or direct. Median of 7 rounds, in ms.\n"};
+
+int run(const std::vector<std::string>& args) {
+  ddp::bench::checkPositional(args, 1);
+  const std::string dir = ddp::bench::directoryArgument(args, 0, ".");
   std::printf("checkpoint_bench in %s: median of 7 rounds (ms)\n", dir.c_str());
   std::printf("%-8s %9s %9s %9s %12s %9s %9s %9s %11s %11s %11s %11s %11s %11s\n", "model", "MiB",
               "crc32", "save", "crc of save", "read", "parse", "restore", "map+parse", "restore",
@@ -118,4 +128,8 @@ int main(int argc, char** argv) {
   measure(dir, "default", {1024, 1024});
   measure(dir, "large", {4096, 4096, 4096});
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ddp::bench::runTool(kText, argc, argv, run);
 }

@@ -8,11 +8,20 @@
 #include <cstdio>
 #include <vector>
 
+#include "benchmarks/command_line.h"
 #include "trainer/fashion_mnist.h"
 
-int main(int argc, char** argv) {
+constexpr ddp::bench::ToolText kText{
+    "fingerprint_bench", "usage: fingerprint_bench [DATA_DIR]\n",
+    "What the start-up comparison of the ranks' data costs each rank: the fingerprint\n"
+    "(a CRC-32 of the samples as loaded) of both Fashion-MNIST sets in DATA_DIR\n"
+    "(default: Debian's dataset-fashion-mnist), median of 11 passes; exit 1 if two\n"
+    "passes disagree.\n"};
+
+int run(const std::vector<std::string>& args) {
   using namespace ddp::trainer;
-  const char* dir = argc > 1 ? argv[1] : kDefaultFashionMnistDir;
+  ddp::bench::checkPositional(args, 1);
+  const std::string dir = ddp::bench::directoryArgument(args, 0, kDefaultFashionMnistDir);
   const auto train = loadFashionMnist(dir, Split::kTrain);
   const auto test = loadFashionMnist(dir, Split::kTest);
   std::vector<double> times;
@@ -29,4 +38,8 @@ int main(int argc, char** argv) {
   std::printf("fingerprint_bench: %s: %.1f ms (median of 11)%s\n", first.c_str(), times[5],
               now != first ? " WRONG: the fingerprint changed between passes" : "");
   return now == first ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return ddp::bench::runTool(kText, argc, argv, run);
 }

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "benchmarks/command_line.h"
 #include "runtime/parallel_for.h"
 #include "trainer/fashion_mnist.h"
 
@@ -30,11 +31,19 @@ using ddp::trainer::Dataset;
 // DeviceBatches' threshold before: smaller batches were gathered on one thread.
 constexpr std::size_t kParallelGatherFloats = std::size_t{1} << 20;
 
-std::vector<std::size_t> listOf(const std::string& text) {
+// "256,4096": whole numbers of at least 1, or BadCommandLine naming `flag`.
+std::vector<std::size_t> listOf(const std::string& flag, const std::string& text) {
   std::vector<std::size_t> values;
   std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');)
-    values.push_back(std::stoul(item));
+  for (std::string item; std::getline(in, item, ',');) {
+    const std::optional<int> value = ddp::bench::parseCount(item.c_str(), 1);
+    if (!value) {
+      throw ddp::bench::BadCommandLine(flag + " " + text +
+                                       ": not a list of whole numbers of at least 1");
+    }
+    values.push_back(static_cast<std::size_t>(*value));
+  }
+  if (values.empty()) throw ddp::bench::BadCommandLine(flag + ": an empty list");
   return values;
 }
 
@@ -63,26 +72,38 @@ void gatherStartingThreads(const Dataset& data, std::span<const std::size_t> ind
 
 }  // namespace
 
-int main(int argc, char** argv) {
+constexpr ddp::bench::ToolText kText{
+    "gather_bench",
+    "usage: gather_bench [--data-dir DIR] [--batches 256,4096] [--threads 2,16] [--calls 200]\n"
+    "    [--rounds 5]\n",
+    "What gathering one batch of Fashion-MNIST's training set (in DIR; default: Debian's\n"
+    "dataset-fashion-mnist) costs the host: on one thread, on threads started for each\n"
+    "batch, and on threads kept between batches, as ddp_train gathers them. For each\n"
+    "batch size in --batches and thread count in --threads, --calls batches a round,\n"
+    "the rounds taking the three ways in turn; the median over --rounds of a round's\n"
+    "median batch.\n"};
+
+int run(const std::vector<std::string>& args) {
+  using ddp::bench::BadCommandLine;
   std::string dir = ddp::trainer::kDefaultFashionMnistDir;
   std::vector<std::size_t> batches{256, 4096}, threadCounts{2, 16};
   std::size_t calls = 200, rounds = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
+  for (std::size_t i = 0; i < args.size(); i += 2) {
+    const std::string& flag = args[i];
+    if (flag != "--data-dir" && flag != "--batches" && flag != "--threads" && flag != "--calls" &&
+        flag != "--rounds")
+      throw BadCommandLine("unknown option " + flag);
+    if (i + 1 >= args.size()) throw BadCommandLine(flag + " needs a value");
+    const std::string& value = args[i + 1];
     if (flag == "--data-dir")
       dir = value;
     else if (flag == "--batches")
-      batches = listOf(value);
+      batches = listOf(flag, value);
     else if (flag == "--threads")
-      threadCounts = listOf(value);
-    else if (flag == "--calls")
-      calls = std::stoul(value);
-    else if (flag == "--rounds")
-      rounds = std::stoul(value);
-    else {
-      std::fprintf(stderr, "gather_bench: unknown option %s\n", flag.c_str());
-      return 2;
-    }
+      threadCounts = listOf(flag, value);
+    else
+      (flag == "--calls" ? calls : rounds) =
+          static_cast<std::size_t>(ddp::bench::countArgument({value}, 0, 1, 0, flag.c_str()));
   }
   std::unique_ptr<ddp::trainer::Dataset> data;
   try {
@@ -144,4 +165,8 @@ int main(int argc, char** argv) {
     }
   }
   return wrong == 0 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return ddp::bench::runTool(kText, argc, argv, run);
 }

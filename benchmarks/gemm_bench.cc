@@ -21,9 +21,19 @@
 #include <cstdlib>
 #include <vector>
 
+#include "benchmarks/command_line.h"
 #include "trainer/blas_kernels.h"
 
-int main() {
+constexpr ddp::bench::ToolText kText{
+    "gemm_bench",
+    "usage: gemm_bench      (OPENBLAS_CORETYPE=NAME gemm_bench: that core's kernels)\n",
+    "Single-thread sgemm speed (GFLOP/s, the best of 50 calls) of the OpenBLAS kernels\n"
+    "ddp_train runs after fitting them to the CPU, on the default and the large MLP's\n"
+    "shapes. With OPENBLAS_CORETYPE set, that core's kernels instead, so that one run\n"
+    "per core compares them side by side.\n"};
+
+int run(const std::vector<std::string>& args) {
+  ddp::bench::checkPositional(args, 0);
   const ddp::trainer::BlasKernels kernels = ddp::trainer::fitBlasKernelsToCpu();
   openblas_set_num_threads(1);
   struct Shape {
@@ -53,4 +63,8 @@ int main() {
     std::printf("%-16s %10.1f\n", shape, 2.0 * s.m * s.n * s.k / best / 1e9);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ddp::bench::runTool(kText, argc, argv, run);
 }

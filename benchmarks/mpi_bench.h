@@ -1,5 +1,6 @@
 // What the MPI benchmarks (allreduce_bench, bf16_reduce_bench, ddp_bench)
-// share: sizes on their command lines, and how a time is measured and
+// share: the size sweep on their command lines (read as every tool reads
+// its own: benchmarks/command_line.h), and how a time is measured and
 // reported.
 #pragma once
 
@@ -14,56 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/command_line.h"
+
 namespace ddp::bench {
-
-// "8", "64K", "4M", "1G" (powers of two) in bytes; nothing for any other
-// text (a unit of its own, a negative size, trailing characters).
-inline std::optional<std::size_t> parseSize(const char* text) {
-  char* end = nullptr;
-  double value = std::strtod(text, &end);
-  if (end == text || !(value >= 0.0)) return std::nullopt;
-  switch (*end) {
-    case 'K':
-    case 'k':
-      value *= 1 << 10, ++end;
-      break;
-    case 'M':
-    case 'm':
-      value *= 1 << 20, ++end;
-      break;
-    case 'G':
-    case 'g':
-      value *= 1 << 30, ++end;
-      break;
-    default:
-      break;
-  }
-  if (*end != '\0' || value > 0x1p52) return std::nullopt;
-  return static_cast<std::size_t>(value);
-}
-
-// A whole number of at least `least`, or nothing.
-inline std::optional<int> parseCount(const char* text, int least) {
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < least || value > 1000000000) return std::nullopt;
-  return static_cast<int>(value);
-}
-
-// A number above 0 and at most `most` (a time, a size in MiB), or nothing.
-inline std::optional<double> parsePositive(const char* text, double most) {
-  char* end = nullptr;
-  const double value = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(value > 0.0) || value > most) return std::nullopt;
-  return value;
-}
-
-// A command line the benchmark cannot run: main prints the message, then
-// the usage line, and exits 2.
-class BadCommandLine : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
 
 // The size sweep of the MPI benchmarks' command lines, as nccl-tests writes
 // it: -b first size, -e last size, -f the factor between them (parseSize's

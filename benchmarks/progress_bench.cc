@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/command_line.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "runtime/world.h"
 #include "trainer/blas_kernels.h"
@@ -50,12 +51,26 @@ double timeIt(const std::function<void()>& body) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+constexpr ddp::bench::ToolText kText{
+    "progress_bench", "usage: mpirun -np N progress_bench [-m MIB] [-r REPEATS]\n",
+    "Which way of overlapping a CPU all-reduce of -m MiB (default 8) with compute (8\n"
+    "sgemm calls, as backward) works best on this machine: the compute alone, then a\n"
+    "blocking MPI_Allreduce, MPI_Iallreduce tested between the calls, our communication\n"
+    "thread on ordinary memory, and on node shared memory. The median of -r (default\n"
+    "7) repeats of each, and how much of the all-reduce was hidden.\n"};
+
+int run(const std::vector<std::string>& args) {
   std::size_t mib = 8;
   int repeats = 7;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "-m") == 0) mib = std::strtoul(argv[i + 1], nullptr, 10);
-    if (std::strcmp(argv[i], "-r") == 0) repeats = std::atoi(argv[i + 1]);
+  for (std::size_t i = 0; i < args.size(); i += 2) {
+    if (args[i] != "-m" && args[i] != "-r")
+      throw ddp::bench::BadCommandLine("unknown option " + args[i]);
+    if (i + 1 >= args.size()) throw ddp::bench::BadCommandLine(args[i] + " needs a value");
+    const int value = ddp::bench::countArgument(args, i + 1, 1, 0, args[i].c_str());
+    if (args[i] == "-m")
+      mib = static_cast<std::size_t>(value);
+    else
+      repeats = value;
   }
   ddp::trainer::fitBlasKernelsToCpu();  // Note [OpenBLAS kernels on CPUs newer than the library]
   openblas_set_num_threads(1);
@@ -130,4 +145,8 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ddp::bench::runTool(kText, argc, argv, run);
 }

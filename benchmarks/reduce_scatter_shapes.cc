@@ -42,12 +42,12 @@ struct Options : ddp::bench::Sweep {
 };
 
 // Throws BadCommandLine, naming what is wrong with the command line.
-void parse(int argc, char** argv, Options& o) {
+void parse(const std::vector<std::string>& args, Options& o) {
   using ddp::bench::BadCommandLine;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw BadCommandLine(flag + " needs a value");
-    if (!o.take(flag, argv[i + 1])) throw BadCommandLine("unknown flag '" + flag + "'");
+  for (std::size_t i = 0; i < args.size(); i += 2) {
+    const std::string& flag = args[i];
+    if (i + 1 >= args.size()) throw BadCommandLine(flag + " needs a value");
+    if (!o.take(flag, args[i + 1].c_str())) throw BadCommandLine("unknown flag '" + flag + "'");
   }
   o.check();
 }
@@ -65,24 +65,22 @@ std::vector<int> partsFor(std::size_t count, int ranks, int owners) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+constexpr ddp::bench::ToolText kText{
+    "reduce_scatter_shapes",
+    "usage: reduce_scatter_shapes [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup]\n",
+    "How the MPI library's own MPI_Reduce_scatter times depend on the shape of the\n"
+    "parts (equal, all to one rank, to half the ranks), against MPI_Reduce calls of\n"
+    "the same shapes: raw MPI calls only, float32 sums, per size (the whole buffer,\n"
+    "-b 1M to -e 16M by -f 4) the median of -n 10 iterations (after -w 3) of the\n"
+    "slowest rank, each owner's result checked (#wrong; exit 1 if any).\n"};
+
+int run(const std::vector<std::string>& args) {
   Options o;
-  MPI_Init(&argc, &argv);
+  parse(args, o);
+  MPI_Init(nullptr, nullptr);
   int n = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  try {
-    parse(argc, argv, o);
-  } catch (const ddp::bench::BadCommandLine& e) {
-    if (rank == 0) {
-      std::fprintf(stderr, "reduce_scatter_shapes: %s\n", e.what());
-      std::fprintf(stderr,
-                   "usage: reduce_scatter_shapes [-b bytes] [-e bytes] [-f factor] [-n iters] "
-                   "[-w warmup]\n");
-    }
-    MPI_Finalize();
-    return 2;
-  }
   if (rank == 0) {
     std::printf(
         "# reduce_scatter_shapes: %d ranks; raw MPI calls, float32 sum, median of %d "
@@ -178,4 +176,8 @@ int main(int argc, char** argv) {
   if (rank == 0) std::printf("# wrong results: %ld\n", anyWrong);
   MPI_Finalize();
   return anyWrong == 0 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return ddp::bench::runTool(kText, argc, argv, run);
 }

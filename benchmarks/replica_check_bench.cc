@@ -10,13 +10,21 @@
 #include <cstdio>
 #include <vector>
 
+#include "benchmarks/command_line.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "runtime/world.h"
 #include "trainer/mlp.h"
 #include "trainer/replica_check.h"
 #include "trainer/sgd.h"
 
-int main() {
+constexpr ddp::bench::ToolText kText{
+    "replica_check_bench", "usage: mpirun -np N replica_check_bench\n",
+    "What the check that the replicas agree costs at each epoch's end: the CRC-32 of\n"
+    "every weight and momentum tensor and one all-gather, for the default MLP and the\n"
+    "large one, median of 11 checks.\n"};
+
+int run(const std::vector<std::string>& args) {
+  ddp::bench::checkPositional(args, 0);
   using namespace ddp;
   World world;
   comm::MpiCommunicator comm(world.comm(), comm::CommOptions{});
@@ -45,4 +53,8 @@ int main() {
     }
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ddp::bench::runTool(kText, argc, argv, run);
 }

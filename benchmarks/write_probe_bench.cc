@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "benchmarks/checkpoint_state.h"
+#include "benchmarks/command_line.h"
 #include "launcher/write_probe.h"
 #include "trainer/checkpoint.h"
 #include "trainer/checkpoint_writer.h"
@@ -93,10 +94,21 @@ void measure(const std::string& dir, int rounds, ddp::trainer::CheckpointStaging
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const std::string dir = argc > 1 ? argv[1] : ".";
-  const int rounds = argc > 2 ? std::atoi(argv[2]) : 5;
-  const bool direct = argc > 3 && std::string(argv[3]) == "direct";
+constexpr ddp::bench::ToolText kText{
+    "write_probe_bench", "usage: write_probe_bench [DIR [ROUNDS [copy|direct]]]\n",
+    "How well the write --time-limit times at start-up predicts the writes it stands\n"
+    "for: per round (ROUNDS, default 5), in DIR (default: the current directory), the\n"
+    "probe, a checkpoint written as a stop writes it (staged in a copy, the default,\n"
+    "or direct) and --save-model's weights, for the default MLP and the large one;\n"
+    "each write over the probe's prediction, medians last.\n"};
+
+int run(const std::vector<std::string>& args) {
+  ddp::bench::checkPositional(args, 3);
+  const std::string dir = ddp::bench::directoryArgument(args, 0, ".");
+  const int rounds = ddp::bench::countArgument(args, 1, 1, 5, "ROUNDS");
+  if (args.size() > 2 && args[2] != "copy" && args[2] != "direct")
+    throw ddp::bench::BadCommandLine(args[2] + ": copy or direct");
+  const bool direct = args.size() > 2 && args[2] == "direct";
   const auto staging =
       direct ? ddp::trainer::CheckpointStaging::kDirect : ddp::trainer::CheckpointStaging::kCopy;
   std::printf("write_probe_bench in %s, checkpoints staged %s\n", dir.c_str(),
@@ -104,4 +116,8 @@ int main(int argc, char** argv) {
   measure(dir, rounds, staging, "default", {1024, 1024});
   measure(dir, rounds, staging, "large", {4096, 4096, 4096});
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ddp::bench::runTool(kText, argc, argv, run);
 }

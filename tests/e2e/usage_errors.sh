@@ -67,4 +67,20 @@ for tool in "$ALLREDUCE_BENCH" "$DDP_BENCH"; do
       { cat "$WORK/err"; fail "$tool: --help lists $flag, which it does not take (exit $rc)"; }
   done
 done
+# Every benchmark tool: --help says how to call it (exit 0); an option it
+# does not know is named on the first line, the usage after it (exit 2),
+# before it measures anything (no mpirun: it would start MPI).
+: "${BENCH_TOOLS:?set by meson}"
+for tool in $BENCH_TOOLS; do
+  name=$(basename "$tool")
+  rc=0
+  "$tool" --help > "$WORK/help" 2>&1 || rc=$?
+  [ "$rc" -eq 0 ] && grep -q "^usage: .*$name" "$WORK/help" && [ "$(wc -l < "$WORK/help")" -ge 4 ] ||
+    { cat "$WORK/help"; fail "$name --help: exit $rc, or no usage and description"; }
+  rc=0
+  "$tool" --not-an-option 1 > "$WORK/out" 2> "$WORK/err" || rc=$?
+  [ "$rc" -eq 2 ] && head -1 "$WORK/err" | grep -qE "^$name: unknown (flag|option) '?--not-an-option" &&
+    grep -q "^usage: " "$WORK/err" ||
+    { cat "$WORK/err"; fail "$name --not-an-option 1: exit $rc, or not named with the usage"; }
+done
 echo "usage errors: ok"
