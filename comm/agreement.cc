@@ -25,6 +25,16 @@ std::string messageOf(const std::exception_ptr& failure) {
   return "";
 }
 
+// Rethrows this rank's own error, marked as known to every rank (Error::agreed).
+[[noreturn]] void rethrowAgreed(const std::exception_ptr& local) {
+  try {
+    std::rethrow_exception(local);
+  } catch (Error& e) {
+    e.markAgreed();
+    throw;
+  }
+}
+
 }  // namespace
 
 std::string peerFailureText(const std::vector<int>& ranks, const std::vector<std::string>& told) {
@@ -81,10 +91,10 @@ void agree(Communicator& comm, const std::function<void()>& body) {
     }
   } catch (const std::exception&) {
     // A rank's own error matters more than a failure to share it.
-    if (local) std::rethrow_exception(local);
+    if (local) rethrowAgreed(local);
     throw PeerFailedError(peerFailureText(ranks, {}), ranks, usage);
   }
-  if (local) std::rethrow_exception(local);
+  if (local) rethrowAgreed(local);
   throw PeerFailedError(peerFailureText(ranks, told), ranks, usage);
 }
 

@@ -599,7 +599,7 @@ int train(Options o) {
     const bool usage = dynamic_cast<const UsageError*>(&e) != nullptr;
     log::error(usage ? str(e.what(), " (see ddp_train --help)") : std::string(e.what()));
     endRunWithError(e.what(), usage ? kExitUsage : kExitFailure);
-    if (watchdog) watchdog->announceLeaving(e.what());
+    if (watchdog && !e.agreed()) watchdog->announceLeaving(e.what());
     return usage ? kExitUsage : kExitFailure;
   } catch (const std::exception& e) {
     // Reached only from code outside agree(): the other ranks may be waiting.

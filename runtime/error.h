@@ -20,6 +20,16 @@ namespace ddp {
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+
+  // Set by comm::agree() on the error it rethrows on the rank that raised
+  // it: every rank has learnt of the failure and stops, so no peer waits
+  // for this one (Note [A rank that leaves training alone] in
+  // comm/watchdog.h).
+  bool agreed() const { return agreed_; }
+  void markAgreed() { agreed_ = true; }
+
+ private:
+  bool agreed_ = false;
 };
 
 // A bad option value or combination. The launcher exits with kExitUsage.

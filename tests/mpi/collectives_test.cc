@@ -413,6 +413,8 @@ TEST(Agreement, OneFailingRankStopsEveryRankAndIsNamed) {
   } catch (const DataError& e) {
     EXPECT_EQ(comm->rank(), failing);
     EXPECT_STREQ(e.what(), "file.bin: truncated");
+    // Every rank knows: ddp_train does not tell a peer that this rank leaves.
+    EXPECT_TRUE(e.agreed());
   }
 }
 
