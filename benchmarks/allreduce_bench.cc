@@ -488,8 +488,10 @@ constexpr const char* kHelp =
     "algbw = size / time (GB/s); busbw = algbw x 2(n-1)/n for an all-reduce and\n"
     "x (n-1)/n for an all-gather or reduce-scatter, as nccl-tests reports them; #wrong\n"
     "counts the wrong elements of the results (any makes the exit code 1); ours/raw is\n"
-    "our in-place time over the raw call's. Nonzero exit: 2 for a bad command line, 77\n"
-    "for --backend nccl without a GPU.\n";
+    "our in-place time over the raw call's. The last lines: the average busbw over the\n"
+    "sizes (as nccl-tests ends its table), ours/raw from 1 MiB up (median and largest),\n"
+    "and the wrong results. Nonzero exit: 2 for a bad command line, 77 for --backend\n"
+    "nccl without a GPU.\n";
 
 // The usage line on stderr, for a bad command line; returns its exit code.
 int usage() {
@@ -627,13 +629,19 @@ struct Row {
   ddp::bench::Measured backToBack, backToBackRaw;
 };
 
+// busbw over algbw, nccl-tests' factor: what each rank's links carry, over
+// the size. `collective` is the in-place and raw columns' collective.
+double busOverAlg(Collective collective, int ranks) {
+  const double ringSteps = (ranks - 1) / static_cast<double>(ranks);
+  return ranks == 1 ? 1.0 : (collective == Collective::kAllreduce ? 2.0 : 1.0) * ringSteps;
+}
+
 // The row on stdout and, with --csv, in `csv`.
 void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
   const bool gather = o.collective == Collective::kAllgather;
   const bool scatter = o.collective == Collective::kReduceScatter;
-  // nccl-tests' factors: what each rank's links carry, over the size.
   const double ringSteps = (ranks - 1) / static_cast<double>(ranks);
-  const double busFactor = ranks == 1 ? 1.0 : (gather || scatter ? 1.0 : 2.0) * ringSteps;
+  const double busFactor = busOverAlg(o.collective, ranks);
   // The first columns of a reduce-scatter row are an all-reduce's.
   const double firstFactor = scatter && ranks > 1 ? 2.0 * ringSteps : busFactor;
   const std::size_t count = r.bytes / sizeof(float);
@@ -668,6 +676,38 @@ void printRow(const Options& o, int ranks, const Row& r, std::FILE* csv) {
     std::fprintf(csv, ",%d,%.3f,%.3f,%ld", o.backToBack, r.backToBack.micros,
                  r.backToBackRaw.micros, r.backToBack.wrong + r.backToBackRaw.wrong);
   std::fprintf(csv, ",%s\n", gather ? "allgather" : scatter ? "reducescatter" : "allreduce");
+}
+
+// The lines after the table: the average bus bandwidth over the sizes, as
+// nccl-tests ends its table, and ours/raw from 1 MiB up, the range the
+// target of "within 5% of the raw call" is set for.
+void printSummary(const Options& o, int ranks, const std::vector<Row>& rows) {
+  if (rows.empty()) return;
+  const double factor = busOverAlg(o.collective, ranks);
+  double ours = 0, raw = 0;
+  std::vector<double> ratios, backToBack;
+  for (const Row& r : rows) {
+    ours += static_cast<double>(r.bytes) / r.inPlace.micros / 1e3 * factor;
+    raw += static_cast<double>(r.bytes) / r.raw.micros / 1e3 * factor;
+    if (r.bytes < (std::size_t{1} << 20)) continue;
+    ratios.push_back(r.inPlace.micros / r.raw.micros);
+    if (o.backToBack > 0) backToBack.push_back(r.backToBack.micros / r.backToBackRaw.micros);
+  }
+  const auto count = static_cast<double>(rows.size());
+  std::printf("# avg bus bandwidth over %zu sizes (GB/s): ours in place %.2f, raw %.2f\n",
+              rows.size(), ours / count, raw / count);
+  if (ratios.empty()) return;
+  const auto medianAndLargest = [](std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    const std::size_t half = values.size() / 2;
+    const double median =
+        values.size() % 2 == 1 ? values[half] : (values[half - 1] + values[half]) / 2;
+    return ddp::str("median ", ddp::fixed(median, 2), ", largest ", ddp::fixed(values.back(), 2));
+  };
+  std::printf(
+      "# ours/raw in place from 1 MiB up (%zu sizes): %s%s\n", ratios.size(),
+      medianAndLargest(ratios).c_str(),
+      backToBack.empty() ? "" : ddp::str("; back to back: ", medianAndLargest(backToBack)).c_str());
 }
 
 }  // namespace
@@ -710,6 +750,7 @@ int main(int argc, char** argv) {
   const bool gather = o.collective == Collective::kAllgather;
   const bool scatter = o.collective == Collective::kReduceScatter;
   const auto ranks = static_cast<std::size_t>(n);
+  std::vector<Row> rows;
   for (std::size_t bytes = o.begin; bytes <= o.end; bytes *= o.factor) {
     // What each call passes (an all-gather: each rank's part; a
     // reduce-scatter: the whole buffer, in equal parts), and the result.
@@ -790,8 +831,10 @@ int main(int argc, char** argv) {
     anyWrong += row.outOfPlace.wrong + row.inPlace.wrong + row.raw.wrong + row.onThread.wrong +
                 row.ordered.wrong + row.backToBack.wrong + row.backToBackRaw.wrong;
     if (rank == 0) printRow(o, n, row, csv);
+    rows.push_back(row);
   }
   if (csv != nullptr) std::fclose(csv);
+  if (rank == 0) printSummary(o, n, rows);
   if (rank == 0) std::printf("# wrong results: %ld\n", anyWrong);
   return anyWrong == 0 ? 0 : 1;
 }
