@@ -163,6 +163,12 @@ REASON="the command does not --resume" refused "$WORK/job" --checkpoint-dir=c
 REASON="--resume c/x.safetensors names one checkpoint" refused "$WORK/job" --checkpoint-dir c --resume c/x.safetensors
 REASON="--max-restarts must be a whole number below 10^9 (got '-1')" refused --max-restarts -1 "$WORK/job"
 REASON="unknown option '--restarts'" refused --restarts 1 "$WORK/job"
+# --help: the usage, then what the comment at the top of the script says.
+exits_with 0 "$WORK/out" "$restart" --help
+head -1 "$WORK/out" | grep -q "^usage: ddp_restart \[--max-restarts N\] COMMAND" &&
+  grep -q "^An attempt that fails (a rank killed" "$WORK/out" && ! grep -q "^#\|^set " "$WORK/out" ||
+  fail "ddp_restart --help: $(cat "$WORK/out")"
+[ ! -f "$WORK/calls" ] || fail "ran the command for --help"
 printf 'checkpoint-dir = c  # a comment\nresume = latest\n' > "$WORK/run.cfg"
 printf '#!/bin/bash\necho "$*" > "$WORK/calls"\n' > "$WORK/job"
 exits_with 0 "$WORK/out" "$restart" "$WORK/job" --config "$WORK/run.cfg"
