@@ -107,17 +107,22 @@ inline void checkPositional(const std::vector<std::string>& args, std::size_t mo
   }
 }
 
-// Positional argument `index` as a whole number of at least `least`
-// (`what` names it in the error), or `fallback` when there are fewer.
-inline int countArgument(const std::vector<std::string>& args, std::size_t index, int least,
-                         int fallback, const char* what) {
-  if (index >= args.size()) return fallback;
-  const std::optional<int> count = parseCount(args[index].c_str(), least);
+// `text` as a whole number of at least `least`, or BadCommandLine naming
+// it as `what` (an option, an argument's name).
+inline int wholeNumber(const std::string& text, int least, const std::string& what) {
+  const std::optional<int> count = parseCount(text.c_str(), least);
   if (!count) {
-    throw BadCommandLine(std::string(what) + " " + args[index] +
-                         ": not a whole number of at least " + std::to_string(least));
+    throw BadCommandLine(what + " " + text + ": not a whole number of at least " +
+                         std::to_string(least));
   }
   return *count;
+}
+
+// Positional argument `index` as wholeNumber() reads it, or `fallback`
+// when there are fewer.
+inline int countArgument(const std::vector<std::string>& args, std::size_t index, int least,
+                         int fallback, const char* what) {
+  return index < args.size() ? wholeNumber(args[index], least, what) : fallback;
 }
 
 // Positional argument `index` when given, else `fallback`: a directory,

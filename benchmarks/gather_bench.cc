@@ -103,7 +103,7 @@ int run(const std::vector<std::string>& args) {
       threadCounts = listOf(flag, value);
     else
       (flag == "--calls" ? calls : rounds) =
-          static_cast<std::size_t>(ddp::bench::countArgument({value}, 0, 1, 0, flag.c_str()));
+          static_cast<std::size_t>(ddp::bench::wholeNumber(value, 1, flag));
   }
   std::unique_ptr<ddp::trainer::Dataset> data;
   try {

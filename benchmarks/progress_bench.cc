@@ -66,7 +66,7 @@ int run(const std::vector<std::string>& args) {
     if (args[i] != "-m" && args[i] != "-r")
       throw ddp::bench::BadCommandLine("unknown option " + args[i]);
     if (i + 1 >= args.size()) throw ddp::bench::BadCommandLine(args[i] + " needs a value");
-    const int value = ddp::bench::countArgument(args, i + 1, 1, 0, args[i].c_str());
+    const int value = ddp::bench::wholeNumber(args[i + 1], 1, args[i]);
     if (args[i] == "-m")
       mib = static_cast<std::size_t>(value);
     else
