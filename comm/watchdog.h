@@ -160,14 +160,16 @@
 // arrive", with the failure itself only in the failed rank's own log. But
 // the failed rank knows both that it leaves and why. So before it returns
 // (ddp_train: any ddp::Error it returns with, as it cannot tell whether its
-// peers met the same, unless agree() shared it: Error::agreed) it tells one peer (announceLeaving):
-// rank 0, which keeps the run's record, or rank 1 when it is rank 0. That peer keeps the why, and
-// its checker, once its oldest collective has waited WatchdogOptions::leftPeerGrace (1 s) instead
-// of stallAfter, asks every peer as at the stall check; the rank that left counts as ended, named
-// with its why ("left training: rank 1 (vm), failing with: ..."), and the
-// job ends there. One peer is told, not all: ending the job is one rank's
-// act, and a failure that every rank meets alike (a non-finite loss, an
-// agreed error) would otherwise cost N^2 connections at a thousand ranks.
+// peers met the same, unless agree() shared it: Error::agreed) it tells
+// one peer (announceLeaving): rank 0, which keeps the run's record, or rank
+// 1 when it is rank 0. That peer keeps the why, and its checker, once its
+// oldest collective has waited WatchdogOptions::leftPeerGrace (1 s)
+// instead of stallAfter, asks every peer as at the stall check; the rank
+// that left counts as ended, named with its why ("left training: rank 1
+// (vm), failing with: ..."), and the job ends there. One peer is told, not
+// all: ending the job is one rank's act, and a failure that every rank
+// meets alike (a non-finite loss) would otherwise cost N^2 connections at
+// a thousand ranks; an error agree() shared costs none.
 // The grace is for such failures, which leave nothing that could be waited
 // for: every rank throws at the same point and unwinds within milliseconds,
 // its watchdog with it, so no rank is left waiting a second on one that
