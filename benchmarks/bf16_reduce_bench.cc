@@ -67,8 +67,6 @@ void parse(const std::vector<std::string>& args, Options& o) {
   o.check();
 }
 
-}  // namespace
-
 constexpr ddp::bench::ToolText kText{
     "bf16_reduce_bench",
     "usage: bf16_reduce_bench [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] "
@@ -162,6 +160,8 @@ int run(const std::vector<std::string>& args) {
   if (rank == 0) std::printf("# wrong results: %ld\n", anyWrong);
   return anyWrong == 0 ? 0 : 1;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return ddp::bench::runTool(kText, argc, argv, run);

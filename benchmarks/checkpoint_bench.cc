@@ -108,8 +108,6 @@ void measure(const std::string& dir, const char* name, const std::vector<std::si
       median(written[0]), median(pause[1]), median(written[1]), static_cast<unsigned long>(sink));
 }
 
-}  // namespace
-
 constexpr ddp::bench::ToolText kText{
     "checkpoint_bench", "usage: checkpoint_bench [DIR]\n",
     "What writing and reading a checkpoint (weights and momentum) of the default MLP\n"
@@ -129,6 +127,8 @@ int run(const std::vector<std::string>& args) {
   measure(dir, "large", {4096, 4096, 4096});
   return 0;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return ddp::bench::runTool(kText, argc, argv, run);

@@ -11,6 +11,8 @@
 #include "benchmarks/command_line.h"
 #include "trainer/fashion_mnist.h"
 
+namespace {
+
 constexpr ddp::bench::ToolText kText{
     "fingerprint_bench", "usage: fingerprint_bench [DATA_DIR]\n",
     "What the start-up comparison of the ranks' data costs each rank: the fingerprint\n"
@@ -39,6 +41,8 @@ int run(const std::vector<std::string>& args) {
               now != first ? " WRONG: the fingerprint changed between passes" : "");
   return now == first ? 0 : 1;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return ddp::bench::runTool(kText, argc, argv, run);

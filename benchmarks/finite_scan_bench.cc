@@ -31,8 +31,6 @@ double msOf(const std::function<void()>& pass) {
       .count();
 }
 
-}  // namespace
-
 constexpr ddp::bench::ToolText kText{
     "finite_scan_bench", "usage: finite_scan_bench [ELEMENTS]\n",
     "What a separate pass over the gradients costs a step: the NaN and infinity check\n"
@@ -69,6 +67,8 @@ int run(const std::vector<std::string>& args) {
   if (wrong) std::printf("WRONG: a non-finite value found, or the sum of squares is off\n");
   return wrong ? 1 : 0;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return ddp::bench::runTool(kText, argc, argv, run);

@@ -70,8 +70,6 @@ void gatherStartingThreads(const Dataset& data, std::span<const std::size_t> ind
   }
 }
 
-}  // namespace
-
 constexpr ddp::bench::ToolText kText{
     "gather_bench",
     "usage: gather_bench [--data-dir DIR] [--batches 256,4096] [--threads 2,16] [--calls 200]\n"
@@ -166,6 +164,8 @@ int run(const std::vector<std::string>& args) {
   }
   return wrong == 0 ? 0 : 1;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return ddp::bench::runTool(kText, argc, argv, run);

@@ -24,6 +24,8 @@
 #include "benchmarks/command_line.h"
 #include "trainer/blas_kernels.h"
 
+namespace {
+
 constexpr ddp::bench::ToolText kText{
     "gemm_bench",
     "usage: gemm_bench      (OPENBLAS_CORETYPE=NAME gemm_bench: that core's kernels)\n",
@@ -64,6 +66,8 @@ int run(const std::vector<std::string>& args) {
   }
   return 0;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return ddp::bench::runTool(kText, argc, argv, run);

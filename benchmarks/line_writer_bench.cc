@@ -94,8 +94,6 @@ void row(const char* target, double old, double ours) {
   std::printf("%-28s %14.0f %14.0f %8.2f\n", target, old, ours, ours / old);
 }
 
-}  // namespace
-
 constexpr ddp::bench::ToolText kText{
     "line_writer_bench", "usage: line_writer_bench [LINES [DIR]]\n",
     "What a log line of 150 bytes costs the thread that logs it, through LineWriter\n"
@@ -154,6 +152,8 @@ int run(const std::vector<std::string>& args) {
               drained ? "the rest written once read" : "NOT all written once read");
   return drained && dropped.lines == 0 ? 0 : 1;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return ddp::bench::runTool(kText, argc, argv, run);

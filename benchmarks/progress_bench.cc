@@ -49,8 +49,6 @@ double timeIt(const std::function<void()>& body) {
   return slowest * 1e3;
 }
 
-}  // namespace
-
 constexpr ddp::bench::ToolText kText{
     "progress_bench", "usage: mpirun -np N progress_bench [-m MIB] [-r REPEATS]\n",
     "Which way of overlapping a CPU all-reduce of -m MiB (default 8) with compute (8\n"
@@ -146,6 +144,8 @@ int run(const std::vector<std::string>& args) {
   }
   return 0;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return ddp::bench::runTool(kText, argc, argv, run);

@@ -63,8 +63,6 @@ std::vector<int> partsFor(std::size_t count, int ranks, int owners) {
   return counts;
 }
 
-}  // namespace
-
 constexpr ddp::bench::ToolText kText{
     "reduce_scatter_shapes",
     "usage: reduce_scatter_shapes [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup]\n",
@@ -177,6 +175,8 @@ int run(const std::vector<std::string>& args) {
   MPI_Finalize();
   return anyWrong == 0 ? 0 : 1;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return ddp::bench::runTool(kText, argc, argv, run);

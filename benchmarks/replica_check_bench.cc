@@ -17,6 +17,8 @@
 #include "trainer/replica_check.h"
 #include "trainer/sgd.h"
 
+namespace {
+
 constexpr ddp::bench::ToolText kText{
     "replica_check_bench", "usage: mpirun -np N replica_check_bench\n",
     "What the check that the replicas agree costs at each epoch's end: the CRC-32 of\n"
@@ -54,6 +56,8 @@ int run(const std::vector<std::string>& args) {
   }
   return 0;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return ddp::bench::runTool(kText, argc, argv, run);

@@ -92,8 +92,6 @@ void measure(const std::string& dir, int rounds, ddp::trainer::CheckpointStaging
       ddp::launcher::kWriteProbeMargin);
 }
 
-}  // namespace
-
 constexpr ddp::bench::ToolText kText{
     "write_probe_bench", "usage: write_probe_bench [DIR [ROUNDS [copy|direct]]]\n",
     "How well the write --time-limit times at start-up predicts the writes it stands\n"
@@ -117,6 +115,8 @@ int run(const std::vector<std::string>& args) {
   measure(dir, rounds, staging, "large", {4096, 4096, 4096});
   return 0;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return ddp::bench::runTool(kText, argc, argv, run);
