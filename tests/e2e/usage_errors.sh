@@ -67,6 +67,14 @@ for tool in "$ALLREDUCE_BENCH" "$DDP_BENCH"; do
       { cat "$WORK/err"; fail "$tool: --help lists $flag, which it does not take (exit $rc)"; }
   done
 done
+# allreduce_bench's last lines: the average bus bandwidth, and ours/raw from
+# 1 MiB up over the sizes there (two here: 1 and 2 MiB).
+timeout 60 mpirun -q -np 1 "$ALLREDUCE_BENCH" -b 512K -e 2M -n 2 -w 0 > "$WORK/bench.out" ||
+  fail "allreduce_bench -b 512K -e 2M: exit $?"
+grep -qE "^# avg bus bandwidth over 3 sizes \(GB/s\): ours in place [0-9.]+, raw [0-9.]+$" \
+  "$WORK/bench.out" &&
+  grep -qE "^# ours/raw in place from 1 MiB up \(2 sizes\): median [0-9.]+, largest [0-9.]+$" \
+    "$WORK/bench.out" || fail "allreduce_bench's summary: $(tail -3 "$WORK/bench.out")"
 # Every benchmark tool: --help says how to call it (exit 0); an option it
 # does not know is named on the first line, the usage after it (exit 2),
 # before it measures anything (no mpirun: it would start MPI).
