@@ -204,7 +204,7 @@ await_checkpoint "$ck"
 victim=$(task_pid "$job" 1) || fail "no rank 1 of job $job to kill: $(tail -3 "$out")"
 kill -KILL "$victim"
 killed=$SECONDS
-for _ in $(seq 1200); do
+for _ in $(seq $((1200 * TIME_SCALE))); do
   state=$(job_state "$job")
   [ -z "${restarted:-}" ] && grep -q "restarted from it" "$out" 2> /dev/null && restarted=$SECONDS
   [ -n "${restarted:-}" ] && [ "$state" != JobState=RUNNING ] && [ "$state" != JobState=COMPLETING ] &&
