@@ -234,7 +234,7 @@ out=$WORK/wrapped-$job.out
 await_checkpoint "$WORK/chdir/ck"
 victim=$(task_pid "$job" 1) || fail "no rank 1 of job $job to kill: $(tail -3 "$out")"
 kill -KILL "$victim"
-for _ in $(seq 1200); do
+for _ in $(seq $((1200 * TIME_SCALE))); do
   state=$(job_state "$job")
   [ "$state" != JobState=RUNNING ] && [ "$state" != JobState=COMPLETING ] && break
   sleep 0.1
@@ -259,7 +259,7 @@ grep -q "epoch 1/30 " "$out" || fail "the job to suspend did not train: $(tail -
 scontrol suspend "$job"
 sleep 8
 scontrol resume "$job"
-for _ in $(seq 1200); do
+for _ in $(seq $((1200 * TIME_SCALE))); do
   state=$(job_state "$job")
   [ "$state" != JobState=RUNNING ] && [ "$state" != JobState=COMPLETING ] && break
   sleep 0.1
