@@ -451,8 +451,7 @@ constexpr const char* kUsage =
 
 // --help: what a user of nccl-tests' all_reduce_perf looks for, each
 // option with its default, and what the columns mean.
-constexpr const char* kHelp =
-    "\n"
+constexpr const char* kAbout =
     "Times a float32 collective through ddp's Communicator over a range of sizes, out of\n"
     "place and in place, beside the library's own call (MPI_Allreduce, ncclAllReduce) in\n"
     "the same run, and checks every element of every result. Run it under mpirun, one\n"
@@ -493,11 +492,7 @@ constexpr const char* kHelp =
     "and the wrong results. Nonzero exit: 2 for a bad command line, 77 for --backend\n"
     "nccl without a GPU.\n";
 
-// The usage line on stderr, for a bad command line; returns its exit code.
-int usage() {
-  std::fputs(kUsage, stderr);
-  return 2;
-}
+constexpr ddp::bench::ToolText kText{"allreduce_bench", kUsage, kAbout};
 
 // The command line (the flags in the comment at the top).
 struct Options : ddp::bench::Sweep {
@@ -710,22 +705,8 @@ void printSummary(const Options& o, int ranks, const std::vector<Row>& rows) {
       backToBack.empty() ? "" : ddp::str("; back to back: ", medianAndLargest(backToBack)).c_str());
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
-      std::printf("%s%s", kUsage, kHelp);
-      return 0;
-    }
-  }
-  Options o;
-  try {
-    o = parse(argc, argv);
-  } catch (const ddp::bench::BadCommandLine& e) {
-    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
-    return usage();
-  }
+// The sweep the command line asks for, on every rank.
+int run(const Options& o) {
   ddp::installBrokenPipeHandler();  // Note [Broken pipes] in runtime/signals.h
   ddp::World world;
   const int n = world.size(), rank = world.rank();
@@ -837,4 +818,11 @@ int main(int argc, char** argv) {
   if (rank == 0) printSummary(o, n, rows);
   if (rank == 0) std::printf("# wrong results: %ld\n", anyWrong);
   return anyWrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ddp::bench::runTool(
+      kText, argc, argv, [&](const std::vector<std::string>&) { return run(parse(argc, argv)); });
 }

@@ -123,10 +123,9 @@ constexpr const char* kUsage =
     "    [--grad-compression none|bf16] [--json FILE]\n"
     "       ddp_bench --profile P --describe      (the profile's layers as JSON)\n";
 
-// --help: the usage, then each option with its default and what the
+// --help: after the usage, each option with its default and what the
 // columns mean.
-constexpr const char* kHelp =
-    "\n"
+constexpr const char* kAbout =
     "Data-parallel steps of a real model's gradient shapes, without the model: the real\n"
     "Reducer and communicator reduce the gradients of a profile while each layer's\n"
     "backward is emulated by an SGEMM, in reverse layer order, each gradient marked ready\n"
@@ -523,28 +522,24 @@ int main(int argc, char** argv) {
   // Note [OpenBLAS kernels on CPUs newer than the library] in trainer/blas_kernels.h.
   ddp::trainer::fitBlasKernelsToCpu();
   ddp::installBrokenPipeHandler();  // Note [Broken pipes] in runtime/signals.h
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
-      std::printf("%s%s", ddp::bench::kUsage, ddp::bench::kHelp);
+  const ddp::bench::ToolText text{"ddp_bench", ddp::bench::kUsage, ddp::bench::kAbout};
+  return ddp::bench::runTool(text, argc, argv, [&](const std::vector<std::string>&) {
+    ddp::bench::Options options;
+    try {
+      options = ddp::bench::parse(argc, argv);
+    } catch (const ddp::UsageError& e) {
+      throw ddp::bench::BadCommandLine(e.what());
+    }
+    if (options.cuda && !ddp::trainer::cudaBuild()) {
+      // Not a mistake in the command (no usage after it): the line a GPU
+      // test's probe reads to skip (tests/e2e/lib.sh, skip_without_cuda).
+      std::fputs("ddp_bench: --device cuda: this ddp_bench was built without CUDA\n", stderr);
+      return 2;
+    }
+    if (options.describe) {
+      std::printf("%s\n", ddp::bench::describeProfile(options.profile).dump(1).c_str());
       return 0;
     }
-  }
-  ddp::bench::Options options;
-  try {
-    options = ddp::bench::parse(argc, argv);
-  } catch (const ddp::UsageError& e) {
-    std::fprintf(stderr, "ddp_bench: %s\n%s", e.what(), ddp::bench::kUsage);
-    return 2;
-  }
-  if (options.cuda && !ddp::trainer::cudaBuild()) {
-    // Not a mistake in the command (no usage after it): the line a GPU
-    // test's probe reads to skip (tests/e2e/lib.sh, skip_without_cuda).
-    std::fputs("ddp_bench: --device cuda: this ddp_bench was built without CUDA\n", stderr);
-    return 2;
-  }
-  if (options.describe) {
-    std::printf("%s\n", ddp::bench::describeProfile(options.profile).dump(1).c_str());
-    return 0;
-  }
-  return ddp::bench::run(options);
+    return ddp::bench::run(options);
+  });
 }
