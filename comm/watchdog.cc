@@ -35,6 +35,7 @@ constexpr int kQuietDeferrals = 20;  // checker ticks a quiet rank leaves a lowe
 // For a launcher to stop every rank after one rank ended the job (Note [A
 // peer that has ended]): mpirun sends SIGTERM, and SIGKILL 1 s later.
 constexpr auto kLauncherStopping = 5s;
+constexpr std::chrono::milliseconds kLauncherStoppingMs = kLauncherStopping;
 // Once a stop was asked for, from then, and at least kFoundKillGrace from
 // when the peer was found ended: the launcher's SIGTERM may be that stop, or
 // come after it (Note [A stop asked for while a peer has ended]).
@@ -533,7 +534,14 @@ PeerAnswer Watchdog::ask(int rank, bool withStack) const {
       return answer;
     }
   }
-  const auto deadline = std::chrono::steady_clock::now() + options_.probeTimeout;
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(silentMutex_);
+    if (const auto it = silent_.find(rank);
+        it != silent_.end() && now < it->second.first + options_.probeTimeout)
+      return it->second.second;
+  }
+  const auto deadline = now + options_.probeTimeout;
   const std::string request = cookie_ + (withStack ? kStackRequest : "") + "\n";
   std::string text, error;
   if (exchange(rank, request, deadline, text, error)) {
@@ -564,6 +572,8 @@ PeerAnswer Watchdog::ask(int rank, bool withStack) const {
   answer.error = str("no answer within ", seconds(options_.probeTimeout.count() / 1000.0),
                      error == net::kTimedOut ? "" : str(" (", error, ")"), ": ", why);
   if (rank == 0) rankZeroSilent_ = true;
+  std::lock_guard lock(silentMutex_);
+  silent_[rank] = {std::chrono::steady_clock::now(), answer};
   return answer;
 }
 
@@ -582,18 +592,53 @@ std::vector<PeerAnswer> Watchdog::askAll(bool withStacks) const {
   return answers;
 }
 
-std::optional<int> Watchdog::lowerRankWaitingAt(const RankStatus& self) const {
+std::optional<PeerAnswer> Watchdog::lowerRankWaitingAt(const RankStatus& self,
+                                                       PeerAnswer* unanswered) const {
   for (int rank = comm_.rank() - 1; rank >= 0; --rank) {
-    const PeerAnswer peer = ask(rank, false);
-    if (!peer.answered) return std::nullopt;  // silent, ended or left: look at every peer
+    PeerAnswer peer = ask(rank, false);
+    if (!peer.answered) {  // silent, ended or left: look at every peer
+      if (unanswered != nullptr) *unanswered = std::move(peer);
+      return std::nullopt;
+    }
     // The one rule for a peer's answer: comm::diagnose, over this peer alone.
     // Waiting at #s in the same call or in another (a desync, which that
     // rank finds as well): the one to leave it to. Not arrived, or past it:
     // not that one.
     const Diagnosis one = comm::diagnose(self, {peer});
-    if (one.verdict == Diagnosis::Verdict::kDesync || !one.alsoWaiting.empty()) return rank;
+    if (one.verdict == Diagnosis::Verdict::kDesync || !one.alsoWaiting.empty()) return peer;
   }
   return std::nullopt;
+}
+
+std::optional<TimeoutDeferral> Watchdog::lowerRankReportingTimeout(
+    std::chrono::milliseconds timeout) const {
+  endingElsewhere_ = true;  // the caller ends the job, whoever reports
+  const RankStatus self = activity();
+  const ChannelActivity* oldest = oldestPending(self);
+  if (oldest == nullptr) return std::nullopt;
+  PeerAnswer unanswered;
+  const std::optional<PeerAnswer> lower = lowerRankWaitingAt(self, &unanswered);
+  if (!lower) {
+    // Ended without saying why: it may have reported this timeout and
+    // exited, the launcher stopping the job (Note [A peer that has ended]).
+    if (unanswered.ended && unanswered.left.empty())
+      return TimeoutDeferral{unanswered.rank, kLauncherStoppingMs,
+                             "has ended, perhaps having reported it (the launcher may be "
+                             "stopping the job)"};
+    return std::nullopt;
+  }
+  // Its timeout fires once it has waited `timeout` (Work::wait), or the
+  // checker's overdue check at quietAfter should no thread of it wait.
+  const ChannelActivity* there = findChannel(lower->status, oldest->channel);
+  const double waited =
+      there != nullptr && there->oldestPending ? there->oldestPending->waitingSeconds : 0.0;
+  const auto limit = std::max(timeout, options_.quietAfter);
+  const auto left = std::chrono::milliseconds(
+      std::max<long long>(0, limit.count() - static_cast<long long>(waited * 1000)));
+  // Its report: it may ask a lower rank, then asks every peer, tells rank
+  // 0, and the launcher stops the job.
+  const auto report = 3 * options_.probeTimeout + options_.endingPatience + kLauncherStoppingMs;
+  return TimeoutDeferral{lower->rank, left + report, "waits in it too and reports it"};
 }
 
 bool Watchdog::lowerRankQuiet(double limit) const {

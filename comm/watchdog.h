@@ -40,7 +40,37 @@
 // MPI_Aborts). Only a lower rank that has not arrived by then leaves a
 // second report possible.
 // When the collective reaches its timeout (Work::wait throws), the caller asks
-// diagnose() for the same report to print before ending the job.
+// diagnose() for the same report to print before ending the job: the lowest
+// rank waiting in it does (Note [One report of a timeout]).
+//
+// Note [One report of a timeout]
+// A collective that one rank never joins times out on every rank waiting in
+// it, at about the same moment, and each of them ended the job with the
+// same report: at a thousand ranks waiting on one, 999 reports, each asking
+// every peer (its stack too: a signal to the late rank's training thread
+// per report), about a million status requests, and as many MPI_Aborts. So
+// the thread that raised the timeout does as the stall check does
+// (lowerRankReportingTimeout): it asks the ranks below it, nearest first,
+// and leaves the report to the first that waits in the same collective, or
+// in a diverged one at its position. That rank's timeout fires too, and it
+// asks every peer and ends the job; this one says so in an info line (seen
+// with --log-all-ranks) and waits to be ended with it. A rank asked that
+// has not arrived is passed over. One whose status server refuses the
+// connection (or, on this node, whose process is gone) without its having
+// said it left may have reported and exited already, the launcher stopping
+// the job: it is left kLauncherStopping, as at the stall check (Note [A
+// peer that has ended]); seen in 3 of 8 runs with rank 0 late at np=4.
+// One that does not answer (stopped) or has left will not report, and this
+// rank reports at once.
+// So a late last rank costs 2n - 3 status requests at the timeout, a late
+// rank 0 2n - 2, instead of (n - 1)^2. Should the job still run once the
+// rank left to report has had its time (what was left of its timeout, or
+// of quietAfter, when no thread of it may raise one, plus the time a report
+// takes: a lower rank asked, every peer asked, rank 0 told, and the
+// launcher's kLauncherStopping), this rank reports after all.
+// Only a timeout raised by a thread that waits (Work::wait) is left so. The
+// NCCL watchdog's report (Note [NCCL watchdog]) comes with the communicator
+// already aborted, and is made on every rank as before.
 //
 // Note [Where a stuck rank is]
 // "Rank 3 has not arrived" says who, not why: the rank may be computing,
@@ -293,6 +323,14 @@ Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& p
 // evaluation batch) and sent no heartbeat; 0 when a collective is pending.
 double quietSeconds(const RankStatus& status);
 
+// Note [One report of a timeout]: the lower rank left to report a timeout,
+// and how long to leave it before reporting after all.
+struct TimeoutDeferral {
+  int rank = 0;
+  std::chrono::milliseconds patience{0};
+  std::string why;  // of that rank, for the log: "waits in it too and reports it"
+};
+
 struct WatchdogOptions {
   // Warn (and look for a desync) once a collective has waited this long.
   std::chrono::milliseconds stallAfter = std::chrono::seconds(60);
@@ -346,6 +384,14 @@ class Watchdog {
   // ends next (Note [Where a stuck rank is]), so the checker then leaves an
   // overdue collective to this caller. Any thread; never throws.
   Diagnosis diagnose(bool withStacks = false) const;
+  // Note [One report of a timeout]: this rank's oldest pending collective
+  // timed out after `timeout` on the calling thread (Work::wait threw),
+  // which ends the job unless this returns a lower rank that waits in it
+  // too, and so reports it, with how long to leave that rank. nullopt:
+  // report it here. Either way the checker leaves the collective to the
+  // caller from now on (as after diagnose(true)). Asks peers one at a time,
+  // each within probeTimeout. Any thread; never throws.
+  std::optional<TimeoutDeferral> lowerRankReportingTimeout(std::chrono::milliseconds timeout) const;
   // This rank's own status, as the server sends it, with its training
   // thread's stack if `withStack`.
   RankStatus status(bool withStack = false) const;
@@ -390,11 +436,13 @@ class Watchdog {
   std::vector<PeerAnswer> askAll(bool withStacks) const;
   // The nearest lower rank that waits at the position of `self`'s oldest
   // pending collective (its channel's #s), in the same call or a diverged
-  // one; asked one at a time, from this rank down. That rank then asks
-  // every peer itself. None when no lower rank waits there, or when one
-  // asked does not answer, has ended or has left (Note [Watchdog reports]).
-  // Classifies each answer with comm::diagnose.
-  std::optional<int> lowerRankWaitingAt(const RankStatus& self) const;
+  // one, with its answer; asked one at a time, from this rank down. That
+  // rank then asks every peer itself. None when no lower rank waits there,
+  // or when one asked does not answer, has ended or has left (Note
+  // [Watchdog reports]): that one's answer then goes to `unanswered`, if
+  // given. Classifies each answer with comm::diagnose.
+  std::optional<PeerAnswer> lowerRankWaitingAt(const RankStatus& self,
+                                               PeerAnswer* unanswered = nullptr) const;
   // Whether a lower rank, asked from this rank down, has been out of
   // collectives about `limit` seconds too, or does not answer (Note [Where a
   // stuck rank is]): it reports, or did and has exited.
@@ -436,6 +484,12 @@ class Watchdog {
   mutable std::mutex leftMutex_;
   std::map<int, std::string> leftPeers_;
   std::atomic<std::size_t> statusRequestsAnswered_{0};
+  // The peers that did not answer, when, and what ask() made of it: asked
+  // again within probeTimeout, the same answer, so that a stopped peer costs
+  // one probe timeout, not one per question (a lower rank asked, then every
+  // peer).
+  mutable std::mutex silentMutex_;
+  mutable std::map<int, std::pair<std::chrono::steady_clock::time_point, PeerAnswer>> silent_;
   int listenFd_ = -1;
   int stopFd_ = -1;  // an eventfd that wakes the server
 

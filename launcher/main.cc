@@ -16,6 +16,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <thread>
 #include <utility>
 
 #include "comm/agreement.h"
@@ -42,6 +44,7 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/memory.h"
+#include "runtime/process_stops.h"
 #include "runtime/signals.h"
 #include "runtime/start_up_deadline.h"
 #include "runtime/subnormals.h"
@@ -81,6 +84,24 @@ void logDiagnosis(const comm::Diagnosis& d) {
   log::error(str("watchdog: ", d.report));
   for (const std::string& line : d.details)
     log::error(line);
+}
+
+// Note [One report of a timeout] in comm/watchdog.h: a collective that
+// timed out (`what`) on this rank is left to a lower rank waiting in it
+// too, which reports it; this returns once this rank should report it after
+// all: at once when no lower rank waits in it, else if the job still runs
+// when that rank has had its time.
+void leaveTimeoutToLowerRank(const comm::Watchdog& watchdog, std::chrono::milliseconds timeout,
+                             const std::string& what) {
+  const std::optional<comm::TimeoutDeferral> deferral = watchdog.lowerRankReportingTimeout(timeout);
+  if (!deferral) return;
+  log::info(str(what, "; rank ", deferral->rank, " ", deferral->why));
+  stops::Deadline deadline(deferral->patience);  // a stopped process's time left out
+  while (!deadline.passed())
+    std::this_thread::sleep_until(deadline.nextLook());
+  log::warn(str("watchdog: the job still runs ", fixed(deferral->patience.count() / 1000.0, 1),
+                " s after this rank left its timeout to rank ", deferral->rank,
+                ": this rank reports it"));
 }
 
 // How rank 0 stages checkpoints, on every rank: checkNodeMemory chooses it
@@ -571,6 +592,8 @@ int train(Options o) {
   } catch (const CommError& e) {
     // A collective failed or hung: peers may be blocked, so end the whole job,
     // saying who did not arrive.
+    if (watchdog && dynamic_cast<const CommTimeoutError*>(&e) != nullptr)
+      leaveTimeoutToLowerRank(*watchdog, timeout, e.what());
     explain(e.what());
     tellRankZero(e.what());
     world.abort(kExitFailure);

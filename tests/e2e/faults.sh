@@ -43,6 +43,12 @@ grep -qE "^\[r0\] warning: watchdog: stall: rank 0 .*not arrived: rank 1" "$WORK
 # Work::wait or the shared-memory barrier on its communication thread.
 grep -qE "did not complete within 4 s|waited 4 s for the other ranks" "$WORK/stall.out" ||
   fail "stall: no timeout report"
+# Rank 2's wait times out too, and it leaves the report to rank 0, which
+# waits in the same collective (Note [One report of a timeout]): one report,
+# one stack of the stalled rank.
+[ "$(grep -cE "error: .*(did not complete within 4 s|waited 4 s for the other ranks)" "$WORK/stall.out")" = 1 ] &&
+  [ "$(grep -c "error: stack of rank 1 " "$WORK/stall.out")" = 1 ] ||
+  fail "stall: not one timeout report: $(grep -E "error: |waits in it too" "$WORK/stall.out")"
 # What the stalled rank was doing, from its own status server: asleep, and
 # where (the stack is sent for the report that ends the job).
 grep -qE "error: watchdog: .*rank 1 \(.*\) is not in any collective .*: its training thread is asleep in" \

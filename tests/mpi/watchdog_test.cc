@@ -21,6 +21,7 @@
 #include "comm/bfloat16.h"
 #include "comm/reducer.h"
 #include "forwarding_comm.h"
+#include "runtime/error.h"
 #include "runtime/heartbeat.h"
 #include "test_comm.h"
 
@@ -435,6 +436,116 @@ TEST(Watchdog, AStallIsLeftToTheLowestRankWaitingInIt) {
   unsigned long long total = answered;
   MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   EXPECT_EQ(total, static_cast<unsigned long long>(2 * n - 3));
+}
+
+// Note [One report of a timeout]: rank `late` joins an all-reduce only after
+// every other rank's wait for it has timed out (0.5 s) and the rank has
+// asked lowerRankReportingTimeout, then stayed on past quietAfter. Returns
+// each rank's answer (nullopt on the late rank) and the status requests it
+// answered.
+struct TimeoutOutcome {
+  std::optional<TimeoutDeferral> deferral;
+  std::size_t answered = 0;
+};
+TimeoutOutcome timeOutWaitingFor(Communicator& comm, int late, const WatchdogOptions& options,
+                                 Reports& reports) {
+  const int r = comm.rank();
+  TimeoutOutcome outcome;
+  Watchdog watchdog(comm, "host-" + std::to_string(r), options, reports.handler());
+  // Not on the late rank, out of collectives past quietAfter meanwhile.
+  if (r != late) watchdog.armQuietCheck();
+  std::vector<float> data(16, 1.0f);
+  if (r == late) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    comm.allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    WorkPtr work = comm.allreduce(std::span<float>(data), ReduceOp::kSum);
+    EXPECT_THROW(work->wait(500ms), CommTimeoutError);
+    outcome.deferral = watchdog.lowerRankReportingTimeout(500ms);
+    // Past quietAfter: the checker's overdue check would end the job here,
+    // but the thread that raised the timeout has it in hand.
+    std::this_thread::sleep_until(start + options.quietAfter + 700ms);
+    MPI_Barrier(MPI_COMM_WORLD);
+    work->wait(60s);
+  }
+  outcome.answered = watchdog.statusRequestsAnswered();
+  return outcome;
+}
+
+// Every rank waiting in a collective when its timeout fires leaves the
+// report to the nearest lower rank waiting in it too, passing over one that
+// has not arrived, so the lowest rank waiting alone reports: the last rank
+// late, rank k > 0 leaves it to rank k - 1; rank 0 late, rank 1 reports and
+// rank k > 1 leaves it to rank k - 1. Each asks one rank, and the one passed
+// over: n - 2 and n - 1 status requests, besides the report's own. It
+// leaves that rank what is left of its timeout (here quietAfter, 1.5 s,
+// the later) and the 13 s a report takes with the default probe timeout
+// and patience.
+TEST(Watchdog, ATimeoutIsLeftToTheLowestRankWaitingInIt) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  if (n == 1) GTEST_SKIP() << "one rank: its collectives complete at once";
+  WatchdogOptions options;
+  options.stallAfter = std::chrono::hours(1);
+  options.quietAfter = 1500ms;
+  for (const int late : {n - 1, 0}) {
+    Reports reports;
+    const TimeoutOutcome outcome = timeOutWaitingFor(*comm, late, options, reports);
+    EXPECT_EQ(reports.count(), 0u) << reports.list().front().report;
+    const int reporter = late == 0 ? 1 : 0;
+    if (r == late || r == reporter) {
+      EXPECT_FALSE(outcome.deferral) << "rank " << r << " left it to " << outcome.deferral->rank;
+    } else {
+      // Not ASSERT: every rank must reach the all-reduce below.
+      EXPECT_TRUE(outcome.deferral.has_value()) << "rank " << r << ", rank " << late << " late";
+      if (outcome.deferral) {
+        EXPECT_EQ(outcome.deferral->rank, r - 1);
+        EXPECT_EQ(outcome.deferral->why, "waits in it too and reports it");
+        // 1.5 s less the about 0.5 s the lower rank had waited, plus 13 s.
+        EXPECT_GE(outcome.deferral->patience, 13s);
+        EXPECT_LE(outcome.deferral->patience, 14500ms);
+      }
+    }
+    unsigned long long total = outcome.answered;
+    MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_EQ(total, static_cast<unsigned long long>(late == 0 ? n - 1 : n - 2)) << "late " << late;
+  }
+}
+
+// The same Note: rank 0 has reported a timeout and exited (its status server
+// closing stands in) before rank 1's wait times out. Rank 1 leaves the
+// launcher its 5 s to stop the job instead of reporting a second time, with
+// rank 0's end for the cause; a rank above leaves it to rank 1.
+TEST(Watchdog, ATimeoutWhoseLowerRankHasEndedIsLeftToTheLauncher) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  if (n == 1) GTEST_SKIP() << "one rank: no lower rank";
+  WatchdogOptions options;
+  options.stallAfter = std::chrono::hours(1);
+  std::optional<Watchdog> watchdog(std::in_place, *comm, "host-" + std::to_string(r), options,
+                                   Watchdog::Handler{});
+  if (r == 0) watchdog.reset();
+  MPI_Barrier(MPI_COMM_WORLD);  // its server has closed
+  std::vector<float> data(16, 1.0f);
+  if (r == 0) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    comm->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
+    return;
+  }
+  WorkPtr work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
+  EXPECT_THROW(work->wait(300ms), CommTimeoutError);
+  const std::optional<TimeoutDeferral> deferral = watchdog->lowerRankReportingTimeout(300ms);
+  MPI_Barrier(MPI_COMM_WORLD);
+  work->wait(60s);
+  ASSERT_TRUE(deferral.has_value());
+  EXPECT_EQ(deferral->rank, r - 1);
+  if (r == 1) {
+    EXPECT_EQ(deferral->patience, 5s);
+    EXPECT_EQ(deferral->why.rfind("has ended, perhaps having reported it", 0), 0u) << deferral->why;
+  } else {
+    EXPECT_GE(deferral->patience, 13s);
+  }
 }
 
 // The MPI backend with one more channel, whose collectives the test issues
