@@ -427,8 +427,8 @@ int runOn(const World& world, const Options& o) {
     return 2;
   }
   const std::unique_ptr<comm::Communicator> communicator =
-      launcher::makeCommunicator(placement, world, {}, [&world](const std::string& report) {
-        std::fprintf(stderr, "ddp_bench: %s\n", report.c_str());
+      launcher::makeCommunicator(placement, world, {}, [&world](const CommError& error) {
+        std::fprintf(stderr, "ddp_bench: %s\n", error.what());
         world.abort(1);
       });
   comm::Communicator& comm = *communicator;

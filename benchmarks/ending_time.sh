@@ -16,11 +16,13 @@
 #            [One report of a timeout])
 #   stall4r0 np=4, rank 0 stuck: ranks 1, 2 and 3 time out
 #   frozen0  rank 0 stopped whole with SIGSTOP after start-up (it cannot answer)
+#   hang4    np=4, --inject-fault hang:1:5:60: rank 1's collective held on its
+#            communication thread, every rank arrived (the library stuck)
 # and with the defaults, --timeout 300 --stall-warning 60 (Note [A rank that
 # leaves training alone] in comm/watchdog.h):
 #   alone1   --inject-fault error:1:5 (rank 1 fails alone, outside any agreement)
 #   alone0   --inject-fault error:0:5 (rank 0 does)
-# CASES picks some (default: all eight). Prints one markdown row per case and
+# CASES picks some (default: all nine). Prints one markdown row per case and
 # build: the median and each wall time of mpirun (from its start; frozen0:
 # from the SIGSTOP), how many runs' --metrics files end with an end line,
 # (alone*) how many of those name the failed rank's error, and each run's
@@ -31,7 +33,7 @@ cd "$(dirname "$0")/.."
 . benchmarks/compare_builds_env.sh
 data=(--dataset synthetic --synthetic-samples 40000 --hidden 64 --epochs 20 --threads 1)
 common=("${data[@]}" --timeout 4 --stall-warning 1)
-cases=${CASES:-desync desync4 stall0 stall4 stall4r0 frozen0 alone1 alone0}
+cases=${CASES:-desync desync4 stall0 stall4 stall4r0 hang4 frozen0 alone1 alone0}
 
 # one BUILD CASE OUT: prints "SECONDS ENDED(0|1) NAMED(0|1) REPORTS"
 one() {
@@ -48,6 +50,8 @@ one() {
     stall4 | stall4r0) timeout 120 mpirun -np 4 --oversubscribe "$bin" "${common[@]}" \
       --inject-fault "stall:$([ "$case" = stall4 ] && echo 3 || echo 0):5:60" \
       --metrics "$out.jsonl" > "$out" 2>&1 ;;
+    hang4) timeout 120 mpirun -np 4 --oversubscribe "$bin" "${common[@]}" \
+      --inject-fault hang:1:5:60 --metrics "$out.jsonl" > "$out" 2>&1 ;;
     alone1 | alone0) timeout 400 mpirun -np 2 "$bin" "${data[@]}" \
       --inject-fault "error:${case#alone}:5" --metrics "$out.jsonl" > "$out" 2>&1 ;;
     frozen0)

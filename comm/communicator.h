@@ -194,6 +194,19 @@ class Communicator {
     throw InternalError(str(backendName(), " has no in-place bfloat16 reduce-scatter"));
   }
 
+  // Fault injection (ddp_train --inject-fault hang): the next collective
+  // this rank issues (a device one, under NCCL) waits `hold` where the
+  // library runs it, before it starts: on the communication thread (MPI),
+  // or on the communication stream, as a host function (NCCL). It is then
+  // pending with every peer arrived, as when the network or the library is
+  // stuck, while the issuing thread goes on. Issuing thread. A backend
+  // without it throws UsageError.
+  virtual void holdNextCollective(std::chrono::milliseconds hold) {
+    (void)hold;
+    throw UsageError(
+        str("--inject-fault hang: the ", backendName(), " backend cannot hold a collective"));
+  }
+
   // Typed conveniences over the calls above.
   template <class T>
   WorkPtr allreduce(std::span<T> data, ReduceOp op) {

@@ -288,8 +288,15 @@ Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers)
     return d;
   }
   d.verdict = Diagnosis::Verdict::kAllArrived;
-  d.report = str(where, ": all ", arrived,
-                 " peers arrived at it, so the collective itself is stuck (network or library)");
+  d.report = others == 0
+                 ? str(where,
+                       ": it has no peers, so the collective itself is stuck (the library "
+                       "or the device)")
+                 : str(where, ": all ", arrived,
+                       " peers arrived at it, so the collective itself is stuck (network or "
+                       "library)");
+  // What to look at next: the library's own account.
+  if (mine->channel == "nccl") d.report += "; NCCL_DEBUG=INFO makes NCCL log what it does";
   return d;
 }
 

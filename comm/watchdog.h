@@ -68,9 +68,12 @@
 // of quietAfter, when no thread of it may raise one, plus the time a report
 // takes: a lower rank asked, every peer asked, rank 0 told, and the
 // launcher's kLauncherStopping), this rank reports after all.
-// Only a timeout raised by a thread that waits (Work::wait) is left so. The
-// NCCL watchdog's report (Note [NCCL watchdog]) comes with the communicator
-// already aborted, and is made on every rank as before.
+// A timeout the NCCL watchdog raises (Note [NCCL watchdog]) is left so too:
+// its fatal handler is given the CommTimeoutError, and the aborted
+// collective stays pending in the activity log (comm/activity.h), so the
+// lower ranks are asked about it as on the MPI path. (Before, each rank
+// reported it, and twice: from the NCCL watchdog's thread and from the
+// training thread: Note [One thread ends the job] in launcher/job_ending.h.)
 //
 // Note [Where a stuck rank is]
 // "Rank 3 has not arrived" says who, not why: the rank may be computing,

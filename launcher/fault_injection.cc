@@ -37,12 +37,12 @@ FaultInjection parseFaultInjection(const std::string& text) {
   const auto bad = [&] {
     return UsageError(
         str("--inject-fault: expected stall:RANK:STEP:SECONDS, slow:RANK:STEP:SECONDS, "
-            "desync:RANK:STEP, nonfinite:RANK:STEP, bitflip:RANK:STEP or error:RANK:STEP, "
-            "RANK a rank or all (got '",
+            "desync:RANK:STEP, nonfinite:RANK:STEP, bitflip:RANK:STEP, error:RANK:STEP or "
+            "hang:RANK:STEP:SECONDS, RANK a rank or all (got '",
             text, "')"));
   };
   if (parts.empty()) throw bad();
-  const bool timed = parts[0] == "stall" || parts[0] == "slow";
+  const bool timed = parts[0] == "stall" || parts[0] == "slow" || parts[0] == "hang";
   const std::size_t expected = timed ? 4 : 3;
   if (parts[0] == "stall") {
     fault.kind = FaultInjection::Kind::kStall;
@@ -56,6 +56,8 @@ FaultInjection parseFaultInjection(const std::string& text) {
     fault.kind = FaultInjection::Kind::kBitFlip;
   } else if (parts[0] == "error") {
     fault.kind = FaultInjection::Kind::kError;
+  } else if (parts[0] == "hang") {
+    fault.kind = FaultInjection::Kind::kHang;
   } else {
     throw bad();
   }
@@ -139,6 +141,15 @@ void installFault(const FaultInjection& fault, comm::Communicator& comm, trainer
     case FaultInjection::Kind::kError:
       options.beforeStep = [fault](std::size_t step) {
         if (step == fault.step) throw DataError(str("--inject-fault: failing before step ", step));
+      };
+      break;
+    case FaultInjection::Kind::kHang:
+      options.beforeStep = [fault, &comm](std::size_t step) {
+        if (step != fault.step) return;
+        log::warn(str("--inject-fault: step ", step, "'s first collective waits ", fault.seconds,
+                      " s where the library runs it"));
+        comm.holdNextCollective(std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::duration<double>(fault.seconds)));
       };
       break;
     case FaultInjection::Kind::kNone:

@@ -12,6 +12,10 @@
 //                      S (silent data corruption: a memory or CPU fault)
 //   error:R:S          rank R fails with an error before step S, alone (the
 //                      others learn of it only through the watchdog)
+//   hang:R:S:SECONDS   rank R's first collective of step S waits SECONDS
+//                      where the library runs it (Communicator::
+//                      holdNextCollective), every rank having arrived: a
+//                      network or a library stuck in a collective
 //
 // R may be "all": stall:all:S:SECONDS stalls every rank outside any
 // collective, where no collective timeout fires (Note [Where a stuck rank
@@ -31,7 +35,7 @@
 namespace ddp::launcher {
 
 struct FaultInjection {
-  enum class Kind { kNone, kStall, kSlow, kDesync, kNonFinite, kBitFlip, kError };
+  enum class Kind { kNone, kStall, kSlow, kDesync, kNonFinite, kBitFlip, kError, kHang };
   static constexpr int kAllRanks = -1;
   Kind kind = Kind::kNone;
   int rank = 0;  // or kAllRanks

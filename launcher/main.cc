@@ -27,6 +27,7 @@
 #include "launcher/disk_check.h"
 #include "launcher/evaluate.h"
 #include "launcher/fault_injection.h"
+#include "launcher/job_ending.h"
 #include "launcher/launcher_checks.h"
 #include "launcher/memory_check.h"
 #include "launcher/options.h"
@@ -274,17 +275,28 @@ int train(Options o) {
       log::warn(str("--metrics: the run's end line was not written: ", e.what()));
     }
   };
+  // Note [One thread ends the job] in launcher/job_ending.h.
+  JobEnding jobEnding(tellRankZero, [&world] { world.abort(kExitFailure); });
+  // What to print when a collective failed or hung (the training thread
+  // met it, or the NCCL watchdog gave up on it): peers may be blocked, so
+  // the job ends, saying who did not arrive; a timeout is left to the
+  // lowest rank waiting in it (Note [One report of a timeout]).
+  const auto reportCollective = [&explain, &explainer, timeout](const CommError& e) {
+    return [&explain, &explainer, timeout, &e] {
+      const comm::Watchdog* watchdog = explainer.load();
+      if (watchdog && dynamic_cast<const CommTimeoutError*>(&e) != nullptr)
+        leaveTimeoutToLowerRank(*watchdog, timeout, e.what());
+      explain(e.what());
+    };
+  };
   deadline.enter("creating the communicator",
                  placement.device == trainer::Device::kCuda
                      ? "ncclCommInitRank returns once every rank has joined, and some rank has not"
                      : everyRank);
   // A collective the NCCL watchdog gave up on: peers may be stuck, end the job.
-  std::unique_ptr<comm::Communicator> communicator = makeCommunicator(
-      placement, world, commOptions, [&world, &explain, &tellRankZero](const std::string& report) {
-        explain(report);
-        tellRankZero(report);
-        world.abort(kExitFailure);
-      });
+  std::unique_ptr<comm::Communicator> communicator =
+      makeCommunicator(placement, world, commOptions,
+                       [&](const CommError& e) { jobEnding.end(e.what(), reportCollective(e)); });
   comm::Communicator& comm = *communicator;
   // Kept outside the try below, for a failure's handler (the try's locals
   // are gone by then), and made before the watchdog, whose threads may
@@ -323,9 +335,7 @@ int train(Options o) {
     watchdog = std::make_unique<comm::Watchdog>(
         comm, world.hostname(), watchdogOptions,
         [&](const comm::Diagnosis& d) {
-          logDiagnosis(d);
-          tellRankZero(str("watchdog: ", d.report));
-          world.abort(kExitFailure);
+          jobEnding.end(str("watchdog: ", d.report), [&d] { logDiagnosis(d); });
         },
         recordEnding);  // rank 0, told by another rank
     explainer = watchdog.get();
@@ -590,29 +600,17 @@ int train(Options o) {
     endRunWithError(e.what(), exitCode);
     return exitCode;
   } catch (const CommError& e) {
-    // A collective failed or hung: peers may be blocked, so end the whole job,
-    // saying who did not arrive.
-    if (watchdog && dynamic_cast<const CommTimeoutError*>(&e) != nullptr)
-      leaveTimeoutToLowerRank(*watchdog, timeout, e.what());
-    explain(e.what());
-    tellRankZero(e.what());
-    world.abort(kExitFailure);
+    jobEnding.end(e.what(), reportCollective(e));
   } catch (const InternalError& e) {
-    log::error(e.what());
-    tellRankZero(e.what());
-    world.abort(kExitFailure);
+    jobEnding.end(e.what(), [&e] { log::error(e.what()); });
   } catch (const OutOfMemoryError& e) {
     // Possibly outside agree(): the peers may be waiting in a collective.
     const std::string error = str("out of memory: ", e.what(),
                                   " (try a smaller model or batch, or fewer ranks per node)");
-    log::error(error);
-    tellRankZero(error);
-    world.abort(kExitFailure);
+    jobEnding.end(error, [&error] { log::error(error); });
   } catch (const DeviceError& e) {
     // A CUDA failure on this rank's GPU: the peers may be waiting in NCCL.
-    log::error(e.what());
-    tellRankZero(e.what());
-    world.abort(kExitFailure);
+    jobEnding.end(e.what(), [&e] { log::error(e.what()); });
   } catch (const Error& e) {
     // Raised inside agree() (every rank knows and stops), met alike by
     // every rank (a non-finite loss, a mismatch at start-up), or by this
@@ -627,9 +625,7 @@ int train(Options o) {
   } catch (const std::exception& e) {
     // Reached only from code outside agree(): the other ranks may be waiting.
     const std::string error = describeFailure(e);
-    log::error(error);
-    tellRankZero(error);
-    world.abort(kExitFailure);
+    jobEnding.end(error, [&error] { log::error(error); });
   }
 }
 

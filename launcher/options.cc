@@ -284,7 +284,9 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "while loading the data), slow:RANK:STEP:SECONDS (that much slower in every step from STEP "
       "on), desync:RANK:STEP "
       "(one extra collective), nonfinite:RANK:STEP (NaN gradients), bitflip:RANK:STEP (one bit "
-      "of its weights flipped) or error:RANK:STEP (that rank fails alone); RANK may be all "
+      "of its weights flipped), error:RANK:STEP (that rank fails alone) or "
+      "hang:RANK:STEP:SECONDS (its first collective of STEP held that long where the library runs "
+      "it: a network or library stuck in a collective); RANK may be all "
       "(stall:all:STEP:SECONDS: every rank stuck outside collectives)");
   po::options_description all(kHelpWidth, kHelpWidth / 2);
   all.add(general)

@@ -102,7 +102,7 @@ void printPlacements(const Placement& placement, const World& world) {
 
 std::unique_ptr<comm::Communicator> makeCommunicator(
     const Placement& placement, const World& world, comm::CommOptions options,
-    std::function<void(const std::string&)> onFatal) {
+    std::function<void(const CommError&)> onFatal) {
 #if DDP_WITH_CUDA
   if (placement.device == trainer::Device::kCuda) {
     auto nccl = std::make_unique<comm::NcclCommunicator>(world.comm(), placement.gpu,

@@ -14,6 +14,7 @@
 
 #include "comm/communicator.h"
 #include "launcher/options.h"
+#include "runtime/error.h"
 #include "runtime/world.h"
 #include "trainer/tensor.h"
 
@@ -38,9 +39,10 @@ void printPlacements(const Placement& placement, const World& world);
 
 // The communicator for the placement: MPI on the CPU, NCCL (with an MPI
 // communicator inside for host buffers) on CUDA. `onFatal` receives the
-// report of a collective the NCCL watchdog gave up on (Note [NCCL watchdog]).
-std::unique_ptr<comm::Communicator> makeCommunicator(
-    const Placement& placement, const World& world, comm::CommOptions options,
-    std::function<void(const std::string&)> onFatal);
+// failure of a collective the NCCL watchdog gave up on, on its thread (Note
+// [NCCL watchdog]): a CommTimeoutError for one that timed out.
+std::unique_ptr<comm::Communicator> makeCommunicator(const Placement& placement, const World& world,
+                                                     comm::CommOptions options,
+                                                     std::function<void(const CommError&)> onFatal);
 
 }  // namespace ddp::launcher

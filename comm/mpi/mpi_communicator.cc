@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <thread>
+#include <utility>
 
 #include "comm/bfloat16.h"
 #include "comm/finite.h"
@@ -246,6 +248,12 @@ MpiCommunicator::~MpiCommunicator() {
 
 WorkPtr MpiCommunicator::enqueue(const std::string& what, std::function<void(Work&)> run) {
   auto work = newWork<Work>(what, "");
+  if (hold_.count() > 0) {
+    run = [hold = std::exchange(hold_, {}), run = std::move(run)](Work& held) {
+      std::this_thread::sleep_for(hold);
+      run(held);
+    };
+  }
   {
     std::lock_guard lock(mutex_);
     DDP_CHECK(!stopping_, "collective issued on a communicator being destroyed");

@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -56,6 +57,9 @@ class MpiCommunicator final : public Communicator {
   WorkPtr allgather(const void* send, void* recv, std::size_t count, DataType type) override;
   WorkPtr gather(const void* send, void* recv, std::size_t count, DataType type, int root) override;
   WorkPtr barrier() override;
+  // The next collective's task sleeps `hold` on the communication thread
+  // before its MPI call (--inject-fault hang).
+  void holdNextCollective(std::chrono::milliseconds hold) override { hold_ = hold; }
   // Node-shared memory when every rank of this communicator is on one node
   // (Note [Node shared-memory all-reduce]) or when all-reduces go in two
   // levels (twoLevel()); plain host memory otherwise.
@@ -175,6 +179,7 @@ class MpiCommunicator final : public Communicator {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Task> queue_;
+  std::chrono::milliseconds hold_{0};  // holdNextCollective's; issuing thread
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <thread>
+#include <utility>
 
 #include "comm/nccl/bfloat16_kernels.h"
 #include "comm/nccl/nccl_check.h"
+#include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/memory.h"
 #include "runtime/error.h"
@@ -228,6 +231,18 @@ WorkPtr NcclCommunicator::issue(const std::string& what,
   // state now, so recording it again for the next collective is safe.
   ready_.record(compute_);
   ready_.makeWait(stream_.get());
+  if (hold_.count() > 0) {
+    auto hold = std::make_unique<std::chrono::milliseconds>(std::exchange(hold_, {}));
+    DDP_CUDA_CHECK(cudaLaunchHostFunc(
+        stream_.get(),
+        [](void* held) {
+          const std::unique_ptr<std::chrono::milliseconds> owned(
+              static_cast<std::chrono::milliseconds*>(held));
+          std::this_thread::sleep_for(*owned);
+        },
+        hold.get()));
+    (void)hold.release();  // the host function owns it now
+  }
   bool watchdogIdle = false;
   {
     // Held while NCCL is called, so the watchdog never aborts the
@@ -303,11 +318,14 @@ void NcclCommunicator::watch() {
     abandoned.swap(inFlight_);
     FatalHandler handler = onFatal_;
     lock.unlock();
-    const std::exception_ptr error = timedOut ? std::make_exception_ptr(CommTimeoutError(report))
-                                              : std::make_exception_ptr(CommError(report));
+    const CommTimeoutError timeoutError(report);
+    const CommError otherError(report);
+    const CommError& failure = timedOut ? timeoutError : otherError;
+    const std::exception_ptr error =
+        timedOut ? std::make_exception_ptr(timeoutError) : std::make_exception_ptr(otherError);
     for (auto& work : abandoned)
       work->complete(error);
-    if (handler) handler(report);
+    if (handler) handler(failure);
     lock.lock();
   }
 }

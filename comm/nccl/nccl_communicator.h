@@ -49,7 +49,9 @@
 // communicator (ncclCommAbort: the stuck kernels return), fails every Work in
 // flight with a report naming the rank, GPU, collective and context (step,
 // bucket), and calls the fatal handler (ddp_train's logs the report and ends
-// the job). Afterwards every call on this communicator throws that report.
+// the job, once with the training thread: Note [One thread ends the job] in
+// launcher/job_ending.h). Afterwards every call on this communicator throws
+// that report.
 // The watchdog costs the issuing thread as little as it can, since a step
 // issues a collective per bucket: an issue wakes it only from its idle wait
 // (nothing in flight: 100 ms), as it polls every millisecond otherwise, and
@@ -71,6 +73,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -81,6 +84,7 @@
 #include "comm/communicator.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "runtime/cuda/stream.h"
+#include "runtime/error.h"
 
 namespace ddp::comm {
 
@@ -123,14 +127,23 @@ class NcclCommunicator final : public Communicator {
   // memory only.
   void narrowToBFloat16(const float* in, std::uint16_t* out, std::size_t count) override;
   void widenFromBFloat16(const std::uint16_t* in, float* out, std::size_t count) override;
+  // The next device collective waits `hold` behind a host function on the
+  // communication stream (--inject-fault hang): the NCCL watchdog sees it
+  // pending as it would a stuck kernel.
+  void holdNextCollective(std::chrono::milliseconds hold) override { hold_ = hold; }
 
   using Communicator::allgather;
   using Communicator::allreduce;
   using Communicator::broadcast;
 
-  // Called once, on the watchdog thread, with the report of a failed or timed
-  // out collective (Note [NCCL watchdog]). It may end the process.
-  using FatalHandler = std::function<void(const std::string& report)>;
+  // Called once, on the watchdog thread, with the failure of a collective
+  // (Note [NCCL watchdog]): a CommTimeoutError for one that timed out, else
+  // a CommError; its what() is the report. The Works in flight have failed
+  // with the same error by then, so the issuing thread may meet it at once
+  // too: a caller that ends the job from both ends it once (ddp_train: Note
+  // [One thread ends the job] in launcher/job_ending.h). It may end the
+  // process.
+  using FatalHandler = std::function<void(const CommError& error)>;
   void setFatalHandler(FatalHandler handler);
 
   // The NCCL version in use ("2.28.9").
@@ -148,7 +161,6 @@ class NcclCommunicator final : public Communicator {
   };
   WorkPtr issue(const std::string& what, const std::function<void(cudaStream_t)>& call);
   void watch();
-  void fail(const std::string& report, bool timedOut);
   void throwIfFailed() const;
 
   int rank_ = 0;
@@ -157,8 +169,9 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t compute_;
   std::unique_ptr<MpiCommunicator> host_;
   ncclComm_t comm_ = nullptr;
-  cuda::Stream stream_;  // the communication stream
-  cuda::Event ready_;    // recorded on the compute stream before each collective
+  cuda::Stream stream_;                // the communication stream
+  cuda::Event ready_;                  // recorded on the compute stream before each collective
+  std::chrono::milliseconds hold_{0};  // holdNextCollective's; issuing thread
   std::shared_ptr<EventPool> events_;
 
   std::shared_ptr<Shared> shared_;  // its mutex guards everything below

@@ -299,8 +299,10 @@ TEST(Nccl, WatchdogReportsACollectiveThatDoesNotComplete) {
   auto comm = makeNccl(200ms);
   std::atomic<bool> reported{false};
   std::string report;
-  comm->setFatalHandler([&](const std::string& text) {
-    report = text;
+  bool timedOut = false;
+  comm->setFatalHandler([&](const CommError& error) {
+    report = error.what();
+    timedOut = dynamic_cast<const CommTimeoutError*>(&error) != nullptr;
     reported = true;
   });
   comm->setContext("step 7, bucket 1 of 2");
@@ -314,6 +316,7 @@ TEST(Nccl, WatchdogReportsACollectiveThatDoesNotComplete) {
   for (int i = 0; i < 5000 && !reported.load(); ++i)
     std::this_thread::sleep_for(1ms);
   ASSERT_TRUE(reported.load());
+  EXPECT_TRUE(timedOut) << "the handler was not given a CommTimeoutError: " << report;
   EXPECT_NE(report.find("step 7, bucket 1 of 2"), std::string::npos) << report;
   EXPECT_NE(report.find("did not complete within 0.2 s"), std::string::npos) << report;
   EXPECT_THROW(comm->allreduce(buffer.get(), 1024, DataType::kFloat32, ReduceOp::kSum),

@@ -133,6 +133,22 @@ grep -q "issued barrier" "$WORK/desync.out" || fail "desync: the extra collectiv
 ends_with "$WORK/desync.jsonl" ended_by=error last_step=2 \
   "error~^(rank 1 \(.*\): )?watchdog: desync: the ranks' programs have diverged"
 
+# A collective stuck in the library on rank 1 (--inject-fault hang: held on
+# its communication thread), every rank having issued it: the stall warning
+# and the report say the collective itself is stuck, naming no rank, and
+# the timeout is reported once (rank 2 leaves it to rank 1, rank 1 to rank
+# 0: Note [One report of a timeout]).
+expect hang nonzero \
+  "error: watchdog: rank 0 .*: all 2 peers arrived at it, so the collective itself is stuck \(network or library\)" \
+  40 3 --timeout 4 --stall-warning 1 --inject-fault hang:1:5:60 --metrics "$WORK/hang.jsonl"
+grep -qE "^\[r0\] warning: watchdog: stall: rank 0 .*the collective itself is stuck" "$WORK/hang.out" ||
+  fail "hang: no stall warning saying the collective is stuck: $(grep watchdog "$WORK/hang.out")"
+[ "$(grep -c "error: watchdog:" "$WORK/hang.out")" = 1 ] &&
+  [ "$(grep -cE "error: .*(did not complete within 4 s|waited 4 s for the other ranks)" "$WORK/hang.out")" = 1 ] ||
+  fail "hang: not one report: $(grep -E "error: |waits in it too" "$WORK/hang.out")"
+ends_with "$WORK/hang.jsonl" ended_by=error exit_code=1 last_step=4 \
+  "error~(did not complete within 4 s|waited 4 s for the other ranks)"
+
 # NaN gradients on one rank: every rank stops at that step, naming the first
 # parameter, before the update.
 expect nonfinite 1 "step 4: the gradient of layers.0.weight holds a NaN or infinity" 30 2 \

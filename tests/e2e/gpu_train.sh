@@ -282,6 +282,25 @@ assert 7 <= end.get('suspended_s', 0) <= 9 and ran <= int(sys.argv[2]), end" "$W
 }
 section "suspended 8 s with --timeout 4" suspended
 
+# A collective stuck where the library runs it (--inject-fault hang: held
+# behind a host function on NCCL's stream): the NCCL watchdog aborts the
+# communicator at --timeout and its handler ends the job, while the
+# training thread may meet the same failure; one report (Note [One thread
+# ends the job] in launcher/job_ending.h), which blames no peer.
+held_collective() {
+  set +e
+  timeout $((60 * TIME_SCALE)) mpirun -q -np 1 "$DDP_TRAIN" --device cuda --dataset synthetic \
+    --synthetic-samples 4000 --hidden 64 --epochs 20 --timeout 3 --stall-warning 1 \
+    --inject-fault hang:0:5:20 > "$WORK/held.out" 2>&1
+  local code=$?
+  set -e
+  [ "$code" = 1 ] || fail "exit $code: $(grep -v ' step ' "$WORK/held.out" | tail -8)"
+  [ "$(grep -c "error: watchdog: rank 0 .*: it has no peers, so the collective itself is stuck" \
+    "$WORK/held.out")" = 1 ] && [ "$(grep -c "error: .*did not complete within 3 s" "$WORK/held.out")" = 1 ] ||
+    fail "not one report of the held collective: $(grep -E "error|watchdog" "$WORK/held.out" | head -8)"
+}
+section "a collective held past --timeout" held_collective
+
 # More ranks on the node than GPUs: a usage error naming both counts.
 too_many_ranks() {
     gpus=$(nvidia-smi -L | grep -c '^GPU')

@@ -256,6 +256,13 @@ TEST(Options, FaultInjectionIsParsed) {
   EXPECT_THROW(parseFaultInjection("stall:all:3"), UsageError);
   EXPECT_EQ(parseFaultInjection("stall:all:0:60").step, 0u);    // while loading the data
   EXPECT_THROW(parseFaultInjection("slow:1:0:2"), UsageError);  // only a stall may be at start-up
+  const FaultInjection hang = parseFaultInjection("hang:1:5:2.5");
+  EXPECT_EQ(hang.kind, FaultInjection::Kind::kHang);
+  EXPECT_EQ(hang.rank, 1);
+  EXPECT_EQ(hang.step, 5u);
+  EXPECT_DOUBLE_EQ(hang.seconds, 2.5);
+  EXPECT_THROW(parseFaultInjection("hang:1:5"), UsageError);    // how long, too
+  EXPECT_THROW(parseFaultInjection("hang:1:0:2"), UsageError);  // a step's collective
 }
 
 TEST(Options, UnknownDatasetAndMissingDataDir) {

@@ -125,7 +125,32 @@ TEST(WatchdogDiagnosis, EveryoneArrivedMeansTheCollectiveItselfIsStuck) {
   const Diagnosis d = diagnose(rank(0, 43, 42), {answer(rank(1, 43, 42)), answer(rank(2, 43, 42))});
   EXPECT_EQ(d.verdict, Diagnosis::Verdict::kAllArrived);
   EXPECT_TRUE(d.culprits.empty());
-  EXPECT_NE(d.report.find("all 2 peers arrived"), std::string::npos) << d.report;
+  EXPECT_NE(d.report.find("all 2 peers arrived at it, so the collective itself is stuck (network "
+                          "or library)"),
+            std::string::npos)
+      << d.report;
+  EXPECT_EQ(d.report.find("NCCL_DEBUG"), std::string::npos) << d.report;
+}
+
+// Under NCCL the report says how to get NCCL's own account; alone, a rank
+// names no peers.
+TEST(WatchdogDiagnosis, AStuckNcclCollectiveAndOneWithoutPeers) {
+  const auto onNccl = [](RankStatus s) {
+    s.channels.front().channel = "nccl";
+    return s;
+  };
+  Diagnosis d = diagnose(onNccl(rank(0, 43, 42)), {answer(onNccl(rank(1, 43, 42)))});
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kAllArrived);
+  EXPECT_NE(d.report.find("all 1 peers arrived at it, so the collective itself is stuck (network "
+                          "or library); NCCL_DEBUG=INFO makes NCCL log what it does"),
+            std::string::npos)
+      << d.report;
+  d = diagnose(rank(0, 43, 42), {});
+  EXPECT_EQ(d.verdict, Diagnosis::Verdict::kAllArrived);
+  EXPECT_NE(d.report.find("for 4.0 s: it has no peers, so the collective itself is stuck (the "
+                          "library or the device)"),
+            std::string::npos)
+      << d.report;
 }
 
 TEST(WatchdogDiagnosis, NothingPendingIsNoStall) {
