@@ -12,18 +12,19 @@
 //   - the watchdog's checker may find a desync, a peer that has ended or a
 //     rank stuck outside collectives as a collective times out on the
 //     training thread.
-// Each printed the whole report, the two interleaved, asked every peer for
-// its stack again and told rank 0 twice. So the first thread to claim the
-// ending reports and aborts; a later one prints nothing and waits there for
-// the process to end. Without a bound: each step of the first one's ending
-// is bounded already (the time left to a lower rank reporting a timeout,
-// the probe timeouts, rank 0's patience), and a waiter that gave up sooner
-// would end the process with its report unsaid.
+// Each of them printed the whole report, the two interleaved, asked every
+// peer for its stack again and told rank 0 twice. So the first thread to
+// claim the ending reports and aborts; a later one prints nothing and waits
+// there for the process to end. Without a bound: each step of the first
+// one's ending is bounded already (the time left to a lower rank reporting
+// a timeout, the probe timeouts, rank 0's patience), and a waiter that gave
+// up sooner would end the process with its report unsaid.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <string>
+#include <utility>
 
 namespace ddp::launcher {
 
@@ -39,7 +40,7 @@ class JobEnding {
 
   // Ends the job because of `why` (one line): the first caller runs
   // `report` (prints the failure and whatever explains it; an exception
-  // from it is dropped), tells rank 0 and aborts; a later caller, on any
+  // from it is logged), tells rank 0 and aborts; a later caller, on any
   // other thread, blocks until that has ended the process. Any thread.
   [[noreturn]] void end(const std::string& why, const std::function<void()>& report) noexcept;
 
