@@ -18,22 +18,25 @@
 #   frozen0  rank 0 stopped whole with SIGSTOP after start-up (it cannot answer)
 #   hang4    np=4, --inject-fault hang:1:5:60: rank 1's collective held on its
 #            communication thread, every rank arrived (the library stuck)
+#   oom4     np=4, --inject-fault oom:all:5: every rank out of memory at once,
+#            outside any agreement (Note [One rank ends the job])
 # and with the defaults, --timeout 300 --stall-warning 60 (Note [A rank that
 # leaves training alone] in comm/watchdog.h):
 #   alone1   --inject-fault error:1:5 (rank 1 fails alone, outside any agreement)
 #   alone0   --inject-fault error:0:5 (rank 0 does)
-# CASES picks some (default: all nine). Prints one markdown row per case and
+# CASES picks some (default: all ten). Prints one markdown row per case and
 # build: the median and each wall time of mpirun (from its start; frozen0:
 # from the SIGSTOP), how many runs' --metrics files end with an end line,
 # (alone*) how many of those name the failed rank's error, and each run's
-# reports: the ranks' "error: watchdog:" lines, and "+N" where mpirun says
+# reports: the ranks' "error: watchdog:" lines (oom4: "error: out of
+# memory"), and "+N" where mpirun says
 # N more processes called MPI_Abort (Note [Watchdog reports]).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . benchmarks/compare_builds_env.sh
 data=(--dataset synthetic --synthetic-samples 40000 --hidden 64 --epochs 20 --threads 1)
 common=("${data[@]}" --timeout 4 --stall-warning 1)
-cases=${CASES:-desync desync4 stall0 stall4 stall4r0 hang4 frozen0 alone1 alone0}
+cases=${CASES:-desync desync4 stall0 stall4 stall4r0 hang4 oom4 frozen0 alone1 alone0}
 
 # one BUILD CASE OUT: prints "SECONDS ENDED(0|1) NAMED(0|1) REPORTS"
 one() {
@@ -52,6 +55,8 @@ one() {
       --metrics "$out.jsonl" > "$out" 2>&1 ;;
     hang4) timeout 120 mpirun -np 4 --oversubscribe "$bin" "${common[@]}" \
       --inject-fault hang:1:5:60 --metrics "$out.jsonl" > "$out" 2>&1 ;;
+    oom4) timeout 120 mpirun -np 4 --oversubscribe "$bin" "${common[@]}" \
+      --inject-fault oom:all:5 --metrics "$out.jsonl" > "$out" 2>&1 ;;
     alone1 | alone0) timeout 400 mpirun -np 2 "$bin" "${data[@]}" \
       --inject-fault "error:${case#alone}:5" --metrics "$out.jsonl" > "$out" 2>&1 ;;
     frozen0)
@@ -80,7 +85,7 @@ one() {
   [ -s "$out.jsonl" ] && tail -1 "$out.jsonl" | grep -q '"ended_by"' && ended=1
   [ $ended = 1 ] && tail -1 "$out.jsonl" | grep -q 'failing before step 5' && named=1
   local reports more
-  reports=$(grep -cE '^\[r[0-9]+\] error: watchdog:' "$out")
+  reports=$(grep -cE '^\[r[0-9]+\] error: (watchdog:|out of memory)' "$out")
   more=$(grep -oE '[0-9]+ more process(es)? ha(s|ve) sent help message help-mpi-api.txt / mpi-abort' \
     "$out" | awk '{n += $1} END {print n + 0}')
   [ "$more" = 0 ] || reports+="+$more"

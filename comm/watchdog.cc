@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <system_error>
 #include <utility>
 
 #include "runtime/error.h"
@@ -43,8 +44,12 @@ constexpr auto kStopKillGrace = 2s;
 constexpr auto kFoundKillGrace = 1s;
 constexpr auto kStackWait = 1s;  // for the training thread to run its handler
 const std::string kStackRequest = "\tstack";
-// Note [Telling rank 0 that the job ends]: this request's second line is why.
+// Note [Telling rank 0 that the job ends]: this request's second line is the
+// rank, a tab, and why; the answer kFirstToEnd, or kEndedBefore and the rank
+// that ended the job first (Note [One rank ends the job]).
 const std::string kEndingRequest = "\tending";
+const std::string kFirstToEnd = "first";
+const std::string kEndedBefore = "after ";
 constexpr std::size_t kEndingBytes = 1 << 16;  // the longest why sent
 constexpr auto kSilentRankZeroWait = 200ms;    // for a rank 0 that answers no status request
 // Note [A rank that leaves training alone]: this request's second line is
@@ -401,8 +406,9 @@ Watchdog::~Watchdog() {
   const std::uint64_t one = 1;
   if (stopFd_ >= 0) (void)!write(stopFd_, &one, sizeof one);
   if (server_.joinable()) server_.join();
+  if (recorder_.joinable()) recorder_.join();  // within endingPatience
   if (checker_.joinable()) checker_.join();
-  if (listenFd_ >= 0) close(listenFd_);
+  if (listenFd_ >= 0) close(listenFd_);  // the server never ran
   if (stopFd_ >= 0) close(stopFd_);
 }
 
@@ -452,6 +458,14 @@ void Watchdog::sampleCpu() {
 }
 
 void Watchdog::serve() {
+  // However it returns, requests are refused from then on (stopServing).
+  struct Closing {
+    Watchdog& self;
+    ~Closing() {
+      close(std::exchange(self.listenFd_, -1));
+      self.serverDone_ = true;
+    }
+  } closing{*this};
   for (;;) {
     pollfd fds[2] = {{listenFd_, POLLIN, 0}, {stopFd_, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0) {
@@ -485,12 +499,34 @@ void Watchdog::serve() {
     }
     if (request == cookie_ + kEndingRequest) {
       // Note [Telling rank 0 that the job ends]: answered once recorded.
-      std::string why;
-      if (!net::receiveLine(client.get(), why, std::chrono::steady_clock::now() + 500ms,
+      std::string line;
+      if (!net::receiveLine(client.get(), line, std::chrono::steady_clock::now() + 500ms,
                             kEndingBytes))
         continue;
-      if (comm_.rank() == 0 && onEnding_) onEnding_(why);
-      net::sendAll(client.get(), "recorded\n", std::chrono::steady_clock::now() + 1s);
+      const std::size_t tab = std::min(line.find('\t'), line.size());
+      int rank = -1;
+      const auto [end, error] = std::from_chars(line.data(), line.data() + tab, rank);
+      if (comm_.rank() != 0 || error != std::errc() || end != line.data() + tab ||
+          tab == line.size() || rank <= 0 || rank >= comm_.size())
+        continue;
+      const auto [first, claimed] = firstToEnd(rank);
+      if (!claimed) {  // another rank's claim, or this rank's, tried again at another address
+        net::sendAll(client.get(),
+                     first == rank ? kFirstToEnd + "\n" : str(kEndedBefore, first, "\n"),
+                     std::chrono::steady_clock::now() + 1s);
+        continue;
+      }
+      // The first claim is answered once recorded, on a thread of its own:
+      // the later claims are answered meanwhile, at once.
+      try {
+        recorder_ = std::thread([this, client = std::move(client), why = line.substr(tab + 1)] {
+          if (onEnding_) onEnding_(why);
+          net::sendAll(client.get(), kFirstToEnd + "\n", std::chrono::steady_clock::now() + 1s);
+        });
+      } catch (const std::system_error&) {  // no thread to be had: here, then
+        if (onEnding_) onEnding_(line.substr(tab + 1));
+        net::sendAll(client.get(), kFirstToEnd + "\n", std::chrono::steady_clock::now() + 1s);
+      }
       continue;
     }
     const bool withStack = request == cookie_ + kStackRequest;
@@ -628,10 +664,12 @@ std::optional<TimeoutDeferral> Watchdog::lowerRankReportingTimeout(
   if (!lower) {
     // Ended without saying why: it may have reported this timeout and
     // exited, the launcher stopping the job (Note [A peer that has ended]).
-    if (unanswered.ended && unanswered.left.empty())
+    if (unanswered.ended && unanswered.left.empty()) {
+      if (unanswered.rank == 0) rankZeroEndAwaited_ = true;
       return TimeoutDeferral{unanswered.rank, kLauncherStoppingMs,
                              "has ended, perhaps having reported it (the launcher may be "
                              "stopping the job)"};
+    }
     return std::nullopt;
   }
   // Its timeout fires once it has waited `timeout` (Work::wait), or the
@@ -715,12 +753,36 @@ void Watchdog::checkOverdue(const RankStatus& self) {
   endJob(d);
 }
 
-void Watchdog::announceEnding(const std::string& why) const {
+std::chrono::milliseconds endingTime(const WatchdogOptions& options) {
+  return options.probeTimeout + kLauncherStoppingMs;
+}
+
+std::pair<int, bool> Watchdog::firstToEnd(int rank) const {
+  std::lock_guard lock(endingMutex_);
+  if (endedBy_ >= 0) return {endedBy_, false};
+  endedBy_ = rank;
+  return {rank, true};
+}
+
+void Watchdog::stopServing() const {
+  const std::uint64_t one = 1;
+  if (stopFd_ >= 0) (void)!write(stopFd_, &one, sizeof one);
+  // Bounded: the server may be running the onEnding handler.
+  stops::Deadline deadline(options_.endingPatience);
+  while (!serverDone_ && !deadline.passed())
+    std::this_thread::sleep_for(1ms);
+}
+
+std::optional<std::string> Watchdog::announceEnding(const std::string& why) const {
   std::string line = clean(why);
   if (line.size() >= kEndingBytes) line.resize(kEndingBytes - 1);
-  if (comm_.rank() == 0) {
-    if (onEnding_) onEnding_(line);
-    return;
+  const int self = comm_.rank();
+  if (self == 0) {
+    const auto [first, claimed] = firstToEnd(0);
+    if (claimed && onEnding_) onEnding_(line);  // outside the lock: later claims are answered
+    if (first == 0) return std::nullopt;
+    return str(rankName(first, peers_[static_cast<std::size_t>(first)].host),
+               " ended the job first, and reports it");
   }
   // Rank 0 answers once its handler has returned (Note [Telling rank 0
   // that the job ends]); an answer or none, the job ends next. A rank 0
@@ -732,12 +794,39 @@ void Watchdog::announceEnding(const std::string& why) const {
       std::chrono::steady_clock::now() +
       (silent ? kSilentRankZeroWait : options_.probeTimeout + options_.endingPatience);
   std::string answer, error;
-  if (!exchange(0, cookie_ + kEndingRequest + "\n" + line + "\n", deadline, answer, error) &&
-      error != std::strerror(ECONNREFUSED)) {
-    log::warn(str("watchdog: could not tell rank 0 that the job ends (",
-                  silent ? "it did not answer its last status request either" : error,
-                  "): the run's record may miss its end"));
+  const std::string rankZero = rankName(0, peers_.front().host);
+  if (!exchange(0, str(cookie_, kEndingRequest, "\n", self, "\t", line, "\n"), deadline, answer,
+                error)) {
+    if (error == std::strerror(ECONNREFUSED)) {
+      // Rank 0 has exited, or is about to (stopServing), and the launcher
+      // ends the job: unless it left training alone (it waits in
+      // MPI_Finalize), or its end is what this rank ends the job for, the
+      // launcher having had its time already (Note [A peer that has
+      // ended]).
+      std::lock_guard lock(leftMutex_);
+      if (!leftPeers_.contains(0) && !rankZeroEndAwaited_)
+        return str(rankZero, " has exited, and the launcher ends the job");
+    } else {
+      log::warn(str("watchdog: could not tell rank 0 that the job ends (",
+                    silent ? "it did not answer its last status request either" : error,
+                    "): the run's record may miss its end"));
+    }
+    return std::nullopt;  // nobody said the job ends otherwise: this rank ends it
   }
+  // Note [One rank ends the job]: another rank claimed it first.
+  int first = -1;
+  if (answer.rfind(kEndedBefore, 0) == 0) {
+    const char* begin = answer.data() + kEndedBefore.size();
+    const char* end = answer.data() + answer.size();
+    while (end > begin && (end[-1] == '\n' || end[-1] == '\r'))
+      --end;
+    const auto [at, parsed] = std::from_chars(begin, end, first);
+    if (parsed != std::errc() || at != end || first < 0 || first >= comm_.size() || first == self)
+      first = -1;
+  }
+  if (first < 0) return std::nullopt;
+  return str(rankName(first, peers_[static_cast<std::size_t>(first)].host),
+             " ended the job first, and reports it");
 }
 
 void Watchdog::announceLeaving(const std::string& why) const {
@@ -763,6 +852,10 @@ std::size_t Watchdog::leftPeerCount() const {
 void Watchdog::endJob(const Diagnosis& d) {
   if (ended_) return;
   ended_ = true;
+  // Found ended, and left to the launcher for kLauncherStopping first.
+  if (d.verdict == Diagnosis::Verdict::kPeerEnded &&
+      std::find(d.culprits.begin(), d.culprits.end(), 0) != d.culprits.end())
+    rankZeroEndAwaited_ = true;
   if (endJob_) endJob_(d);
 }
 

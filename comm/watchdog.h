@@ -37,8 +37,9 @@
 // ended peer is acted on by whichever rank finds it. A desync is left to a lower rank waiting at #s
 // in another call just the same: that rank finds the same desync, so the lowest rank waiting at #s
 // ends the job, once, where every diverged rank did (several reports of one desync, several
-// MPI_Aborts). Only a lower rank that has not arrived by then leaves a
-// second report possible.
+// MPI_Aborts). A lower rank that arrives after that rank reported finds
+// the desync itself; rank 0 tells it that another rank ended the job first
+// (Note [One rank ends the job]).
 // When the collective reaches its timeout (Work::wait throws), the caller asks
 // diagnose() for the same report to print before ending the job: the lowest
 // rank waiting in it does (Note [One report of a timeout]).
@@ -231,7 +232,47 @@
 // rank first) is stopped or cut off: the teller leaves the request with it
 // and waits only 0.2 s, not the 4 s its answer would take to time out.
 // Rank 0 ending the job itself runs its handler directly. Of several ranks
-// ending the job at once, the handler's first call counts.
+// ending the job at once, the first is recorded (Note [One rank ends the
+// job]).
+//
+// Note [One rank ends the job]
+// The rules above leave a failure that every rank waits on to one rank,
+// the lowest waiting; they do not cover failures each rank meets on its
+// own. A model too large for the GPUs runs every rank out of memory at the
+// same allocation, a bug in ddp breaks an invariant on every rank alike,
+// two ranks find one dead peer from different collectives, and a lower
+// rank that arrives at a diverged collective after a higher one reported
+// it finds the desync itself: each rank printed the whole report and
+// called MPI_Abort, N reports at N ranks. So telling rank 0 is also a
+// claim, and comes before the report: rank 0 keeps the first rank to claim
+// (itself included) and records that rank's why only, on a thread of its
+// own, so that every later claimant is answered at once with that rank
+// (and the first, asking again at its next address, as itself). A later
+// claimant says so in an info line (seen with --log-all-ranks; on rank 0,
+// always) and waits for the job to be ended by the first: at most the time
+// that rank's report and the launcher take (endingTime: a probe timeout
+// for the peers' stacks and the launcher's kLauncherStopping), counted
+// while the process runs. Should the job still run then, it reports after
+// all.
+// Rank 0 is often the first, and aborts moments after its report, so a
+// later claim found its process ending: refused, or not answered at all,
+// and the claimant reported too (three runs of five with every rank out of
+// memory at np=4). So a rank that has reported stops its status server
+// before it aborts (stopServing), and a claim that rank 0 refuses is taken
+// for rank 0's exit, on which the launcher ends the job, and waited for as
+// above. Not when rank 0 said it left training (Note [A rank that leaves
+// training alone]: it waits in MPI_Finalize, and the launcher ends
+// nothing), nor when rank 0's end is why the claimant ends the job, having
+// left it to the launcher for kLauncherStopping already (Note [A peer that
+// has ended], Note [One report of a timeout]): the claimant reports at
+// once. Only then: a rank that reported looks "ended" to any rank that asks
+// it afterwards, and at np=4 with a desync, rank 1 found rank 0 so while it
+// diagnosed the desync that rank 0 had reported. A rank 0 that does not
+// answer (stopped) leaves the claimant to report, as before.
+// The cost: the report now waits for rank 0's answer, which the first
+// claimant gets once the end line is written (within endingPatience), and
+// for a rank 0 that is stopped but was not asked before, probeTimeout +
+// endingPatience.
 #pragma once
 
 #include <atomic>
@@ -245,6 +286,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/activity.h"
@@ -358,14 +400,19 @@ struct WatchdogOptions {
   std::function<bool()> stopRequested{};
 };
 
+// Note [One rank ends the job]: how long a later claimant waits for the
+// first to have ended the job (its report asks every peer within
+// probeTimeout, then the launcher stops every rank) before reporting itself.
+std::chrono::milliseconds endingTime(const WatchdogOptions& options);
+
 class Watchdog {
  public:
   using Handler = std::function<void(const Diagnosis&)>;
-  // Called with why the job ends (one line), on rank 0 only: on its status
-  // server's thread when another rank tells it, else on the thread of rank
-  // 0 that calls announceEnding. Must return within
-  // WatchdogOptions::endingPatience, and may be called more than once (by
-  // several ranks ending the job at once).
+  // Called with why the job ends (one line), on rank 0 only, once: for the
+  // first rank to end the job (Note [One rank ends the job]), on rank 0's
+  // status server's thread when another rank tells it, else on the thread
+  // of rank 0 that calls announceEnding. Must return within
+  // WatchdogOptions::endingPatience.
   using EndingHandler = std::function<void(const std::string& why)>;
   // Collective over `comm` (one allgather of host memory, then nothing on
   // `comm` again): starts the status server and the stall checker, which
@@ -401,12 +448,23 @@ class Watchdog {
   // From now on, end the job once this rank has been out of collectives for
   // quietAfter (Note [Where a stuck rank is]). Any thread.
   void armQuietCheck() { quietArmed_ = true; }
-  // This rank is about to end the job (MPI_Abort), because of `why`: tells
-  // rank 0, whose onEnding handler records it, and returns once it has, or
-  // after at most probeTimeout + endingPatience (Note [Telling rank 0 that
-  // the job ends]). On rank 0, runs the handler itself. Any thread; never
-  // throws.
-  void announceEnding(const std::string& why) const;
+  // This rank sets out to end the job (MPI_Abort), because of `why`: tells
+  // rank 0, which keeps the first rank to do so (Note [One rank ends the
+  // job]) and has its onEnding handler record that rank's why. Returns why
+  // the job ends without this rank's report ("rank 1 (vm) ended the job
+  // first, and reports it"; "rank 0 (vm) has exited, and the launcher ends
+  // the job": refused, and rank 0 did not say it left training), or
+  // nullopt: this rank is the first, or rank 0 did not answer within
+  // probeTimeout + endingPatience; it reports. On rank 0, claims and runs
+  // the handler itself. Any thread; never throws.
+  std::optional<std::string> announceEnding(const std::string& why) const;
+  // This rank has reported why it ends the job and aborts next: its status
+  // server stops, so that a rank claiming the job's end after it is
+  // refused, as by a rank that has exited, instead of waiting for an
+  // answer from a process being ended (Note [One rank ends the job]).
+  // Returns once it has stopped, or after endingPatience. Any thread but
+  // the server's; never throws.
+  void stopServing() const;
   // This rank leaves training because of `why`, which its peers may not
   // know of (it returns, and waits in MPI_Finalize): tells rank 0, or rank
   // 1 when this is rank 0, whose checker then ends the job once a
@@ -463,6 +521,10 @@ class Watchdog {
   // Ends the job if this rank's oldest collective has been pending for
   // quietAfter and no thread has reported it (Note [Where a stuck rank is]).
   void checkOverdue(const RankStatus& self);
+  // Rank 0: the first rank to end the job, and whether this call made
+  // `rank` it (none had before: the caller then has onEnding_ record its
+  // why). Any thread.
+  std::pair<int, bool> firstToEnd(int rank) const;
   // Calls endJob_ the first time only. Checker thread.
   void endJob(const Diagnosis& d);
   void serve();
@@ -481,25 +543,36 @@ class Watchdog {
   // Rank 0 did not answer this rank's last status request: announceEnding
   // does not wait for it.
   mutable std::atomic<bool> rankZeroSilent_{false};
+  // Rank 0 was found ended, and this rank ends the job for it after
+  // leaving it to the launcher (Note [A peer that has ended], Note [One
+  // report of a timeout]): a claim it refuses is not waited on again (Note
+  // [One rank ends the job]).
+  mutable std::atomic<bool> rankZeroEndAwaited_{false};
   // Someone asked for stacks: the job ends by that caller's hand.
   mutable std::atomic<bool> endingElsewhere_{false};
   // The peers that said they left training, and why (server thread writes).
   mutable std::mutex leftMutex_;
   std::map<int, std::string> leftPeers_;
   std::atomic<std::size_t> statusRequestsAnswered_{0};
+  // Rank 0: the first rank that set out to end the job, -1 before one did
+  // (Note [One rank ends the job]).
+  mutable std::mutex endingMutex_;
+  mutable int endedBy_ = -1;
   // The peers that did not answer, when, and what ask() made of it: asked
   // again within probeTimeout, the same answer, so that a stopped peer costs
   // one probe timeout, not one per question (a lower rank asked, then every
   // peer).
   mutable std::mutex silentMutex_;
   mutable std::map<int, std::pair<std::chrono::steady_clock::time_point, PeerAnswer>> silent_;
-  int listenFd_ = -1;
-  int stopFd_ = -1;  // an eventfd that wakes the server
+  int listenFd_ = -1;  // closed by the server as it returns
+  int stopFd_ = -1;    // an eventfd that wakes the server
+  std::atomic<bool> serverDone_{false};
 
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
   std::thread server_;
+  std::thread recorder_;  // rank 0: records the first claim another rank made
   std::thread checker_;
 
   // The process's CPU time, sampled by the checker each tick, for the CPUs

@@ -37,7 +37,8 @@ FaultInjection parseFaultInjection(const std::string& text) {
   const auto bad = [&] {
     return UsageError(
         str("--inject-fault: expected stall:RANK:STEP:SECONDS, slow:RANK:STEP:SECONDS, "
-            "desync:RANK:STEP, nonfinite:RANK:STEP, bitflip:RANK:STEP, error:RANK:STEP or "
+            "desync:RANK:STEP, nonfinite:RANK:STEP, bitflip:RANK:STEP, error:RANK:STEP, "
+            "oom:RANK:STEP or "
             "hang:RANK:STEP:SECONDS, RANK a rank or all (got '",
             text, "')"));
   };
@@ -56,6 +57,8 @@ FaultInjection parseFaultInjection(const std::string& text) {
     fault.kind = FaultInjection::Kind::kBitFlip;
   } else if (parts[0] == "error") {
     fault.kind = FaultInjection::Kind::kError;
+  } else if (parts[0] == "oom") {
+    fault.kind = FaultInjection::Kind::kOutOfMemory;
   } else if (parts[0] == "hang") {
     fault.kind = FaultInjection::Kind::kHang;
   } else {
@@ -141,6 +144,13 @@ void installFault(const FaultInjection& fault, comm::Communicator& comm, trainer
     case FaultInjection::Kind::kError:
       options.beforeStep = [fault](std::size_t step) {
         if (step == fault.step) throw DataError(str("--inject-fault: failing before step ", step));
+      };
+      break;
+    case FaultInjection::Kind::kOutOfMemory:
+      options.beforeStep = [fault, &model](std::size_t step) {
+        if (step != fault.step) return;
+        // 2^50 floats: more than any host or GPU has, refused at once.
+        trainer::Tensor tooLarge({std::size_t{1} << 20, std::size_t{1} << 30}, model.device());
       };
       break;
     case FaultInjection::Kind::kHang:

@@ -12,6 +12,10 @@
 //                      S (silent data corruption: a memory or CPU fault)
 //   error:R:S          rank R fails with an error before step S, alone (the
 //                      others learn of it only through the watchdog)
+//   oom:R:S            rank R allocates a tensor no device can hold before
+//                      step S (4 PiB, on the model's device): the
+//                      out-of-memory error a model too large for it meets;
+//                      oom:all:S, on every rank alike
 //   hang:R:S:SECONDS   rank R's first collective of step S waits SECONDS
 //                      where the library runs it (Communicator::
 //                      holdNextCollective), every rank having arrived: a
@@ -35,7 +39,17 @@
 namespace ddp::launcher {
 
 struct FaultInjection {
-  enum class Kind { kNone, kStall, kSlow, kDesync, kNonFinite, kBitFlip, kError, kHang };
+  enum class Kind {
+    kNone,
+    kStall,
+    kSlow,
+    kDesync,
+    kNonFinite,
+    kBitFlip,
+    kError,
+    kOutOfMemory,
+    kHang
+  };
   static constexpr int kAllRanks = -1;
   Kind kind = Kind::kNone;
   int rank = 0;  // or kAllRanks

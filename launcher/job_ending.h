@@ -19,10 +19,15 @@
 // one's ending is bounded already (the time left to a lower rank reporting
 // a timeout, the probe timeouts, rank 0's patience), and a waiter that gave
 // up sooner would end the process with its report unsaid.
+// Across ranks the same holds by rank 0's hand: telling rank 0 is a claim,
+// made before the report, and a rank that another ended the job before
+// waits for it, bounded (Note [One rank ends the job] in comm/watchdog.h).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -31,22 +36,34 @@ namespace ddp::launcher {
 class JobEnding {
  public:
   // `tellRankZero(why)`: Note [Telling rank 0 that the job ends] in
-  // comm/watchdog.h; `abort`: ends every rank (World::abort). Neither may
-  // throw; `abort` must not return.
-  JobEnding(std::function<void(const std::string& why)> tellRankZero, std::function<void()> abort)
-      : tellRankZero_(std::move(tellRankZero)), abort_(std::move(abort)) {}
+  // comm/watchdog.h; returns why the job ends without this rank's report
+  // (another rank ended it first, rank 0 has exited), or nullopt when this
+  // rank reports (Note [One rank ends the job]). `abort`: ends every rank
+  // (World::abort). Neither may throw; `abort` must not return.
+  // `endingTime`: how long the job may take to end so (comm::endingTime)
+  // before this rank reports after all.
+  JobEnding(std::function<std::optional<std::string>(const std::string& why)> tellRankZero,
+            std::function<void()> abort, std::chrono::milliseconds endingTime)
+      : tellRankZero_(std::move(tellRankZero)), abort_(std::move(abort)), endingTime_(endingTime) {}
   JobEnding(const JobEnding&) = delete;
   JobEnding& operator=(const JobEnding&) = delete;
 
-  // Ends the job because of `why` (one line): the first caller runs
-  // `report` (prints the failure and whatever explains it; an exception
-  // from it is logged), tells rank 0 and aborts; a later caller, on any
-  // other thread, blocks until that has ended the process. Any thread.
-  [[noreturn]] void end(const std::string& why, const std::function<void()>& report) noexcept;
+  // Ends the job because of `why` (one line). The first caller in this
+  // process runs `leave` (which may wait, bounded, for a lower rank to
+  // report the same failure: Note [One report of a timeout]; may be
+  // empty), tells rank 0, runs `report` (prints the failure and whatever
+  // explains it; an exception from it is logged) and aborts; when the job
+  // ends without its report, it waits up to endingTime for the launcher to
+  // end this process before reporting. A later caller,
+  // on any other thread, blocks until the first has ended the process. Any
+  // thread.
+  [[noreturn]] void end(const std::string& why, const std::function<void()>& report,
+                        const std::function<void()>& leave = {}) noexcept;
 
  private:
-  std::function<void(const std::string&)> tellRankZero_;
+  std::function<std::optional<std::string>(const std::string&)> tellRankZero_;
   std::function<void()> abort_;
+  std::chrono::milliseconds endingTime_;
   std::atomic<bool> claimed_{false};
 };
 

@@ -257,36 +257,51 @@ int train(Options o) {
   const auto recordEnding = [&](const std::string& why) {
     ending.endWithErrorWithin(why, watchdogOptions.endingPatience);
   };
-  // This rank ends the job (MPI_Abort) because of `why`: rank 0 writes its
-  // end line first (bounded: the job ends whatever its file system does),
-  // another rank tells rank 0 (Note [Telling rank 0 that the job ends]).
-  const auto tellRankZero = [&](const std::string& why) noexcept {
+  // This rank sets out to end the job (MPI_Abort) because of `why`: rank 0
+  // writes its end line first (bounded: the job ends whatever its file
+  // system does), another rank tells rank 0 (Note [Telling rank 0 that the
+  // job ends]), which answers with the rank that ended the job before this
+  // one, if any (Note [One rank ends the job]).
+  const auto tellRankZero = [&](const std::string& why) noexcept -> std::optional<std::string> {
     try {
-      if (world.rank() == 0) {
+      const comm::Watchdog* watchdog = explainer.load();
+      if (world.rank() == 0 && watchdog == nullptr) {
         recordEnding(why);
-      } else if (const comm::Watchdog* watchdog = explainer.load()) {
+      } else if (world.rank() == 0) {
+        return watchdog->announceEnding(why);
+      } else if (watchdog != nullptr) {
         // Named once, with its host ("rank 2: ..." from a collective's error).
         const std::string self = str("rank ", world.rank());
         const bool named = why.rfind(self + ": ", 0) == 0;
-        watchdog->announceEnding(
+        return watchdog->announceEnding(
             str(self, " (", world.hostname(), "): ", named ? why.substr(self.size() + 2) : why));
       }
     } catch (const std::exception& e) {
       log::warn(str("--metrics: the run's end line was not written: ", e.what()));
     }
+    return std::nullopt;
   };
   // Note [One thread ends the job] in launcher/job_ending.h.
-  JobEnding jobEnding(tellRankZero, [&world] { world.abort(kExitFailure); });
+  JobEnding jobEnding(
+      tellRankZero,
+      [&world, &explainer] {
+        // Note [One rank ends the job]: a later claim is refused, not left unanswered.
+        if (const comm::Watchdog* watchdog = explainer.load()) watchdog->stopServing();
+        world.abort(kExitFailure);
+      },
+      comm::endingTime(watchdogOptions));
   // What to print when a collective failed or hung (the training thread
   // met it, or the NCCL watchdog gave up on it): peers may be blocked, so
   // the job ends, saying who did not arrive; a timeout is left to the
   // lowest rank waiting in it (Note [One report of a timeout]).
-  const auto reportCollective = [&explain, &explainer, timeout](const CommError& e) {
-    return [&explain, &explainer, timeout, &e] {
+  const auto reportCollective = [&explain](const CommError& e) {
+    return [&explain, &e] { explain(e.what()); };
+  };
+  const auto leaveToLowerRank = [&explainer, timeout](const CommError& e) {
+    return [&explainer, timeout, &e] {
       const comm::Watchdog* watchdog = explainer.load();
       if (watchdog && dynamic_cast<const CommTimeoutError*>(&e) != nullptr)
         leaveTimeoutToLowerRank(*watchdog, timeout, e.what());
-      explain(e.what());
     };
   };
   deadline.enter("creating the communicator",
@@ -295,8 +310,9 @@ int train(Options o) {
                      : everyRank);
   // A collective the NCCL watchdog gave up on: peers may be stuck, end the job.
   std::unique_ptr<comm::Communicator> communicator =
-      makeCommunicator(placement, world, commOptions,
-                       [&](const CommError& e) { jobEnding.end(e.what(), reportCollective(e)); });
+      makeCommunicator(placement, world, commOptions, [&](const CommError& e) {
+        jobEnding.end(e.what(), reportCollective(e), leaveToLowerRank(e));
+      });
   comm::Communicator& comm = *communicator;
   // Kept outside the try below, for a failure's handler (the try's locals
   // are gone by then), and made before the watchdog, whose threads may
@@ -600,7 +616,7 @@ int train(Options o) {
     endRunWithError(e.what(), exitCode);
     return exitCode;
   } catch (const CommError& e) {
-    jobEnding.end(e.what(), reportCollective(e));
+    jobEnding.end(e.what(), reportCollective(e), leaveToLowerRank(e));
   } catch (const InternalError& e) {
     jobEnding.end(e.what(), [&e] { log::error(e.what()); });
   } catch (const OutOfMemoryError& e) {

@@ -284,10 +284,12 @@ po::options_description describe(Options& o, Raw& raw, std::string& config) {
       "while loading the data), slow:RANK:STEP:SECONDS (that much slower in every step from STEP "
       "on), desync:RANK:STEP "
       "(one extra collective), nonfinite:RANK:STEP (NaN gradients), bitflip:RANK:STEP (one bit "
-      "of its weights flipped), error:RANK:STEP (that rank fails alone) or "
+      "of its weights flipped), error:RANK:STEP (that rank fails alone), oom:RANK:STEP (out of "
+      "memory: a tensor no device can hold) or "
       "hang:RANK:STEP:SECONDS (its first collective of STEP held that long where the library runs "
       "it: a network or library stuck in a collective); RANK may be all "
-      "(stall:all:STEP:SECONDS: every rank stuck outside collectives)");
+      "(stall:all:STEP:SECONDS: every rank stuck outside collectives; oom:all:STEP: every rank "
+      "out of memory at once)");
   po::options_description all(kHelpWidth, kHelpWidth / 2);
   all.add(general)
       .add(data)

@@ -255,6 +255,25 @@ expect error_all 1 "^\[r0\] error: --inject-fault: failing before step 5" 15 3 \
   --timeout 60 --inject-fault error:all:5
 ! grep -qE "watchdog|MPI_ABORT" "$WORK/error_all.out" ||
   fail "error_all: a failure every rank met was taken for one rank's: $(cat "$WORK/error_all.out")"
+# Every rank runs out of memory at once, outside any agreement (as a model
+# too large for every GPU): each sets out to end the job, and rank 0 lets
+# the first only report it (Note [One rank ends the job]); the others say
+# in an info line (--log-all-ranks) that it does, unless the job ends
+# first, and are ended with it: by its abort, or by rank 0's exit when
+# rank 0 reported.
+tensor="out of memory: a \\[1048576, 1073741824\\] tensor: cannot allocate"
+expect oom_all 1 "error: $tensor" 20 3 \
+  --timeout 60 --inject-fault oom:all:5 --log-all-ranks --metrics "$WORK/oom_all.jsonl"
+[ "$(grep -c "error: $tensor" "$WORK/oom_all.out")" = 1 ] ||
+  fail "oom_all: not one report: $(grep -E "error: |ended the job first" "$WORK/oom_all.out")"
+reporter=$(grep -oE "^\[r[0-9]\] error: $tensor" "$WORK/oom_all.out" | grep -oE "^\[r[0-9]" | tr -d '[r')
+told="rank $reporter \(.*\) ended the job first, and reports it|rank 0 \(.*\) has exited, and the launcher ends the job"
+others=$(grep -E "^\[r[0-9]\] $tensor .*; " "$WORK/oom_all.out" || true)
+[ -z "$others" ] || ! grep -vqE "; ($told)$" <<< "$others" ||
+  fail "oom_all: another rank does not leave it to rank $reporter: $others"
+! grep -qE "[0-9]+ more process(es)? ha(s|ve) sent help message help-mpi-api.txt / mpi-abort" \
+  "$WORK/oom_all.out" || fail "oom_all: more than one rank aborted the job"
+ends_with "$WORK/oom_all.jsonl" ended_by=error exit_code=1 last_step=4 "error~$tensor"
 
 # freeze NAME RANK: starts a long 2-rank job in the background (output in
 # $WORK/NAME.out), and once it trains stops RANK whole with SIGSTOP, so that

@@ -664,11 +664,13 @@ TEST(Watchdog, APeerThatLeavesTrainingIsNamedAfterTheGrace) {
   }
 }
 
-// Note [Telling rank 0 that the job ends]: every rank's why reaches rank
-// 0's handler as one line, the teller waits until the handler has returned,
-// and a handler that takes too long holds it no longer than the probe
-// timeout plus the patience.
-TEST(Watchdog, RankZeroIsToldWhyTheJobEnds) {
+// Note [Telling rank 0 that the job ends] and Note [One rank ends the job]:
+// the first rank to end the job reaches rank 0's handler, as one line, and
+// waits until the handler has returned, held no longer than the probe
+// timeout plus the patience by a handler that takes too long; every later
+// one, rank 0 included, is told that rank, and the handler does not run
+// again.
+TEST(Watchdog, RankZeroRecordsTheFirstRankToEndTheJobAndNamesItToTheOthers) {
   auto comm = makeTestComm();
   const int n = comm->size(), r = comm->rank();
   WatchdogOptions options;
@@ -677,44 +679,104 @@ TEST(Watchdog, RankZeroIsToldWhyTheJobEnds) {
   options.endingPatience = 1s;
   std::mutex mutex;
   std::vector<std::string> told;  // rank 0's
-  std::chrono::milliseconds handlerTakes = 100ms;
   Watchdog watchdog(*comm, "host-" + std::to_string(r), options, nullptr,
                     [&](const std::string& why) {
-                      std::chrono::milliseconds takes;
                       {
                         std::lock_guard lock(mutex);
                         told.push_back(why);
-                        takes = handlerTakes;
                       }
-                      std::this_thread::sleep_for(takes);
+                      std::this_thread::sleep_for(2500ms);  // a write that hangs
                     });
-  auto start = std::chrono::steady_clock::now();
-  watchdog.announceEnding(str("rank ", r, " ends the job\nbecause"));
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms) << "returned before the handler";
+  // The last rank first, alone: held by the handler's write.
+  const int firstRank = n - 1;
+  if (r == firstRank) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::optional<std::string> before =
+        watchdog.announceEnding(str("rank ", r, " ends the job\nbecause"));
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(before, std::nullopt) << "the first to end the job was told of another";
+    if (n > 1) {
+      EXPECT_GE(waited, 1s) << "returned before the patience";
+      EXPECT_LT(waited, 2400ms) << "held past the probe timeout and the patience";
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  // Then every other rank at once: each is told the first, at once; the
+  // first, asking again (as it does at its next address when one did not
+  // answer), is told it is the first, and its why is not recorded twice.
+  const auto start = std::chrono::steady_clock::now();
+  const std::optional<std::string> before = watchdog.announceEnding(str("rank ", r, " too"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 500ms) << "a later claim waited";
+  if (r == firstRank) {
+    EXPECT_EQ(before, std::nullopt);
+  } else {
+    EXPECT_EQ(before, str("rank ", firstRank, " (host-", firstRank,
+                          ") ended the job first, and reports it"));
+  }
   MPI_Barrier(MPI_COMM_WORLD);
   if (r == 0) {
     std::lock_guard lock(mutex);
-    std::vector<std::string> expected;
-    for (int i = 0; i < n; ++i)
-      expected.push_back(str("rank ", i, " ends the job because"));
-    std::sort(told.begin(), told.end());
-    EXPECT_EQ(told, expected);
-    handlerTakes = 2500ms;  // a write that hangs
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (r == 1) {
-    start = std::chrono::steady_clock::now();
-    watchdog.announceEnding("rank 1 again");
-    const auto waited = std::chrono::steady_clock::now() - start;
-    EXPECT_GE(waited, 1s);  // the patience
-    EXPECT_LT(waited, 3s) << "held past the probe timeout and the patience";
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (r == 0 && n > 1) {
-    std::lock_guard lock(mutex);
-    EXPECT_EQ(told.back(), "rank 1 again");
+    EXPECT_EQ(told, std::vector<std::string>{str("rank ", firstRank, " ends the job because")});
   }
   MPI_Barrier(MPI_COMM_WORLD);  // the watchdogs stop together (rank 0's handler may still sleep)
+}
+
+// Note [One rank ends the job]: a rank that has reported stops serving
+// before it aborts, and a claim that rank 0 refuses so is left to the
+// launcher, which ends the job on rank 0's exit, even by a rank that found
+// rank 0 "ended" meanwhile; not so when rank 0 said it left training (it
+// waits in MPI_Finalize, the launcher ends nothing), nor when rank 0's end
+// is why this rank ends the job, after leaving it to the launcher already
+// (here: a timeout left to rank 0, found ended).
+TEST(Watchdog, AClaimThatAnEndingRankZeroRefusesIsLeftToTheLauncher) {
+  auto comm = makeTestComm();
+  const int n = comm->size(), r = comm->rank();
+  if (n == 1) GTEST_SKIP() << "one rank: nobody else claims";
+  WatchdogOptions options;
+  options.stallAfter = std::chrono::hours(1);
+  options.probeTimeout = 500ms;
+  const std::string exited = "rank 0 (host-0) has exited, and the launcher ends the job";
+  for (const bool rankZeroLeft : {true, false}) {
+    Watchdog watchdog(*comm, "host-" + std::to_string(r), options, nullptr);
+    if (r == 0) {
+      if (rankZeroLeft) watchdog.announceLeaving("data: bad label 11");  // to rank 1
+      const auto start = std::chrono::steady_clock::now();
+      watchdog.stopServing();
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 500ms);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (r == 1) {
+      const auto start = std::chrono::steady_clock::now();
+      const std::optional<std::string> elsewhere = watchdog.announceEnding("out of memory");
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 500ms) << "refused at once";
+      EXPECT_EQ(elsewhere, rankZeroLeft ? std::nullopt : std::optional(exited));
+    }
+    if (rankZeroLeft) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      continue;
+    }
+    std::vector<float> data(16, 1.0f);
+    if (r == 0) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      comm->allreduce(std::span<float>(data), ReduceOp::kSum)->wait(60s);
+      continue;
+    }
+    WorkPtr work = comm->allreduce(std::span<float>(data), ReduceOp::kSum);
+    if (r == 1) {
+      const Diagnosis found = watchdog.diagnose();
+      EXPECT_NE(found.report.find("rank 0 (host-0)"), std::string::npos) << found.report;
+      EXPECT_EQ(watchdog.announceEnding("out of memory"), exited)
+          << "rank 0 found ended is not yet the launcher's time";
+      EXPECT_THROW(work->wait(300ms), CommTimeoutError);
+      const std::optional<TimeoutDeferral> deferral = watchdog.lowerRankReportingTimeout(300ms);
+      ASSERT_TRUE(deferral.has_value());
+      EXPECT_EQ(deferral->rank, 0);
+      EXPECT_EQ(watchdog.announceEnding("a collective timed out"), std::nullopt)
+          << "rank 0's end, left to the launcher once, is left to it again";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    work->wait(60s);
+  }
 }
 
 // Shared memory (from allocate()) or plain memory (MPI_Allreduce).

@@ -263,6 +263,12 @@ TEST(Options, FaultInjectionIsParsed) {
   EXPECT_DOUBLE_EQ(hang.seconds, 2.5);
   EXPECT_THROW(parseFaultInjection("hang:1:5"), UsageError);    // how long, too
   EXPECT_THROW(parseFaultInjection("hang:1:0:2"), UsageError);  // a step's collective
+  const FaultInjection oom = parseFaultInjection("oom:all:5");
+  EXPECT_EQ(oom.kind, FaultInjection::Kind::kOutOfMemory);
+  EXPECT_EQ(oom.rank, FaultInjection::kAllRanks);
+  EXPECT_EQ(oom.step, 5u);
+  EXPECT_THROW(parseFaultInjection("oom:1:5:2"), UsageError);  // no duration
+  EXPECT_THROW(parseFaultInjection("oom:1:0"), UsageError);    // a step's
 }
 
 TEST(Options, UnknownDatasetAndMissingDataDir) {
