@@ -458,22 +458,34 @@ void Watchdog::sampleCpu() {
 }
 
 void Watchdog::serve() {
-  // However it returns, requests are refused from then on (stopServing).
-  struct Closing {
-    Watchdog& self;
-    ~Closing() {
-      close(std::exchange(self.listenFd_, -1));
-      self.serverDone_ = true;
-    }
-  } closing{*this};
+  // Requests are refused once the server has stopped serving (stopServing),
+  // however it stops.
+  const auto refuse = [this] {
+    close(std::exchange(listenFd_, -1));
+    serverDone_ = true;
+  };
   for (;;) {
-    pollfd fds[2] = {{listenFd_, POLLIN, 0}, {stopFd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    // After stopServing, only the stop: the thread lives on until the
+    // destructor joins it (a thread that ended unjoined is a leak to
+    // ThreadSanitizer, and the process ends next anyway).
+    pollfd fds[2] = {{stopFd_, POLLIN, 0}, {listenFd_, POLLIN, 0}};
+    if (poll(fds, listenFd_ >= 0 ? 2 : 1, -1) < 0) {
       if (errno == EINTR) continue;
+      refuse();
       return;
     }
-    if (fds[1].revents != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
+    if (fds[0].revents != 0) {
+      std::uint64_t count = 0;
+      (void)!read(stopFd_, &count, sizeof count);
+      std::lock_guard lock(mutex_);
+      if (stopping_) {
+        refuse();
+        return;
+      }
+      refuse();  // stopServing
+      continue;
+    }
+    if ((fds[1].revents & POLLIN) == 0) continue;
     net::Fd client(accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC));
     if (!client.valid()) continue;
     // Bounded: a client that says nothing costs half a second, never a hang.

@@ -564,7 +564,7 @@ class Watchdog {
   // peer).
   mutable std::mutex silentMutex_;
   mutable std::map<int, std::pair<std::chrono::steady_clock::time_point, PeerAnswer>> silent_;
-  int listenFd_ = -1;  // closed by the server as it returns
+  int listenFd_ = -1;  // closed by the server as it stops serving
   int stopFd_ = -1;    // an eventfd that wakes the server
   std::atomic<bool> serverDone_{false};
 
