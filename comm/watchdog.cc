@@ -8,11 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <cmath>
 #include <cstring>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <system_error>
 #include <utility>
 
@@ -30,8 +28,6 @@ using namespace std::chrono_literals;
 
 constexpr std::size_t kRecordBytes = 1024;  // one rank's address record
 constexpr std::size_t kProbeBatch = 64;     // peers asked at once
-constexpr std::size_t kListed = 8;          // ranks named per category, then "and N more"
-constexpr std::size_t kStackFrames = 32;    // frames printed per stack
 constexpr int kQuietDeferrals = 20;  // checker ticks a quiet rank leaves a lower one to report
 // For a launcher to stop every rank after one rank ended the job (Note [A
 // peer that has ended]): mpirun sends SIGTERM, and SIGKILL 1 s later.
@@ -56,296 +52,25 @@ constexpr auto kSilentRankZeroWait = 200ms;    // for a rank 0 that answers no s
 // the rank, a tab, and why.
 const std::string kLeftRequest = "\tleft";
 
-std::string clean(std::string text) {
-  std::replace_if(
-      text.begin(), text.end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
-  return text;
-}
-
-std::vector<std::string> splitTabs(const std::string& line) {
-  std::vector<std::string> fields;
-  std::size_t start = 0;
-  for (;;) {
-    const std::size_t tab = line.find('\t', start);
-    fields.push_back(line.substr(start, tab == std::string::npos ? tab : tab - start));
-    if (tab == std::string::npos) return fields;
-    start = tab + 1;
-  }
-}
-
-template <class T>
-T number(const std::string& text) {
-  std::istringstream in(text);
-  T value{};
-  if (!(in >> value)) throw DataError(str("watchdog: bad status field '", text, "'"));
-  return value;
-}
-
 std::string seconds(double value) {
   return fixed(value, 1) + " s";
 }
 
-const ChannelActivity* findChannel(const RankStatus& status, const std::string& channel) {
-  for (const ChannelActivity& c : status.channels) {
-    if (c.channel == channel) return &c;
-  }
-  return nullptr;
-}
-
-// The collective `status` has waited for longest, or null.
-const ChannelActivity* oldestPending(const RankStatus& status) {
-  const ChannelActivity* oldest = nullptr;
-  for (const ChannelActivity& c : status.channels) {
-    if (c.oldestPending && (oldest == nullptr || c.oldestPending->waitingSeconds >
-                                                     oldest->oldestPending->waitingSeconds))
-      oldest = &c;
-  }
-  return oldest;
-}
-
-// What a rank that has not arrived is doing instead.
-std::string doingInstead(const RankStatus& status) {
-  if (const ChannelActivity* c = oldestPending(status)) {
-    const PendingCollective& p = *c->oldestPending;
-    return str("waits in ", c->channel, " ", p.what, " #", p.sequence,
-               p.context.empty() ? "" : str(" (", p.context, ")"), " for ",
-               seconds(p.waitingSeconds));
-  }
-  // Idle since its first channel's last collective, now at that channel's context.
-  const ChannelActivity none;
-  const ChannelActivity& first = status.channels.empty() ? none : status.channels.front();
-  return str("is not in any collective", status.thread.empty() ? " (computing or stalled)" : "",
-             " for ", seconds(first.idleSeconds),
-             first.context.empty() ? "" : str(", now at ", first.context));
-}
-
-// ": its training thread is ...", or "".
-std::string threadPart(const RankStatus& status) {
-  return status.thread.empty() ? "" : ": " + status.thread;
-}
-
-// The lines that print `status`'s stack under a report.
-void appendStack(std::vector<std::string>& details, const std::string& name,
-                 const RankStatus& status) {
-  if (status.stack.empty()) return;
-  details.push_back(str("stack of ", name, "'s training thread, innermost first:"));
-  for (std::size_t i = 0; i < status.stack.size() && i < kStackFrames; ++i)
-    details.push_back(str("  #", i, " ", status.stack[i]));
-  if (status.stack.size() > kStackFrames)
-    details.push_back(str("  ... ", status.stack.size() - kStackFrames, " more frames"));
-}
-
-std::string rankName(int rank, const std::string& host) {
-  return str("rank ", rank, host.empty() ? "" : str(" (", host, ")"));
-}
-
-// "a; b; c; and 4 more"
-std::string listed(const std::vector<std::string>& items) {
-  std::string text;
-  for (std::size_t i = 0; i < items.size() && i < kListed; ++i)
-    text += (i > 0 ? "; " : "") + items[i];
-  if (items.size() > kListed) text += str("; and ", items.size() - kListed, " more");
-  return text;
-}
-
-}  // namespace
-
-std::string RankStatus::encode() const {
-  std::string text = str("rank\t", rank, "\t", clean(host), "\t", pid, "\n");
-  for (const ChannelActivity& c : channels) {
-    text += str("channel\t", clean(c.channel), "\t", c.issued, "\t", c.idleSeconds, "\t",
-                c.contextSeconds, "\t", clean(c.context));
-    if (c.oldestPending) {
-      const PendingCollective& p = *c.oldestPending;
-      text += str("\t", p.sequence, "\t", clean(p.what), "\t", clean(p.context), "\t",
-                  p.waitingSeconds);
-    }
-    text += "\n";
-  }
-  if (std::isfinite(heartbeatSeconds)) text += str("heartbeat\t", heartbeatSeconds, "\n");
-  if (!thread.empty()) text += str("thread\t", clean(thread), "\n");
-  for (const std::string& frame : stack)
-    text += str("frame\t", clean(frame), "\n");
-  return text;
-}
-
-RankStatus RankStatus::decode(const std::string& text) {
-  RankStatus status;
-  std::istringstream lines(text);
+// A kLeftRequest's or kEndingRequest's second line, from a peer of the
+// `size` ranks other than `self`: its rank and why. Nullopt when it does not
+// come within half a second, or is malformed.
+std::optional<std::pair<int, std::string>> receivePeerWhy(int fd, int self, int size) {
   std::string line;
-  bool sawRank = false;
-  while (std::getline(lines, line)) {
-    const std::vector<std::string> f = splitTabs(line);
-    if (f[0] == "rank" && f.size() == 4) {
-      status.rank = number<int>(f[1]);
-      status.host = f[2];
-      status.pid = number<long>(f[3]);
-      sawRank = true;
-    } else if (f[0] == "channel" && (f.size() == 6 || f.size() == 10)) {
-      ChannelActivity c;
-      c.channel = f[1];
-      c.issued = number<std::uint64_t>(f[2]);
-      c.idleSeconds = number<double>(f[3]);
-      c.contextSeconds = number<double>(f[4]);
-      c.context = f[5];
-      if (f.size() == 10) {
-        c.oldestPending =
-            PendingCollective{number<std::uint64_t>(f[6]), f[7], f[8], number<double>(f[9])};
-      }
-      status.channels.push_back(std::move(c));
-    } else if (f[0] == "heartbeat" && f.size() == 2) {
-      status.heartbeatSeconds = number<double>(f[1]);
-    } else if (f[0] == "thread" && f.size() == 2) {
-      status.thread = f[1];
-    } else if (f[0] == "frame" && f.size() == 2) {
-      status.stack.push_back(f[1]);
-    } else {
-      throw DataError(str("watchdog: malformed status line '", line, "'"));
-    }
-  }
-  if (!sawRank) throw DataError("watchdog: status without a rank line");
-  return status;
+  if (!net::receiveLine(fd, line, std::chrono::steady_clock::now() + 500ms, kEndingBytes))
+    return std::nullopt;
+  const std::size_t tab = line.find('\t');
+  if (tab == std::string::npos) return std::nullopt;
+  int rank = -1;
+  const auto [end, error] = std::from_chars(line.data(), line.data() + tab, rank);
+  if (error != std::errc() || end != line.data() + tab || rank < 0 || rank >= size || rank == self)
+    return std::nullopt;
+  return std::pair{rank, line.substr(tab + 1)};
 }
-
-Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers) {
-  Diagnosis d;
-  const ChannelActivity* mine = oldestPending(self);
-  if (mine == nullptr) {
-    d.report = str(rankName(self.rank, self.host), " waits for no collective");
-    return d;
-  }
-  const PendingCollective& waiting = *mine->oldestPending;
-  d.channel = mine->channel;
-  d.sequence = waiting.sequence;
-  std::vector<std::string> absent, silent, left, diverged;
-  std::vector<int> absentRanks, silentRanks, leftRanks, divergedRanks, endedRanks;
-  std::size_t arrived = 0;
-  for (const PeerAnswer& peer : peers) {
-    if (peer.rank == self.rank) continue;
-    const std::string name = rankName(peer.rank, peer.host);
-    if (!peer.answered) {
-      if (!peer.left.empty()) {  // Note [A rank that leaves training alone]
-        left.push_back(str(name, ", failing with: ", peer.left));
-        leftRanks.push_back(peer.rank);
-      } else {
-        silent.push_back(str(name, ": ", peer.error));
-        silentRanks.push_back(peer.rank);
-      }
-      if (peer.ended) endedRanks.push_back(peer.rank);
-      continue;
-    }
-    const ChannelActivity* theirs = findChannel(peer.status, mine->channel);
-    const std::uint64_t issued = theirs != nullptr ? theirs->issued : 0;
-    if (theirs != nullptr && theirs->oldestPending &&
-        theirs->oldestPending->sequence == waiting.sequence) {
-      if (theirs->oldestPending->what == waiting.what) {
-        ++arrived;
-        d.alsoWaiting.push_back(peer.rank);
-      } else {
-        diverged.push_back(str(name, " issued ", theirs->oldestPending->what,
-                               theirs->oldestPending->context.empty()
-                                   ? ""
-                                   : str(" (", theirs->oldestPending->context, ")")));
-        divergedRanks.push_back(peer.rank);
-      }
-    } else if (issued <= waiting.sequence) {
-      absent.push_back(
-          str(name, " ", doingInstead(peer.status),
-              issued == 0 ? str(" (no ", mine->channel, " collective issued yet)")
-                          : str(" (its last ", mine->channel, " collective: #", issued - 1, ")"),
-              threadPart(peer.status)));
-      absentRanks.push_back(peer.rank);
-      if (absentRanks.size() <= kListed) appendStack(d.details, name, peer.status);
-    } else {
-      ++arrived;  // it is past #s: it completed it
-    }
-  }
-  const std::string where =
-      str(rankName(self.rank, self.host), " waits in ", mine->channel, " ", waiting.what, " #",
-          waiting.sequence, waiting.context.empty() ? "" : str(" (", waiting.context, ")"), " for ",
-          seconds(waiting.waitingSeconds));
-  const auto others = std::count_if(peers.begin(), peers.end(),
-                                    [&](const PeerAnswer& p) { return p.rank != self.rank; });
-  if (!diverged.empty()) {
-    d.verdict = Diagnosis::Verdict::kDesync;
-    d.culprits = divergedRanks;
-    d.report = str("desync: the ranks' programs have diverged: as collective #", waiting.sequence,
-                   " on ", mine->channel, " this ", rankName(self.rank, self.host), " issued ",
-                   waiting.what, waiting.context.empty() ? "" : str(" (", waiting.context, ")"),
-                   " but ", listed(diverged));
-    return d;
-  }
-  if (!absent.empty() || !silent.empty() || !left.empty()) {
-    d.verdict = Diagnosis::Verdict::kNotArrived;
-    d.culprits = absentRanks;
-    d.culprits.insert(d.culprits.end(), silentRanks.begin(), silentRanks.end());
-    d.culprits.insert(d.culprits.end(), leftRanks.begin(), leftRanks.end());
-    d.report = str(where, ": ", d.culprits.size(), " of ", others, " peers have not arrived");
-    if (!absent.empty()) d.report += str(": ", listed(absent));
-    if (!silent.empty()) d.report += str("; not answering: ", listed(silent));
-    if (!left.empty()) d.report += str("; left training: ", listed(left));
-    d.report += str("; ", arrived, arrived == 1 ? " has" : " have", " arrived");
-    if (!endedRanks.empty()) {  // Note [A peer that has ended]
-      d.verdict = Diagnosis::Verdict::kPeerEnded;
-      d.report += str("; ", endedRanks.size() == 1 ? "a rank that has" : "ranks that have",
-                      " ended will never arrive");
-    }
-    return d;
-  }
-  d.verdict = Diagnosis::Verdict::kAllArrived;
-  d.report = others == 0
-                 ? str(where,
-                       ": it has no peers, so the collective itself is stuck (the library "
-                       "or the device)")
-                 : str(where, ": all ", arrived,
-                       " peers arrived at it, so the collective itself is stuck (network or "
-                       "library)");
-  // What to look at next: the library's own account.
-  if (mine->channel == "nccl") d.report += "; NCCL_DEBUG=INFO makes NCCL log what it does";
-  return d;
-}
-
-double quietSeconds(const RankStatus& status) {
-  if (status.channels.empty() || oldestPending(status) != nullptr) return 0.0;
-  double quiet = status.channels.front().idleSeconds;
-  for (const ChannelActivity& c : status.channels)
-    quiet = std::min({quiet, c.idleSeconds, c.contextSeconds});
-  return std::min(quiet, status.heartbeatSeconds);
-}
-
-Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& peers) {
-  Diagnosis d;
-  d.verdict = Diagnosis::Verdict::kOutsideCollectives;
-  const std::string context = self.channels.empty() ? "" : self.channels.front().context;
-  const std::string name = rankName(self.rank, self.host);
-  d.culprits.push_back(self.rank);
-  appendStack(d.details, name, self);
-  std::vector<std::string> others, silent;
-  for (const PeerAnswer& peer : peers) {
-    if (peer.rank == self.rank) continue;
-    const std::string peerName = rankName(peer.rank, peer.host);
-    if (!peer.answered) {
-      silent.push_back(str(peerName, ": ", peer.error));
-      continue;
-    }
-    others.push_back(str(peerName, " ", doingInstead(peer.status), threadPart(peer.status)));
-    if (quietSeconds(peer.status) > 0.0) {
-      d.culprits.push_back(peer.rank);
-      if (d.culprits.size() <= kListed) appendStack(d.details, peerName, peer.status);
-    }
-  }
-  d.report = str(name, " has made no progress for ", seconds(quietSeconds(self)),
-                 " (no collective, no new step or evaluation batch, no heartbeat from loading or "
-                 "saving)",
-                 context.empty() ? "" : str(", now at ", context), threadPart(self),
-                 ". No collective timeout can see a rank stuck outside collectives, so the job "
-                 "ends here");
-  if (!others.empty()) d.report += str("; the other ranks: ", listed(others));
-  if (!silent.empty()) d.report += str("; not answering: ", listed(silent));
-  return d;
-}
-
-namespace {
 
 // Enough for a report at quietAfter (or at a --timeout near it), capped: a
 // span longer than the history is reported as the history's.
@@ -370,8 +95,8 @@ Watchdog::Watchdog(Communicator& comm, std::string hostname, WatchdogOptions opt
   net::Listener listener = net::listenTcp();
   std::string cookie = str(std::random_device{}(), std::random_device{}());
   const std::string pids = pidNamespace();
-  std::string record = str(clean(hostname_), "\t", listener.port, "\t", cookie, "\t",
-                           static_cast<long>(getpid()), "\t", clean(pids));
+  std::string record = str(wireText(hostname_), "\t", listener.port, "\t", cookie, "\t",
+                           static_cast<long>(getpid()), "\t", wireText(pids));
   for (const std::string& address : net::localAddresses())
     record += "\t" + address;
   record.resize(kRecordBytes, '\0');
@@ -494,33 +219,18 @@ void Watchdog::serve() {
       continue;
     if (request == cookie_ + kLeftRequest) {
       // Note [A rank that leaves training alone]: kept for the checker.
-      std::string line;
-      if (!net::receiveLine(client.get(), line, std::chrono::steady_clock::now() + 500ms,
-                            kEndingBytes))
-        continue;
-      const std::size_t tab = std::min(line.find('\t'), line.size());
-      int rank = -1;
-      const auto [end, error] = std::from_chars(line.data(), line.data() + tab, rank);
-      if (error == std::errc() && end == line.data() + tab && tab < line.size() && rank >= 0 &&
-          rank < comm_.size() && rank != comm_.rank()) {
+      if (auto left = receivePeerWhy(client.get(), comm_.rank(), comm_.size())) {
         std::lock_guard lock(leftMutex_);
-        leftPeers_.emplace(rank, line.substr(tab + 1));
+        leftPeers_.emplace(left->first, std::move(left->second));
       }
       net::sendAll(client.get(), "noted\n", std::chrono::steady_clock::now() + 1s);
       continue;
     }
     if (request == cookie_ + kEndingRequest) {
       // Note [Telling rank 0 that the job ends]: answered once recorded.
-      std::string line;
-      if (!net::receiveLine(client.get(), line, std::chrono::steady_clock::now() + 500ms,
-                            kEndingBytes))
-        continue;
-      const std::size_t tab = std::min(line.find('\t'), line.size());
-      int rank = -1;
-      const auto [end, error] = std::from_chars(line.data(), line.data() + tab, rank);
-      if (comm_.rank() != 0 || error != std::errc() || end != line.data() + tab ||
-          tab == line.size() || rank <= 0 || rank >= comm_.size())
-        continue;
+      auto claim = receivePeerWhy(client.get(), comm_.rank(), comm_.size());
+      if (comm_.rank() != 0 || !claim) continue;
+      const auto& [rank, why] = *claim;
       const auto [first, claimed] = firstToEnd(rank);
       if (!claimed) {  // another rank's claim, or this rank's, tried again at another address
         net::sendAll(client.get(),
@@ -531,12 +241,12 @@ void Watchdog::serve() {
       // The first claim is answered once recorded, on a thread of its own:
       // the later claims are answered meanwhile, at once.
       try {
-        recorder_ = std::thread([this, client = std::move(client), why = line.substr(tab + 1)] {
+        recorder_ = std::thread([this, client = std::move(client), why = why] {
           if (onEnding_) onEnding_(why);
           net::sendAll(client.get(), kFirstToEnd + "\n", std::chrono::steady_clock::now() + 1s);
         });
       } catch (const std::system_error&) {  // no thread to be had: here, then
-        if (onEnding_) onEnding_(line.substr(tab + 1));
+        if (onEnding_) onEnding_(why);
         net::sendAll(client.get(), kFirstToEnd + "\n", std::chrono::steady_clock::now() + 1s);
       }
       continue;
@@ -786,15 +496,14 @@ void Watchdog::stopServing() const {
 }
 
 std::optional<std::string> Watchdog::announceEnding(const std::string& why) const {
-  std::string line = clean(why);
+  std::string line = wireText(why);
   if (line.size() >= kEndingBytes) line.resize(kEndingBytes - 1);
   const int self = comm_.rank();
   if (self == 0) {
     const auto [first, claimed] = firstToEnd(0);
     if (claimed && onEnding_) onEnding_(line);  // outside the lock: later claims are answered
     if (first == 0) return std::nullopt;
-    return str(rankName(first, peers_[static_cast<std::size_t>(first)].host),
-               " ended the job first, and reports it");
+    return endedFirst(first);
   }
   // Rank 0 answers once its handler has returned (Note [Telling rank 0
   // that the job ends]); an answer or none, the job ends next. A rank 0
@@ -837,13 +546,17 @@ std::optional<std::string> Watchdog::announceEnding(const std::string& why) cons
       first = -1;
   }
   if (first < 0) return std::nullopt;
-  return str(rankName(first, peers_[static_cast<std::size_t>(first)].host),
+  return endedFirst(first);
+}
+
+std::string Watchdog::endedFirst(int rank) const {
+  return str(rankName(rank, peers_[static_cast<std::size_t>(rank)].host),
              " ended the job first, and reports it");
 }
 
 void Watchdog::announceLeaving(const std::string& why) const {
   if (comm_.size() < 2) return;
-  std::string line = str(comm_.rank(), "\t", clean(why));
+  std::string line = str(comm_.rank(), "\t", wireText(why));
   if (line.size() >= kEndingBytes) line.resize(kEndingBytes - 1);
   // Note [A rank that leaves training alone]: one peer, which ends the job.
   const int told = comm_.rank() == 0 ? 1 : 0;

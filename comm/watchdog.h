@@ -289,84 +289,11 @@
 #include <utility>
 #include <vector>
 
-#include "comm/activity.h"
 #include "comm/communicator.h"
+#include "comm/diagnosis.h"
 #include "runtime/cpu_history.h"
 
 namespace ddp::comm {
-
-// What one rank says about itself.
-struct RankStatus {
-  int rank = 0;
-  std::string host;
-  long pid = 0;
-  std::vector<ChannelActivity> channels;
-  // While it waits for no collective: its training thread's state and the
-  // CPUs the process used meanwhile, in words ("its training thread is
-  // running on a CPU, and the process used 1.00 CPUs over the last 6.0 s");
-  // "" otherwise (Note [Where a stuck rank is]).
-  std::string thread;
-  // That thread's call stack, innermost first, when it was asked for.
-  std::vector<std::string> stack;
-  // Seconds since its last heartbeat of local work (Note [Heartbeats of
-  // local work] in runtime/heartbeat.h); infinity before the first.
-  double heartbeatSeconds = std::numeric_limits<double>::infinity();
-
-  // One line per field, tab-separated; strings lose tabs and newlines.
-  std::string encode() const;
-  // Throws DataError on malformed text.
-  static RankStatus decode(const std::string& text);
-};
-
-// A peer's answer to a status request.
-struct PeerAnswer {
-  int rank = 0;
-  std::string host;
-  bool answered = false;
-  std::string error;  // why not, when !answered
-  RankStatus status;
-  // Not answering because the rank has left training: its status server
-  // refused the connection (its host is up, nothing listens on the port),
-  // or, on this node, no process has its pid (Note [A peer that has ended]),
-  // or it said so (`left`).
-  bool ended = false;
-  // Why the rank left training, as it told this one (Note [A rank that
-  // leaves training alone]); "" when it did not. Not asked then.
-  std::string left{};
-};
-
-struct Diagnosis {
-  enum class Verdict {
-    kNothingPending,      // this rank waits for no collective
-    kNotArrived,          // some peers have not arrived or do not answer
-    kDesync,              // some peer waits in a different collective at the same position
-    kPeerEnded,           // some peer that has not arrived has ended: it never will
-    kAllArrived,          // every peer arrived: the collective itself is stuck
-    kOutsideCollectives,  // this rank has been in no collective for too long (diagnoseQuiet)
-  };
-  Verdict verdict = Verdict::kNothingPending;
-  std::string report;            // one line, for the log
-  std::vector<int> culprits;     // the ranks named: not arrived, not answering or diverged
-  std::vector<int> alsoWaiting;  // the peers that wait in the same collective
-  std::string channel;           // the communicator and collective it is about
-  std::uint64_t sequence = 0;
-  // Lines to print under the report: the call stacks of the ranks it names
-  // that sent one.
-  std::vector<std::string> details;
-};
-
-// Explains why `self`'s oldest pending collective has not completed, from the
-// peers' answers (Note [Watchdog reports]). Pure; any thread.
-Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers);
-
-// Reports `self`, which waits for no collective and has issued none for
-// long, with what each peer is doing (Note [Where a stuck rank is]). Pure.
-Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& peers);
-
-// How long `status` has made no progress: waited for no collective on any
-// of its channels, completed none, set no new context (a step, an
-// evaluation batch) and sent no heartbeat; 0 when a collective is pending.
-double quietSeconds(const RankStatus& status);
 
 // Note [One report of a timeout]: the lower rank left to report a timeout,
 // and how long to leave it before reporting after all.
@@ -525,6 +452,8 @@ class Watchdog {
   // `rank` it (none had before: the caller then has onEnding_ record its
   // why). Any thread.
   std::pair<int, bool> firstToEnd(int rank) const;
+  // What a later claimant says of `rank`, the first (Note [One rank ends the job]).
+  std::string endedFirst(int rank) const;
   // Calls endJob_ the first time only. Checker thread.
   void endJob(const Diagnosis& d);
   void serve();

@@ -239,11 +239,15 @@ int train(Options o) {
   commOptions.checkNonFinite = true;              // the trainer checks every step's gradients
   commOptions.sumOfSquares = o.clipGradNorm > 0;  // the gradient's norm, for clipping
   commOptions.twoLevelAcrossNodes = o.twoLevelAllreduce == "auto";
-  // Set once the watchdog runs; read by the NCCL watchdog's thread.
-  std::atomic<const comm::Watchdog*> explainer{nullptr};
+  // Set once the watchdog runs, cleared before it is released; read by
+  // the threads that may end the job, the NCCL watchdog's among them, which
+  // runs until the communicator is gone: a thread that ends the job keeps
+  // the watchdog it loaded alive (it never returns), so a failure met while
+  // this scope unwinds finds the watchdog whole, or none.
+  std::atomic<std::shared_ptr<const comm::Watchdog>> explainer;
   const auto explain = [&explainer](const std::string& report) {
     log::error(report);
-    if (const comm::Watchdog* watchdog = explainer.load()) {
+    if (const auto watchdog = explainer.load()) {
       logDiagnosis(watchdog->diagnose(/*withStacks=*/true));  // the job ends next
     }
   };
@@ -264,7 +268,7 @@ int train(Options o) {
   // one, if any (Note [One rank ends the job]).
   const auto tellRankZero = [&](const std::string& why) noexcept -> std::optional<std::string> {
     try {
-      const comm::Watchdog* watchdog = explainer.load();
+      const auto watchdog = explainer.load();
       if (world.rank() == 0 && watchdog == nullptr) {
         recordEnding(why);
       } else if (world.rank() == 0) {
@@ -286,7 +290,7 @@ int train(Options o) {
       tellRankZero,
       [&world, &explainer] {
         // Note [One rank ends the job]: a later claim is refused, not left unanswered.
-        if (const comm::Watchdog* watchdog = explainer.load()) watchdog->stopServing();
+        if (const auto watchdog = explainer.load()) watchdog->stopServing();
         world.abort(kExitFailure);
       },
       comm::endingTime(watchdogOptions));
@@ -299,7 +303,7 @@ int train(Options o) {
   };
   const auto leaveToLowerRank = [&explainer, timeout](const CommError& e) {
     return [&explainer, timeout, &e] {
-      const comm::Watchdog* watchdog = explainer.load();
+      const auto watchdog = explainer.load();
       if (watchdog && dynamic_cast<const CommTimeoutError*>(&e) != nullptr)
         leaveTimeoutToLowerRank(*watchdog, timeout, e.what());
     };
@@ -318,7 +322,11 @@ int train(Options o) {
   // are gone by then), and made before the watchdog, whose threads may
   // write the end line through it until the watchdog is destroyed.
   std::unique_ptr<ProgressPrinter> progress;
-  std::unique_ptr<comm::Watchdog> watchdog;  // Note [Watchdog reports]
+  std::shared_ptr<comm::Watchdog> watchdog;  // Note [Watchdog reports]
+  const struct ForgetWatchdog {
+    std::atomic<std::shared_ptr<const comm::Watchdog>>& explainer;
+    ~ForgetWatchdog() { explainer.store(nullptr); }  // before `watchdog` is released
+  } forgetWatchdog{explainer};
   deadline.enter("sharing out the CPUs and learning the ranks' hosts", everyRank);
   const CpuShare cpus = shareCpus(world);
   const std::vector<std::string> hosts = hostOfEachRank(world);  // for naming a rank
@@ -348,13 +356,13 @@ int train(Options o) {
         std::max(commOptions.timeout / 10, std::chrono::milliseconds(std::chrono::seconds(2)));
     // Note [A stop asked for while a peer has ended] in comm/watchdog.h.
     watchdogOptions.stopRequested = [] { return stopSignal() != 0; };
-    watchdog = std::make_unique<comm::Watchdog>(
+    watchdog = std::make_shared<comm::Watchdog>(
         comm, world.hostname(), watchdogOptions,
         [&](const comm::Diagnosis& d) {
           jobEnding.end(str("watchdog: ", d.report), [&d] { logDiagnosis(d); });
         },
         recordEnding);  // rank 0, told by another rank
-    explainer = watchdog.get();
+    explainer = watchdog;
     // Note [Where a stuck rank is]: from here on, start-up included (its
     // long local work sends heartbeats: Note [Heartbeats of local work]).
     watchdog->armQuietCheck();

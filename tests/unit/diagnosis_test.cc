@@ -1,6 +1,6 @@
 // The watchdog's reasoning (Note [Watchdog reports]) on hand-made statuses,
 // and its wire format.
-#include "comm/watchdog.h"
+#include "comm/diagnosis.h"
 
 #include <gtest/gtest.h>
 
