@@ -1,8 +1,9 @@
 // What the watchdog concludes from the ranks' statuses: why a collective
 // does not complete, or where a rank that makes no progress is (Note
 // [Watchdog reports] and Note [Where a stuck rank is] in comm/watchdog.h).
-// Pure functions of the statuses, with the status's wire format; the
-// Watchdog (comm/watchdog.h) asks the ranks and acts on the verdict.
+// Pure functions of the statuses, with the status's wire format, callable
+// from any thread; the Watchdog (comm/watchdog.h) asks the ranks and acts
+// on the verdict.
 #pragma once
 
 #include <cstdint>
@@ -87,7 +88,8 @@ Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& p
 // evaluation batch) and sent no heartbeat; 0 when a collective is pending.
 double quietSeconds(const RankStatus& status);
 
-// `status`'s collective that has waited for longest, or null.
+// `status`'s collective that has waited for longest, or null; points into
+// `status`, as findChannel's answer does.
 const ChannelActivity* oldestPending(const RankStatus& status);
 // `status`'s activity on `channel`, or null.
 const ChannelActivity* findChannel(const RankStatus& status, const std::string& channel);
