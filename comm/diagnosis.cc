@@ -21,23 +21,19 @@ T number(const std::string& text) {
   return value;
 }
 
-std::string seconds(double value) {
-  return fixed(value, 1) + " s";
-}
-
 // What a rank that has not arrived is doing instead.
 std::string doingInstead(const RankStatus& status) {
   if (const ChannelActivity* c = oldestPending(status)) {
     const PendingCollective& p = *c->oldestPending;
     return str("waits in ", c->channel, " ", p.what, " #", p.sequence,
                p.context.empty() ? "" : str(" (", p.context, ")"), " for ",
-               seconds(p.waitingSeconds));
+               secondsText(p.waitingSeconds));
   }
   // Idle since its first channel's last collective, now at that channel's context.
   const ChannelActivity none;
   const ChannelActivity& first = status.channels.empty() ? none : status.channels.front();
   return str("is not in any collective", status.thread.empty() ? " (computing or stalled)" : "",
-             " for ", seconds(first.idleSeconds),
+             " for ", secondsText(first.idleSeconds),
              first.context.empty() ? "" : str(", now at ", first.context));
 }
 
@@ -89,6 +85,10 @@ const ChannelActivity* oldestPending(const RankStatus& status) {
       oldest = &c;
   }
   return oldest;
+}
+
+std::string secondsText(double value) {
+  return fixed(value, 1) + " s";
 }
 
 std::string rankName(int rank, const std::string& host) {
@@ -218,7 +218,7 @@ Diagnosis diagnose(const RankStatus& self, const std::vector<PeerAnswer>& peers)
   const std::string where =
       str(rankName(self.rank, self.host), " waits in ", mine->channel, " ", waiting.what, " #",
           waiting.sequence, waiting.context.empty() ? "" : str(" (", waiting.context, ")"), " for ",
-          seconds(waiting.waitingSeconds));
+          secondsText(waiting.waitingSeconds));
   const auto others = std::count_if(peers.begin(), peers.end(),
                                     [&](const PeerAnswer& p) { return p.rank != self.rank; });
   if (!diverged.empty()) {
@@ -289,7 +289,7 @@ Diagnosis diagnoseQuiet(const RankStatus& self, const std::vector<PeerAnswer>& p
       if (d.culprits.size() <= kListed) appendStack(d.details, peerName, peer.status);
     }
   }
-  d.report = str(name, " has made no progress for ", seconds(quietSeconds(self)),
+  d.report = str(name, " has made no progress for ", secondsText(quietSeconds(self)),
                  " (no collective, no new step or evaluation batch, no heartbeat from loading or "
                  "saving)",
                  context.empty() ? "" : str(", now at ", context), threadPart(self),

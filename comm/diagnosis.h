@@ -94,6 +94,8 @@ const ChannelActivity* oldestPending(const RankStatus& status);
 // `status`'s activity on `channel`, or null.
 const ChannelActivity* findChannel(const RankStatus& status, const std::string& channel);
 
+// "61.0 s": a duration in a report.
+std::string secondsText(double value);
 // "rank 3 (node7)", or "rank 3" without a host.
 std::string rankName(int rank, const std::string& host);
 // Appends the lines that print `status`'s stack (if it sent one) under a

@@ -52,10 +52,6 @@ constexpr auto kSilentRankZeroWait = 200ms;    // for a rank 0 that answers no s
 // the rank, a tab, and why.
 const std::string kLeftRequest = "\tleft";
 
-std::string seconds(double value) {
-  return fixed(value, 1) + " s";
-}
-
 // A kLeftRequest's or kEndingRequest's second line, from a peer of the
 // `size` ranks other than `self`: its rank and why. Nullopt when it does not
 // come within half a second, or is malformed.
@@ -173,7 +169,7 @@ std::string Watchdog::describeTrainingThread(double quiet) const {
   if (const auto use =
           cpuHistory_.over(quiet, std::chrono::steady_clock::now(), processCpuSeconds())) {
     text += str(", and the process used ", fixed(use->cpus, 2), " CPUs over the last ",
-                seconds(use->seconds));
+                secondsText(use->seconds));
   }
   return text;
 }
@@ -334,7 +330,7 @@ PeerAnswer Watchdog::ask(int rank, bool withStack) const {
                    : str("its process (pid ", peer.pid, ") is ", describeThreadState(*process));
     answer.ended = !process;
   }
-  answer.error = str("no answer within ", seconds(options_.probeTimeout.count() / 1000.0),
+  answer.error = str("no answer within ", secondsText(options_.probeTimeout.count() / 1000.0),
                      error == net::kTimedOut ? "" : str(" (", error, ")"), ": ", why);
   if (rank == 0) rankZeroSilent_ = true;
   std::lock_guard lock(silentMutex_);
@@ -602,7 +598,7 @@ void Watchdog::check() {
     }
     if (stall->warned) {
       log::warn(str("watchdog: the stall is over: ", stall->channel, " collective #",
-                    stall->sequence, " completed after about ", seconds(stall->seconds)));
+                    stall->sequence, " completed after about ", secondsText(stall->seconds)));
     }
     stall.reset();
     return false;
@@ -640,7 +636,7 @@ void Watchdog::check() {
       // Once a stop: another thread's later look may lengthen it a little.
       const auto stopped = stops::totalStopped();
       log::info(str("watchdog: this process was not run for ",
-                    seconds(std::chrono::duration<double>(stopped - stoppedSeen).count()),
+                    secondsText(std::chrono::duration<double>(stopped - stoppedSeen).count()),
                     " (stopped or starved: a suspended job, Ctrl-Z, a paused VM); the "
                     "collectives' timeouts and the watchdog leave that time out"));
       stopsSeen = count;

@@ -278,9 +278,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdint>
 #include <functional>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
